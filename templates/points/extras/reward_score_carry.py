@@ -1,0 +1,2 @@
+__anchor_1_body__
+final_output.metrics.reward_score = final_output.reward_score

@@ -1,0 +1,5 @@
+_t_uids, _t_trajs = _trace_ids_from_batch(batch)
+trace_flow(uid=_t_uids, traj_uid=_t_trajs,
+           from_module='RefPolicyWorker', to_module='PPOTrainerV1',
+           stage='TRAIN_REF_LOGPROB', detail='ref_log_prob_computed',
+           global_step=self.global_steps)

@@ -1,0 +1,5 @@
+_t_uids, _t_trajs = _trace_ids_from_batch(batch)
+trace_flow(uid=_t_uids, traj_uid=_t_trajs,
+           from_module='PPOTrainerV1', to_module='RewardLoopManager',
+           stage='TRAIN_REWARD', detail='reward_extracted',
+           global_step=self.global_steps)

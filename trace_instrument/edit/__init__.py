@@ -1,0 +1,1 @@
+"""LibCST edit operations: inserts, rewrites, expression swaps and imports, in one pass per file."""

@@ -1,0 +1,121 @@
+"""Turning templates into LibCST nodes for a place, and rewrites back into originals."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import libcst as cst
+
+from trace_instrument.model import CodePattern, Template
+from trace_instrument.spec.code import PLACEHOLDER
+
+Statements = list[cst.BaseStatement]
+
+
+def with_leading(stmts: Sequence[cst.BaseStatement], lines: Sequence[cst.EmptyLine]) -> Statements:
+    """The statements with `lines` put above the first one."""
+    stmts = list(stmts)
+    if stmts and lines:
+        first = stmts[0]
+        stmts[0] = first.with_changes(leading_lines=[*lines, *first.leading_lines])
+    return stmts
+
+
+def own_leading_count(template: Template) -> int:
+    """Comment/blank lines the template itself puts above its first statement."""
+    first = template.cst[0] if template.cst else None
+    return len(getattr(first, "leading_lines", ()))
+
+
+@functools.lru_cache(maxsize=None)
+def pattern_statements(pattern: CodePattern) -> tuple[cst.BaseStatement, ...]:
+    """The anchor pattern as LibCST statements (its text is the original code)."""
+    return tuple(cst.parse_module(pattern.text + "\n").body)
+
+
+class Captured:
+    """What a rewrite template's placeholders stand for, as LibCST nodes."""
+
+    def __init__(
+        self,
+        statements: dict[int, Statements],  # __anchor_N__: the statement, with what travels with it
+        values: dict[int, tuple[cst.BaseExpression, cst.SimpleStatementLine]],  # value, line it came from
+        bodies: dict[int, Statements],
+        around_value_line: dict[int, tuple[Statements, Statements]],  # statements travelling with a value line
+    ):
+        self.statements = statements
+        self.values = values
+        self.bodies = bodies
+        self.around_value_line = around_value_line
+
+    def around(self, index: int) -> tuple[Statements, Statements]:
+        return self.around_value_line.get(index, ([], []))
+
+
+class _Fill(cst.CSTTransformer):
+    """Replace placeholders in a rewrite template with captured code."""
+
+    def __init__(self, captured: Captured):
+        self.captured = captured
+
+    def leave_SimpleStatementLine(self, original, updated):
+        if len(updated.body) != 1:
+            return updated
+        small = updated.body[0]
+        name = small.value if isinstance(small, cst.Expr) else None
+        if isinstance(name, cst.Name):
+            match = PLACEHOLDER.match(name.value)
+            if match and match.group(2) is None:
+                return cst.FlattenSentinel(with_leading(self.captured.statements[int(match.group(1))], updated.leading_lines))
+            if match and match.group(2) == "body":
+                return cst.FlattenSentinel(with_leading(self.captured.bodies[int(match.group(1))], updated.leading_lines))
+        value = getattr(small, "value", None)
+        if isinstance(value, cst.Name):
+            match = PLACEHOLDER.match(value.value)
+            if match and match.group(2) == "value":
+                index = int(match.group(1))
+                expr, line = self.captured.values[index]
+                filled = updated.with_changes(
+                    body=[small.with_changes(value=expr)],
+                    leading_lines=line.leading_lines,
+                    trailing_whitespace=line.trailing_whitespace,
+                )
+                before, after = self.captured.around(index)
+                return cst.FlattenSentinel([*before, filled, *after]) if before or after else filled
+        return updated
+
+
+def fill_template(template: Template, captured: Captured) -> Statements:
+    module = cst.Module(body=list(template.cst))
+    return list(module.visit(_Fill(captured)).body)
+
+
+def restore_originals(
+    patterns: Sequence[cst.BaseStatement],
+    captured: Captured,
+) -> Statements:
+    """Rebuild the anchored statements a rewrite replaced, from the anchor pattern and the captures."""
+    restored: Statements = []
+    for index, pattern in enumerate(patterns):
+        if index in captured.statements:
+            restored.extend(captured.statements[index])
+        elif index in captured.values:
+            expr, line = captured.values[index]
+            before, after = captured.around(index)
+            small = pattern.body[0]
+            restored.extend(before)
+            restored.append(
+                pattern.with_changes(
+                    body=[small.with_changes(value=expr)],
+                    leading_lines=line.leading_lines,
+                    trailing_whitespace=line.trailing_whitespace,
+                )
+            )
+            restored.extend(after)
+        elif index in captured.bodies:
+            block = pattern.body
+            restored.append(pattern.with_changes(body=block.with_changes(body=captured.bodies[index])))
+        else:
+            restored.append(pattern)
+    return restored

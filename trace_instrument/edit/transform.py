@@ -1,0 +1,324 @@
+"""One LibCST pass that makes every planned edit of a file.
+
+All statement-level work happens where a statement list is rebuilt (a block
+or the module), so inserts, removals and rewrites of neighbouring statements
+compose; the traversal only descends into the blocks that hold a target.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from trace_instrument.edit.cstmap import CstMap, PairingError, pair
+from trace_instrument.edit.imports import ImportChanges, add_imports, prune_imports
+from trace_instrument.edit.render import (
+    Captured,
+    Statements,
+    fill_template,
+    own_leading_count,
+    pattern_statements,
+    restore_originals,
+    with_leading,
+)
+from trace_instrument.locate import Block, Placement
+from trace_instrument.locate.match import canonical
+from trace_instrument.model import EditKind
+from trace_instrument.spec.code import placeholders
+
+EditError = PairingError
+
+
+@dataclass(eq=False)
+class _Rewrite:
+    region: list[cst.CSTNode]  # original statements replaced, in order
+    render: object  # callable(updated_of) -> Statements
+
+
+@dataclass
+class _Plan:
+    before: dict[int, list[tuple[int, Statements, bool]]] = field(default_factory=dict)  # (rank, stmts, take_leading)
+    after: dict[int, list[tuple[int, Statements]]] = field(default_factory=dict)
+    removed: dict[int, int] = field(default_factory=dict)  # statement -> leading lines it owns
+    rewrites: dict[int, _Rewrite] = field(default_factory=dict)  # keyed by the region's first statement
+    swaps: dict[int, cst.BaseExpression] = field(default_factory=dict)  # expression -> replacement
+    targets: set[int] = field(default_factory=set)  # statements the pass must reach
+    deep: set[int] = field(default_factory=set)  # statements whose whole subtree the pass must visit
+
+
+def edit_module(
+    module: cst.Module,
+    tree: ast.Module,
+    placements: Sequence[Placement] = (),
+    removals: Sequence[Block] = (),
+    imports: ImportChanges | None = None,
+) -> cst.Module:
+    mapping = pair(module, tree)
+    plan = _Plan()
+    for placement in placements:
+        _plan_placement(plan, mapping, placement)
+    for block in removals:
+        _plan_removal(plan, mapping, block)
+    needed = {id(module)}
+    for target in plan.targets | plan.deep:
+        needed.add(target)
+        needed.update(mapping.path_of.get(target, ()))
+    result = module.visit(_Editor(plan, needed)) if plan.targets or plan.deep else module
+    if imports is not None:
+        result = prune_imports(result, imports) if imports.prune else add_imports(result, imports)
+    return result
+
+
+# -- planning -----------------------------------------------------------------------------------
+
+
+def _plan_placement(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
+    edit = placement.edit
+    if edit.kind.inserts:
+        neighbour = mapping.statement(placement.neighbor)
+        _require_line(neighbour, placement)
+        stmts = list(edit.template.cst)
+        if placement.after:
+            plan.after.setdefault(id(neighbour), []).append((edit.rank, stmts))
+        else:
+            plan.before.setdefault(id(neighbour), []).append((edit.rank, stmts, placement.take_leading))
+        plan.targets.add(id(neighbour))
+    elif edit.kind is EditKind.REPLACE_EXPR:
+        statement = mapping.statement(placement.anchored[0])
+        target = _find_expression(statement, placement.expr)
+        plan.swaps[id(target)] = edit.template.cst[0]
+        plan.deep.add(id(statement))
+    else:
+        _plan_rewrite(plan, mapping, placement)
+
+
+def _plan_rewrite(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
+    region = [mapping.statement(s) for s in placement.region]
+    for line in region:
+        _require_line(line, placement)
+    anchored = [mapping.statement(s) for s in placement.anchored]
+    template = placement.edit.template
+
+    def render(updated_of, expand) -> Statements:
+        travelling: dict[int, Statements] = {}
+        pending: Statements = []
+        for line in region:
+            if any(line is a for a in anchored):
+                travelling[id(line)] = pending
+                pending = []
+            else:
+                pending.extend(expand(line))
+        captured = _captures_for_apply(template, anchored, updated_of, expand, travelling)
+        return fill_template(template, captured)
+
+    plan.rewrites[id(region[0])] = _Rewrite(region, render)
+    plan.targets.update(id(line) for line in region)
+
+
+def _captures_for_apply(template, anchored, updated_of, expand, travelling) -> Captured:
+    statements, values, bodies, around = {}, {}, {}, {}
+    for index, role in placeholders(template.stmts):
+        line = anchored[index]
+        lead = travelling.get(id(line), [])
+        if role == "":
+            statements[index] = [*lead, *expand(line)]
+        elif role == "value":
+            updated = updated_of(line)
+            before, after = _split_at(expand(line), updated)
+            values[index] = (updated.body[0].value, updated)
+            around[index] = ([*lead, *before], after)
+        else:
+            bodies[index] = [*lead, *updated_of(line).body.body]
+    return Captured(statements, values, bodies, around)
+
+
+def _split_at(stmts: Statements, pivot: cst.CSTNode) -> tuple[Statements, Statements]:
+    """The statements before and after `pivot` (by identity)."""
+    for index, stmt in enumerate(stmts):
+        if stmt is pivot:
+            return stmts[:index], stmts[index + 1 :]
+    return stmts, []
+
+
+def _plan_removal(plan: _Plan, mapping: CstMap, block: Block) -> None:
+    edit = block.edit
+    if edit.kind.inserts:
+        first = mapping.statement(block.top[0])
+        plan.removed[id(first)] = own_leading_count(edit.template)
+        for stmt in block.top[1:]:
+            plan.removed[id(mapping.statement(stmt))] = -1
+        plan.targets.update(id(mapping.statement(s)) for s in block.top)
+    elif edit.kind is EditKind.REPLACE_EXPR:
+        statement = mapping.statement(block.top[0])
+        target = _find_expression(statement, block.expr)
+        plan.swaps[id(target)] = cst.parse_expression(edit.anchors[0].expr.text)
+        plan.deep.add(id(statement))
+    else:
+        _plan_unrewrite(plan, mapping, block)
+
+
+def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
+    region = [mapping.statement(s) for s in block.top]
+    caps = block.captures
+    anchor = block.edit.anchors[0]
+    own = own_leading_count(block.edit.template)
+    captured_ids = {id(s) for s in caps.statements.values()} | {id(h) for _, h in caps.values.values()}
+
+    def render(updated_of, expand) -> Statements:
+        def kept(stmts) -> Statements:
+            return [s for a in stmts for s in expand(mapping.statement(a))]
+
+        # other points' code that sat inside the rewritten region goes back in front of the
+        # anchored statement it preceded; what preceded template-only code goes before the last one
+        orphans = kept(s for key, items in caps.attached.items() if key not in captured_ids for s in items)
+        last_index = max([*caps.statements, *caps.values], default=0)
+
+        def travelling(node: ast.stmt, index: int) -> Statements:
+            own_lead = kept(caps.attached.get(id(node), []))
+            return [*orphans, *own_lead] if index == last_index else own_lead
+
+        statements = {i: [*travelling(s, i), *kept([s])] for i, s in caps.statements.items()}
+        values, around = {}, {}
+        for i, (_value, holder) in caps.values.items():
+            line = updated_of(mapping.statement(holder))
+            values[i] = (line.body[0].value, line)
+            around[i] = (travelling(holder, i), [])
+        bodies = {i: kept(stmts) for i, stmts in caps.bodies.items()}
+        restored = restore_originals(pattern_statements(anchor.target), Captured(statements, values, bodies, around))
+        first = updated_of(region[0])
+        foreign = list(first.leading_lines[: max(0, len(first.leading_lines) - own)])
+        return with_leading(restored, foreign)
+
+    plan.rewrites[id(region[0])] = _Rewrite(region, render)
+    plan.targets.update(id(line) for line in region)
+    for holder in [h for _, h in caps.values.values()]:
+        plan.targets.add(id(mapping.statement(holder)))
+
+
+def _is_definition(node: cst.CSTNode) -> bool:
+    return isinstance(node, (cst.FunctionDef, cst.ClassDef))
+
+
+def _require_line(node: cst.CSTNode, placement: Placement) -> None:
+    if isinstance(node, cst.SimpleStatementSuite):
+        raise EditError(f"line {placement.line}: cannot edit inside a one-line block (`if x: y`)")
+
+
+def _find_expression(statement: cst.CSTNode, target: ast.expr) -> cst.BaseExpression:
+    """The LibCST expression in a statement's header that is the ast expression `target`."""
+    wanted = canonical(target)
+    found: list[cst.BaseExpression] = []
+    empty = cst.Module(body=[])
+
+    class _Search(cst.CSTVisitor):
+        def on_visit(self, node):
+            if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+                return False
+            if isinstance(node, cst.BaseExpression):
+                try:
+                    code = empty.code_for_node(node)
+                    if canonical(ast.parse(code.strip(), mode="eval").body) == wanted:
+                        found.append(node)
+                        return False
+                except SyntaxError:
+                    pass
+            return True
+
+    statement.visit(_Search())
+    if len(found) != 1:
+        raise EditError(f"expression {ast.unparse(target)!r} found {len(found)} times in its statement")
+    return found[0]
+
+
+# -- the pass -------------------------------------------------------------------------------------
+
+
+class _Editor(cst.CSTTransformer):
+    def __init__(self, plan: _Plan, needed: set[int]):
+        super().__init__()
+        self.plan = plan
+        self.needed = needed
+        self.updated: dict[int, cst.CSTNode] = {}
+        self.expanded: dict[int, Statements] = {}
+        self._deep = 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self._deep:
+            return True
+        if id(node) in self.plan.deep:
+            self._deep += 1
+            return True
+        return id(node) in self.needed
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        if id(original) in self.plan.deep:
+            self._deep -= 1
+        if id(original) in self.plan.swaps:
+            replacement = self.plan.swaps[id(original)]
+            if hasattr(replacement, "lpar") and hasattr(updated, "lpar"):
+                replacement = replacement.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+            return replacement
+        if isinstance(original, cst.IndentedBlock):
+            return updated.with_changes(body=self._rebuild(original.body, updated.body))
+        if isinstance(original, cst.Module):
+            return updated.with_changes(body=self._rebuild(original.body, updated.body))
+        if isinstance(original, cst.BaseStatement) or isinstance(original, cst.BaseSmallStatement):
+            self.updated[id(original)] = updated
+        return updated
+
+    def _updated_of(self, original: cst.CSTNode) -> cst.CSTNode:
+        return self.updated.get(id(original), original)
+
+    def _expand(self, original: cst.CSTNode) -> Statements:
+        """A statement as it stands after this pass: with its inserts, or gone."""
+        return self.expanded.get(id(original), [self._updated_of(original)])
+
+    def _rebuild(self, originals: Sequence[cst.CSTNode], updated: Sequence[cst.CSTNode]) -> Statements:
+        plan = self.plan
+        for original, new in zip(originals, updated):
+            self.updated[id(original)] = new
+        for original in originals:
+            self.expanded[id(original)] = [] if id(original) in plan.removed else self._around(original)
+        out: Statements = []
+        carry: list[cst.EmptyLine] = []
+        index = 0
+        while index < len(originals):
+            original = originals[index]
+            rewrite = plan.rewrites.get(id(original))
+            if rewrite is not None:
+                produced = rewrite.render(self._updated_of, self._expand)
+                index += len(rewrite.region)
+            else:
+                produced = self.expanded[id(original)]
+                owned = plan.removed.get(id(original), -1)
+                if owned >= 0:
+                    # lines above a removed block that are not its own go to what follows it
+                    lines = self._updated_of(original).leading_lines
+                    carry.extend(lines[: max(0, len(lines) - owned)])
+                index += 1
+            if produced and carry:
+                produced = with_leading(produced, carry)
+                carry = []
+            out.extend(produced)
+        return out
+
+    def _around(self, original: cst.CSTNode) -> Statements:
+        """The statement with the templates inserted before and after it."""
+        plan = self.plan
+        current = self._updated_of(original)
+        before: Statements = []
+        for _rank, stmts, take_leading in sorted(plan.before.get(id(original), []), key=lambda item: item[0]):
+            # comments above a statement go above what is inserted before it; a def keeps its own spacing
+            if take_leading and not before and current.leading_lines and not _is_definition(stmts[0]):
+                stmts = with_leading(stmts, current.leading_lines)
+                current = current.with_changes(leading_lines=[])
+            before.extend(stmts)
+        after: Statements = []
+        for _rank, stmts in sorted(plan.after.get(id(original), []), key=lambda item: item[0]):
+            after.extend(stmts)
+        if current is not self._updated_of(original):
+            self.updated[id(original)] = current
+        return [*before, current, *after]

@@ -1,0 +1,1 @@
+"""Operations on a checkout (apply, check, remove, verify): they return results, never print or exit."""

@@ -1,0 +1,124 @@
+"""Reading target files safely and writing a run's changes all-or-nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+LOCK_NAME = ".trace-instrument.lock"
+
+
+class CheckoutError(Exception):
+    """The target is not something we can work on (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str  # relative, posix
+    absolute: Path
+    data: bytes
+
+
+def checkout_root(path: str | os.PathLike) -> Path:
+    root = Path(path).resolve()
+    if not root.is_dir():
+        raise CheckoutError(f"{path}: no such directory")
+    if not (root / "verl").is_dir():
+        hint = " (did you mean its parent?)" if root.name == "verl" else ""
+        raise CheckoutError(f"{path}: not a verl checkout: expected the folder that holds verl/{hint}")
+    return root
+
+
+def read_target(root: Path, relative: str) -> SourceFile | None:
+    """The file's bytes, or None when it does not exist. Refuses links that leave the checkout."""
+    absolute = root / relative
+    if not absolute.exists() and not absolute.is_symlink():
+        return None
+    resolved = absolute.resolve()
+    if not resolved.is_relative_to(root):
+        raise CheckoutError(f"{relative}: is a link to {resolved}, outside the checkout; refusing to touch it")
+    if not resolved.is_file():
+        raise CheckoutError(f"{relative}: not a regular file")
+    return SourceFile(relative, absolute, resolved.read_bytes())
+
+
+@dataclass(frozen=True)
+class PendingWrite:
+    path: str
+    data: bytes | None  # None: delete the file
+
+
+@contextlib.contextmanager
+def checkout_lock(root: Path) -> Iterator[None]:
+    """An exclusive lock so two runs on one checkout cannot interleave."""
+    lock_path = root / LOCK_NAME
+    handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise CheckoutError(f"{root}: another trace-instrument run holds {LOCK_NAME}") from None
+            raise
+        yield
+    finally:
+        os.close(handle)
+        with contextlib.suppress(OSError):
+            lock_path.unlink()
+
+
+def write_all(root: Path, writes: list[PendingWrite]) -> None:
+    """Write every file or none: stage each next to its target, then rename them all.
+
+    A run killed at any moment leaves each file either original or complete
+    (rename is atomic); staged files left by a kill are named *.ti-tmp.
+    """
+    staged: list[tuple[Path, Path | None]] = []
+    try:
+        for write in writes:
+            target = root / write.path
+            if write.data is None:
+                staged.append((target, None))
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staged.append((target, _stage(target, write.data)))
+    except BaseException:
+        for _target, temp in staged:
+            if temp is not None:
+                with contextlib.suppress(OSError):
+                    temp.unlink()
+        raise
+    for target, temp in staged:
+        if temp is None:
+            with contextlib.suppress(FileNotFoundError):
+                target.unlink()
+        else:
+            os.replace(temp, target)
+    for directory in {target.parent for target, temp in staged if temp is None}:
+        with contextlib.suppress(OSError):
+            directory.rmdir()  # only when now empty
+
+
+def _stage(target: Path, data: bytes) -> Path:
+    mode = target.stat().st_mode & 0o7777 if target.exists() else 0o644
+    if target.exists() and not mode & 0o222:
+        # honour the read-only bit even for root: somebody set it on purpose
+        raise CheckoutError(f"{target}: read-only; make it writable (chmod u+w) or leave its points out with --skip")
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".ti-tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(name, mode)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
+    return Path(name)

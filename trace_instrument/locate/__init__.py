@@ -1,0 +1,29 @@
+"""Locating points in a file: what is already there, and where the rest would go."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from trace_instrument.locate.anchors import AnchorFailure, AnchorFinder, Placement
+from trace_instrument.locate.index import FileIndex
+from trace_instrument.locate.recognize import Block, PointState, Recognition
+from trace_instrument.model import Edit, Point
+
+__all__ = ["AnchorFailure", "Block", "FileLocator", "Placement", "PointState"]
+
+
+class FileLocator:
+    """Recognition and anchor finding for the catalog points of one parsed file."""
+
+    def __init__(self, tree: ast.Module, points: Iterable[Point], helper_names: frozenset[str]):
+        self.tree = tree
+        self.index = FileIndex(tree)
+        self.recognition = Recognition(self.index, points, helper_names)
+        self.finder = AnchorFinder(self.index, self.recognition)
+
+    def state(self, point: Point) -> PointState:
+        return self.recognition.states[point.id]
+
+    def place(self, point: Point, edit: Edit) -> Placement | AnchorFailure:
+        return self.finder.place(point, edit)

@@ -1,0 +1,246 @@
+"""Finding where an absent edit goes: exactly one match, or a reasoned refusal."""
+
+from __future__ import annotations
+
+import ast
+import copy
+import difflib
+from dataclasses import dataclass
+
+from trace_instrument.locate.index import FileIndex, Site, docstring_of
+from trace_instrument.locate.match import Captures, Matcher, is_wild_body
+from trace_instrument.locate.recognize import Recognition, find_expression
+from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Status
+
+_BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
+
+
+@dataclass(eq=False)
+class Placement:
+    """Where one edit goes in the current code."""
+
+    point: Point
+    edit: Edit
+    line: int
+    neighbor: ast.stmt | None = None  # inserts: the template goes next to this statement
+    after: bool = True
+    take_leading: bool = False  # inserting before a statement takes over its comments and blank lines
+    region: tuple[ast.stmt, ...] = ()  # rewrite: every statement replaced, in order
+    anchored: tuple[ast.stmt, ...] = ()  # rewrite: the anchored statements among them
+    expr: ast.expr | None = None  # replace-expression: the expression replaced
+
+
+@dataclass(frozen=True)
+class AnchorFailure:
+    status: Status
+    message: str
+    candidates: tuple[Candidate, ...] = ()
+    line: int = 0
+
+
+@dataclass(eq=False)
+class _Match:
+    anchor: Anchor
+    stmts: list[ast.stmt]  # matched business statements, in order
+    site: Site  # site of the first one
+
+
+class AnchorFinder:
+    def __init__(self, index: FileIndex, recognition: Recognition):
+        self.index = index
+        self.recognition = recognition
+        self.skip = recognition.instrumentation
+
+    def place(self, point: Point, edit: Edit) -> Placement | AnchorFailure:
+        scope_nodes = self.index.scope_nodes(point.scope)
+        if not scope_nodes:
+            return self._scope_lost(point)
+        for anchor in edit.anchors:
+            matches = [m for node in scope_nodes for m in self._matches(anchor, node)]
+            if len(matches) > 1:
+                lines = ", ".join(str(m.stmts[0].lineno) for m in matches)
+                return AnchorFailure(
+                    Status.AMBIGUOUS,
+                    f"anchor matches {len(matches)} places in {point.scope} (lines {lines}); refusing to guess",
+                    tuple(Candidate(m.stmts[0].lineno, _header(m.stmts[0]), 1.0) for m in matches),
+                    line=matches[0].stmts[0].lineno,
+                )
+            if matches:
+                return self._placement(point, edit, matches[0])
+        return AnchorFailure(
+            Status.ANCHOR_LOST,
+            f"anchor not found in {point.scope}: {_first_line(edit.anchors[0].target.text)}",
+            self.nearest(edit.anchors[0], scope_nodes),
+        )
+
+    # -- matching -------------------------------------------------------------------------
+
+    def _matches(self, anchor: Anchor, scope_node: ast.AST) -> list[_Match]:
+        pattern = list(anchor.target.stmts)
+        found = []
+        if anchor.kind in (EditKind.BODY_START, EditKind.BODY_END) and isinstance(scope_node, ast.stmt):
+            # the scope's own def may be the block: `body_end: def method(self): ...`
+            if self._same(pattern[0], scope_node):
+                found.append(_Match(anchor, [scope_node], self.index.site(scope_node)))
+        for _owner, _field, body in self.index.bodies_in(scope_node):
+            business = [s for s in body if id(s) not in self.skip]
+            for start in range(len(business) - len(pattern) + 1):
+                run = business[start : start + len(pattern)]
+                if not all(self._same(p, s) for p, s in zip(pattern, run)):
+                    continue
+                site = self.index.site(run[0])
+                if anchor.inside is None or self._inside(anchor, site, scope_node):
+                    found.append(_Match(anchor, run, site))
+        return found
+
+    def _same(self, pattern: ast.stmt, stmt: ast.stmt) -> bool:
+        view = self.recognition.view(stmt)
+        return type(pattern) is type(view) and Matcher(skip=self.skip).statement(pattern, view, Captures())
+
+    def _inside(self, anchor: Anchor, site: Site, scope_node: ast.AST) -> bool:
+        ancestors = site.ancestors
+        if scope_node in ancestors:
+            ancestors = ancestors[ancestors.index(scope_node) + 1 :]
+        wanted = anchor.inside.stmts[0]
+        return any(isinstance(a, ast.stmt) and self._same(wanted, a) for a in ancestors)
+
+    # -- placement ------------------------------------------------------------------------
+
+    def _placement(self, point: Point, edit: Edit, match: _Match) -> Placement | AnchorFailure:
+        kind = edit.kind
+        line = match.stmts[0].lineno
+        if kind is EditKind.REWRITE:
+            siblings = match.site.siblings
+            first, last = _position(siblings, match.stmts[0]), _position(siblings, match.stmts[-1])
+            region = tuple(siblings[first : last + 1])
+            return Placement(point, edit, line, region=region, anchored=tuple(match.stmts))
+        if kind is EditKind.REPLACE_EXPR:
+            stmt = match.stmts[0]
+            expr = find_expression(_header_only(stmt), match.anchor.expr.stmts[0].value)
+            if expr is None:
+                return AnchorFailure(
+                    Status.AMBIGUOUS if _count(stmt, match.anchor) > 1 else Status.ANCHOR_LOST,
+                    f"expression `{match.anchor.expr.text}` is not found exactly once in the anchor statement",
+                    line=line,
+                )
+            return Placement(point, edit, line, region=(stmt,), anchored=(stmt,), expr=expr)
+        return self._insertion(point, edit, match)
+
+    def _insertion(self, point: Point, edit: Edit, match: _Match) -> Placement:
+        kind = edit.kind
+        if kind in (EditKind.BODY_START, EditKind.BODY_END):
+            body = match.stmts[0].body
+            docstring = docstring_of(body)
+            if kind is EditKind.BODY_START:
+                gap_start = 1 if docstring is not None else 0
+                gap_end = self._next_business(body, gap_start)
+            else:
+                gap_end = len(body)
+                gap_start = self._previous_business_end(body, gap_end)
+            prev_stmt = body[gap_start - 1] if gap_start > 0 else None
+            next_stmt = body[gap_end] if gap_end < len(body) else None
+            before_kind = kind is EditKind.BODY_START and docstring is None
+        else:
+            siblings = match.site.siblings
+            if kind is EditKind.AFTER:
+                anchor_pos = _position(siblings, match.stmts[-1])
+                gap_start = anchor_pos + 1
+                gap_end = self._next_business(siblings, gap_start)
+            else:
+                anchor_pos = _position(siblings, match.stmts[0])
+                gap_end = anchor_pos
+                gap_start = self._previous_business_end(siblings, gap_end)
+            body = siblings
+            prev_stmt = body[gap_start - 1] if gap_start > 0 else None
+            next_stmt = body[gap_end] if gap_end < len(body) else None
+            before_kind = kind is EditKind.BEFORE
+        gap = body[gap_start:gap_end]
+        lower = [s for s in gap if self.recognition.rank_of.get(id(s), -1) < edit.rank]
+        higher = [s for s in gap if s not in lower]
+        line = match.stmts[0].lineno
+        if lower:
+            return Placement(point, edit, line, neighbor=lower[-1], after=True)
+        if higher:
+            return Placement(point, edit, line, neighbor=higher[0], after=False)
+        if before_kind and next_stmt is not None:
+            return Placement(point, edit, line, neighbor=next_stmt, after=False, take_leading=True)
+        if prev_stmt is not None:
+            return Placement(point, edit, line, neighbor=prev_stmt, after=True)
+        return Placement(point, edit, line, neighbor=next_stmt, after=False, take_leading=before_kind)
+
+    def _next_business(self, body: list[ast.stmt], start: int) -> int:
+        index = start
+        while index < len(body) and id(body[index]) in self.skip:
+            index += 1
+        return index
+
+    def _previous_business_end(self, body: list[ast.stmt], end: int) -> int:
+        index = end
+        while index > 0 and id(body[index - 1]) in self.skip:
+            index -= 1
+        return index
+
+    # -- when the anchor is lost -------------------------------------------------------------
+
+    def _scope_lost(self, point: Point) -> AnchorFailure:
+        similar = self.index.similar_scopes(point.scope)
+        candidates = tuple(
+            Candidate(self.index.scopes[name][0].lineno, f"def/class {name}", 0.0) for name in similar
+        )
+        return AnchorFailure(Status.ANCHOR_LOST, f"scope {point.scope} not found in the file", candidates)
+
+    def nearest(self, anchor: Anchor, scope_nodes: list[ast.AST], limit: int = 3) -> tuple[Candidate, ...]:
+        wanted = _header(anchor.target.stmts[0])
+        scored = []
+        for scope_node in scope_nodes:
+            for site in self.index.sites_in(scope_node):
+                if id(site.node) in self.skip:
+                    continue
+                text = _header(self.recognition.view(site.node))
+                matcher = difflib.SequenceMatcher(None, wanted, text, autojunk=False)
+                if matcher.real_quick_ratio() < 0.5 or matcher.quick_ratio() < 0.5:
+                    continue
+                score = matcher.ratio()
+                if score >= 0.5:
+                    scored.append(Candidate(site.node.lineno, text, round(score, 2)))
+        scored.sort(key=lambda c: (-c.score, c.line))
+        return tuple(scored[:limit])
+
+
+def _position(items: list[ast.stmt], wanted: ast.stmt) -> int:
+    return next(i for i, item in enumerate(items) if item is wanted)
+
+
+def _header_only(stmt: ast.stmt) -> ast.stmt:
+    """The statement without its nested blocks (a replacement never reaches into them)."""
+    if not any(isinstance(getattr(stmt, f, None), list) for f in _BLOCK_FIELDS):
+        return stmt
+    shallow = copy.copy(stmt)
+    for name in _BLOCK_FIELDS:
+        if isinstance(getattr(shallow, name, None), list):
+            setattr(shallow, name, [])
+    return shallow
+
+
+def _count(stmt: ast.stmt, anchor: Anchor) -> int:
+    wanted = anchor.expr.stmts[0].value
+    matcher = Matcher()
+    return sum(
+        1 for n in ast.walk(_header_only(stmt)) if isinstance(n, ast.expr) and matcher.node(wanted, n, Captures())
+    )
+
+
+def _header(stmt: ast.stmt) -> str:
+    """One line of code standing for a statement (block statements: their header)."""
+    if hasattr(stmt, "body") and not is_wild_body(getattr(stmt, "body", [])):
+        shallow = _header_only(stmt)
+        shallow.body = [ast.Expr(ast.Constant(Ellipsis))]
+        text = ast.unparse(shallow)
+    else:
+        text = ast.unparse(stmt)
+    return _first_line(text)
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 120 else line[:117] + "..."

@@ -1,0 +1,94 @@
+"""An index of a file's statements: where each one sits and in which scope."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+_BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
+_SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@dataclass(frozen=True, eq=False)
+class Site:
+    """A statement and its place: the list holding it and the blocks around it."""
+
+    node: ast.stmt
+    owner: ast.AST  # the node whose `field` list holds the statement
+    field: str
+    index: int
+    scope: str  # dotted path of the enclosing defs/classes, "<module>" at top level
+    ancestors: tuple[ast.AST, ...]  # enclosing statements (and except/case clauses), outermost first
+
+    @property
+    def siblings(self) -> list[ast.stmt]:
+        return getattr(self.owner, self.field)
+
+
+class FileIndex:
+    def __init__(self, tree: ast.Module):
+        self.tree = tree
+        self.sites: list[Site] = []
+        self.scopes: dict[str, list[ast.AST]] = {}
+        self._site_of: dict[int, Site] = {}
+        self._walk(tree, (), "")
+
+    def _walk(self, owner: ast.AST, ancestors: tuple[ast.AST, ...], scope: str) -> None:
+        for field in _BLOCK_FIELDS:
+            items = getattr(owner, field, None)
+            if not isinstance(items, list):
+                continue
+            for index, child in enumerate(items):
+                if isinstance(child, ast.stmt):
+                    site = Site(child, owner, field, index, scope or "<module>", ancestors)
+                    self.sites.append(site)
+                    self._site_of[id(child)] = site
+                    inner_scope = scope
+                    if isinstance(child, _SCOPE_TYPES):
+                        inner_scope = f"{scope}.{child.name}" if scope else child.name
+                        self.scopes.setdefault(inner_scope, []).append(child)
+                    self._walk(child, (*ancestors, child), inner_scope)
+                elif isinstance(child, (ast.ExceptHandler, ast.match_case)):
+                    self._walk(child, (*ancestors, child), scope)
+
+    def site(self, node: ast.stmt) -> Site:
+        return self._site_of[id(node)]
+
+    def scope_nodes(self, scope: str) -> list[ast.AST]:
+        return [self.tree] if scope == "<module>" else self.scopes.get(scope, [])
+
+    def sites_in(self, scope_node: ast.AST) -> Iterator[Site]:
+        """Statements inside a scope (top level only for the module)."""
+        if scope_node is self.tree:
+            yield from (s for s in self.sites if not s.ancestors)
+            return
+        for site in self.sites:
+            if scope_node in site.ancestors:
+                yield site
+
+    def bodies_in(self, scope_node: ast.AST) -> Iterator[tuple[ast.AST, str, list[ast.stmt]]]:
+        """Every statement list inside a scope, the scope's own body first."""
+        seen: set[tuple[int, str]] = set()
+        owners = [scope_node] if scope_node is self.tree else [scope_node, *(s.node for s in self.sites_in(scope_node))]
+        for owner in owners:
+            for holder in [owner, *getattr(owner, "handlers", []), *getattr(owner, "cases", [])]:
+                for field in _BLOCK_FIELDS:
+                    items = getattr(holder, field, None)
+                    if isinstance(items, list) and items and isinstance(items[0], ast.stmt):
+                        key = (id(holder), field)
+                        if key not in seen:
+                            seen.add(key)
+                            yield holder, field, items
+
+    def similar_scopes(self, scope: str, limit: int = 3) -> list[str]:
+        import difflib
+
+        return difflib.get_close_matches(scope, list(self.scopes), n=limit, cutoff=0.5)
+
+
+def docstring_of(body: list[ast.stmt]) -> ast.stmt | None:
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        if isinstance(body[0].value.value, str):
+            return body[0]
+    return None

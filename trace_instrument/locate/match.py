@@ -1,0 +1,207 @@
+"""Structural matching of code patterns against real code, on Python's ast.
+
+Both sides are parsed by `ast`, so line breaks, quotes, comments, parentheses
+and trailing commas never matter. On the pattern side:
+  - `...` matches any expression; as the last call argument it matches any
+    remaining arguments and keywords; alone in a block it matches any body;
+  - def / class patterns match by name (signature and decorators ignored);
+  - `__anchor_N__`, `__anchor_N_value__`, `__anchor_N_body__` capture a
+    statement, an expression or a run of statements (rewrite templates).
+Statements whose id is in `skip` (other points' instrumentation) are
+transparent inside statement lists; they are reported as attachments so a
+rewrite can keep them.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from trace_instrument.spec.code import PLACEHOLDER
+
+_IGNORED_FIELDS = frozenset({"ctx", "type_comment", "kind", "type_params"})
+_DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_BLOCK_FIELDS = {"body", "orelse", "handlers", "finalbody", "cases"}
+
+
+def is_ellipsis(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is Ellipsis
+
+
+def is_wild_body(body: Sequence[ast.stmt]) -> bool:
+    return len(body) == 1 and isinstance(body[0], ast.Expr) and is_ellipsis(body[0].value)
+
+
+def _capture_of(node: ast.AST) -> tuple[int, str] | None:
+    """(index, role) when node is a capture placeholder (statement or expression)."""
+    target = node.value if isinstance(node, ast.Expr) else node
+    if isinstance(target, ast.Name):
+        match = PLACEHOLDER.match(target.id)
+        if match:
+            return int(match.group(1)), match.group(2) or ""
+    return None
+
+
+@dataclass
+class Captures:
+    statements: dict[int, ast.stmt] = field(default_factory=dict)
+    values: dict[int, tuple[ast.expr, ast.stmt]] = field(default_factory=dict)  # value, statement holding it
+    bodies: dict[int, list[ast.stmt]] = field(default_factory=dict)
+    # skipped statements, keyed by the id of the real statement they precede (0 = end of list)
+    attached: dict[int, list[ast.stmt]] = field(default_factory=dict)
+    holders: dict[int, ast.stmt] = field(default_factory=dict)  # real statements matched by template statements
+
+
+class Matcher:
+    def __init__(self, skip: frozenset[int] = frozenset()):
+        self.skip = skip
+
+    # -- statements -----------------------------------------------------------------
+
+    def statement(self, pattern: ast.stmt, node: ast.stmt, caps: Captures | None = None) -> bool:
+        caps = caps if caps is not None else Captures()
+        capture = _capture_of(pattern) if isinstance(pattern, ast.Expr) else None
+        if capture is not None and capture[1] == "":
+            caps.statements[capture[0]] = node
+            return True
+        if type(pattern) is not type(node):
+            return False
+        if isinstance(pattern, _DEF_TYPES):
+            if pattern.name != node.name:
+                return False
+            return is_wild_body(pattern.body) or self.body(pattern.body, node.body, caps)
+        if is_wild_body(getattr(pattern, "body", ())):
+            # a block pattern whose body is `...` is about its header only
+            return self._fields_equal(pattern, node, caps, exclude=_BLOCK_FIELDS)
+        value_capture = self._value_capture(pattern)
+        if value_capture is not None:
+            index, field_name = value_capture
+            if not self._fields_equal(pattern, node, caps, exclude={field_name}):
+                return False
+            caps.values[index] = (getattr(node, field_name), node)
+            return True
+        return self._fields_equal(pattern, node, caps)
+
+    def _value_capture(self, pattern: ast.stmt) -> tuple[int, str] | None:
+        value = getattr(pattern, "value", None)
+        if isinstance(pattern, (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign)) and value is not None:
+            capture = _capture_of(value)
+            if capture is not None and capture[1] == "value":
+                return capture[0], "value"
+        return None
+
+    def body(self, patterns: Sequence[ast.stmt], nodes: Sequence[ast.stmt], caps: Captures | None = None) -> bool:
+        """Match a statement list; skipped statements are transparent."""
+        caps = caps if caps is not None else Captures()
+        if is_wild_body(patterns):
+            return True
+        real = [n for n in nodes if id(n) not in self.skip]
+        if not self._sequence(list(patterns), real, caps):
+            return False
+        self._record_attachments(nodes, caps)
+        return True
+
+    def _sequence(self, patterns: list[ast.stmt], nodes: list[ast.stmt], caps: Captures) -> bool:
+        if not patterns:
+            return not nodes
+        head, rest = patterns[0], patterns[1:]
+        capture = _capture_of(head) if isinstance(head, ast.Expr) else None
+        if capture is not None and capture[1] == "body":
+            for cut in range(len(nodes), -1, -1):
+                trial = Captures()
+                if self._sequence(rest, nodes[cut:], trial):
+                    caps.bodies[capture[0]] = nodes[:cut]
+                    _merge(caps, trial)
+                    return True
+            return False
+        if not nodes:
+            return False
+        trial = Captures()
+        if not self.statement(head, nodes[0], trial):
+            return False
+        caps_holder = Captures()
+        if not self._sequence(rest, nodes[1:], caps_holder):
+            return False
+        _merge(caps, trial)
+        _merge(caps, caps_holder)
+        if _capture_of(head) is None:
+            caps.holders[id(nodes[0])] = nodes[0]
+        return True
+
+    def _record_attachments(self, nodes: Sequence[ast.stmt], caps: Captures) -> None:
+        pending: list[ast.stmt] = []
+        for node in nodes:
+            if id(node) in self.skip:
+                pending.append(node)
+            elif pending:
+                caps.attached.setdefault(id(node), []).extend(pending)
+                pending = []
+        if pending:
+            caps.attached.setdefault(0, []).extend(pending)
+
+    # -- expressions and everything else -------------------------------------------------
+
+    def node(self, pattern: object, node: object, caps: Captures) -> bool:
+        if isinstance(pattern, ast.AST):
+            if isinstance(pattern, ast.expr) and is_ellipsis(pattern):
+                return isinstance(node, ast.expr)
+            if isinstance(pattern, ast.stmt):
+                return isinstance(node, ast.stmt) and self.statement(pattern, node, caps)
+            if type(pattern) is not type(node):
+                return False
+            if isinstance(pattern, ast.Call):
+                return self._call(pattern, node, caps)  # type: ignore[arg-type]
+            return self._fields_equal(pattern, node, caps)
+        if isinstance(pattern, list):
+            if not isinstance(node, list):
+                return False
+            if pattern and isinstance(pattern[0], ast.stmt):
+                return self.body(pattern, node, caps)
+            return len(pattern) == len(node) and all(self.node(p, n, caps) for p, n in zip(pattern, node))
+        return pattern == node and type(pattern) is type(node)
+
+    def _fields_equal(self, pattern: ast.AST, node: ast.AST, caps: Captures, exclude: set[str] = frozenset()) -> bool:
+        for name in pattern._fields:
+            if name in _IGNORED_FIELDS or name in exclude:
+                continue
+            if not self.node(getattr(pattern, name, None), getattr(node, name, None), caps):
+                return False
+        return True
+
+    def _call(self, pattern: ast.Call, node: ast.Call, caps: Captures) -> bool:
+        if not self.node(pattern.func, node.func, caps):
+            return False
+        args = list(pattern.args)
+        open_ended = bool(args) and is_ellipsis(args[-1])
+        if open_ended:
+            args = args[:-1]
+            if len(node.args) < len(args):
+                return False
+        elif len(node.args) != len(args) or len(node.keywords) != len(pattern.keywords):
+            return False
+        if not all(self.node(p, n, caps) for p, n in zip(args, node.args)):
+            return False
+        by_name = {kw.arg: kw for kw in node.keywords}
+        for kw in pattern.keywords:
+            other = by_name.get(kw.arg)
+            if other is None or not self.node(kw.value, other.value, caps):
+                return False
+        if not open_ended:
+            # keyword order is irrelevant to Python, positional **kwargs splats are not
+            return [kw.arg for kw in pattern.keywords if kw.arg is None] == [kw.arg for kw in node.keywords if kw.arg is None]
+        return True
+
+
+def _merge(into: Captures, other: Captures) -> None:
+    into.statements.update(other.statements)
+    into.values.update(other.values)
+    into.bodies.update(other.bodies)
+    into.holders.update(other.holders)
+    for key, items in other.attached.items():
+        into.attached.setdefault(key, []).extend(items)
+
+
+def canonical(node: ast.AST) -> str:
+    """A formatting-free fingerprint of code, for exact comparisons."""
+    return ast.dump(node, annotate_fields=False, include_attributes=False)

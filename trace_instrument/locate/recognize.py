@@ -1,0 +1,234 @@
+"""Which points are already in a file, and which statements are instrumentation.
+
+Recognition runs in three passes over the ast:
+  1. insert templates, found as exact runs of statements;
+  2. rewrite and replace-expression templates, matched with the statements of
+     pass 1 transparent (another point may sit inside a rewritten block);
+  3. markers (tracing-call signatures a point alone has in its scope), which
+     reveal points that are there but edited by hand.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from trace_instrument.locate.index import FileIndex
+from trace_instrument.locate.match import Captures, Matcher
+from trace_instrument.model import Edit, EditKind, Point
+from trace_instrument.spec.signatures import signatures_in
+
+
+@dataclass(eq=False)
+class Block:
+    """One edit of a point, found in place."""
+
+    point: Point
+    edit: Edit
+    top: list[ast.stmt]  # statements of the block in their list (rewrite: the replaced region)
+    instrumentation: list[ast.stmt]  # statements that are tracing code only
+    captures: Captures | None = None
+    virtual: dict[int, ast.stmt] = field(default_factory=dict)  # real statement -> its pre-edit form
+    expr: ast.expr | None = None  # REPLACE_EXPR: the replacement in the code
+
+    @property
+    def line(self) -> int:
+        return self.top[0].lineno if self.top else 0
+
+
+@dataclass(eq=False)
+class PointState:
+    point: Point
+    blocks: list[Block] = field(default_factory=list)
+    absent: list[Edit] = field(default_factory=list)
+    marker_nodes: list[ast.AST] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.absent
+
+    @property
+    def untouched(self) -> bool:
+        return not self.blocks and not self.marker_nodes
+
+    @property
+    def line(self) -> int:
+        lines = [b.line for b in self.blocks] + [getattr(n, "lineno", 0) for n in self.marker_nodes]
+        return min((line for line in lines if line), default=0)
+
+
+class Recognition:
+    """Recognise every catalog point of one file."""
+
+    def __init__(self, index: FileIndex, points: Iterable[Point], helper_names: frozenset[str]):
+        self.index = index
+        self.helper_names = helper_names
+        self.states: dict[str, PointState] = {}
+        self.rank_of: dict[int, int] = {}  # instrumentation statement id -> edit rank
+        self.virtual: dict[int, ast.stmt] = {}
+        points = list(points)
+        for point in points:
+            self.states[point.id] = PointState(point)
+        for point in points:
+            for edit in point.edits:
+                if edit.kind.inserts:
+                    self._find_insert(point, edit)
+        for point in points:
+            for edit in point.edits:
+                if not edit.kind.inserts:
+                    self._find_rewrite(point, edit)
+        for point in points:
+            self._find_markers(point)
+
+    # -- pass 1: inserted statements ---------------------------------------------------
+
+    def _find_insert(self, point: Point, edit: Edit) -> None:
+        template = list(edit.template.stmts)
+        matcher = Matcher()
+        for scope_node in self.index.scope_nodes(point.scope):
+            for _owner, _field, body in self.index.bodies_in(scope_node):
+                for start in range(len(body) - len(template) + 1):
+                    run = body[start : start + len(template)]
+                    if any(id(s) in self.rank_of for s in run):
+                        continue
+                    if all(matcher.statement(t, s) for t, s in zip(template, run)):
+                        self._record(Block(point, edit, run, run), edit.rank)
+                        return
+        self.states[point.id].absent.append(edit)
+
+    # -- pass 2: rewrites and expression replacements -----------------------------------
+
+    def _find_rewrite(self, point: Point, edit: Edit) -> None:
+        matcher = Matcher(skip=frozenset(self.rank_of))
+        for scope_node in self.index.scope_nodes(point.scope):
+            for site in list(self.index.sites_in(scope_node)):
+                if id(site.node) in self.rank_of:
+                    continue
+                block = (
+                    self._match_replaced(point, edit, site.node)
+                    if edit.kind is EditKind.REPLACE_EXPR
+                    else self._match_rewrite(point, edit, matcher, site)
+                )
+                if block is not None:
+                    self._record(block, edit.rank)
+                    self.virtual.update(block.virtual)
+                    return
+        self.states[point.id].absent.append(edit)
+
+    def _match_rewrite(self, point: Point, edit: Edit, matcher: Matcher, site) -> Block | None:
+        template = list(edit.template.stmts)
+        siblings = site.siblings
+        real = [s for s in siblings[site.index :] if id(s) not in matcher.skip]
+        caps = None
+        for count in _region_sizes(template, len(real)):
+            trial = Captures()
+            if matcher._sequence(template, real[:count], trial):
+                caps, last = trial, real[count - 1]
+                break
+        if caps is None:
+            return None
+        anchor = edit.anchors[0]
+        for index, stmt in caps.statements.items():
+            if not Matcher().statement(anchor.target.stmts[index], stmt):
+                return None
+        top = siblings[site.index : _index_of(siblings, last) + 1]
+        matcher._record_attachments(top, caps)
+        value_holders = {id(holder) for _, holder in caps.values.values()}
+        instrumentation = [s for s in caps.holders.values() if id(s) not in value_holders]
+        virtual = {id(holder): anchor.target.stmts[index] for index, (_, holder) in caps.values.items()}
+        return Block(point, edit, top, instrumentation, captures=caps, virtual=virtual)
+
+    def _match_replaced(self, point: Point, edit: Edit, stmt: ast.stmt) -> Block | None:
+        anchor = edit.anchors[0]
+        applied = applied_form(edit)
+        if applied is None or not Matcher().statement(applied, stmt):
+            return None
+        replacement = find_expression(stmt, edit.template.stmts[0].value)
+        return Block(point, edit, [stmt], [], virtual={id(stmt): anchor.target.stmts[0]}, expr=replacement)
+
+    # -- pass 3: markers ------------------------------------------------------------------
+
+    def _find_markers(self, point: Point) -> None:
+        state = self.states[point.id]
+        in_blocks = {id(s) for b in state.blocks for s in b.top}
+        for scope_node in self.index.scope_nodes(point.scope):
+            for site in self.index.sites_in(scope_node):
+                if id(site.node) in in_blocks or _nested_in(site, in_blocks):
+                    continue
+                if self._has_marker(point, site.node):
+                    state.marker_nodes.append(site.node)
+                    if id(site.node) not in self.rank_of:
+                        self.rank_of[id(site.node)] = min(e.rank for e in point.edits)
+
+    def _has_marker(self, point: Point, stmt: ast.stmt) -> bool:
+        if any(Matcher().statement(p, stmt) for pattern in point.marker_patterns for p in pattern.stmts):
+            return True
+        if not point.markers or isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+            # a block statement carries its children's markers; count the children instead
+            return False
+        return any(sig in point.markers for sig, _ in signatures_in([stmt], self.helper_names))
+
+    def _record(self, block: Block, rank: int) -> None:
+        self.states[block.point.id].blocks.append(block)
+        for stmt in block.instrumentation:
+            self.rank_of[id(stmt)] = rank
+
+    # -- queries ----------------------------------------------------------------------------
+
+    @property
+    def instrumentation(self) -> frozenset[int]:
+        return frozenset(self.rank_of)
+
+    def view(self, stmt: ast.stmt) -> ast.stmt:
+        """The statement as business code sees it (its pre-rewrite form)."""
+        return self.virtual.get(id(stmt), stmt)
+
+
+def _region_sizes(template: list[ast.stmt], available: int) -> range:
+    """How many real statements a rewrite template may cover (a body capture stretches)."""
+    stretches = any(getattr(getattr(t, "value", None), "id", "").endswith("_body__") for t in template)
+    if not stretches:
+        return range(len(template), len(template) + 1) if available >= len(template) else range(0)
+    return range(max(1, len(template) - 1), available + 1)
+
+
+def _index_of(items: list[ast.stmt], wanted: ast.stmt) -> int:
+    return next(i for i, item in enumerate(items) if item is wanted)
+
+
+def _nested_in(site, ids: set[int]) -> bool:
+    return any(id(a) in ids for a in site.ancestors)
+
+
+@functools.lru_cache(maxsize=None)
+def applied_form(edit: Edit) -> ast.stmt | None:
+    """The anchor statement of a replace-expression edit with the replacement made."""
+    anchor = edit.anchors[0]
+    original = anchor.expr.stmts[0].value
+    replacement = edit.template.stmts[0].value
+    stmt = copy.deepcopy(anchor.target.stmts[0])
+    target = find_expression(stmt, original)
+    if target is None:
+        return None
+    return _Swap(target, replacement).visit(stmt)
+
+
+def find_expression(stmt: ast.AST, wanted: ast.expr) -> ast.expr | None:
+    """The single sub-expression of stmt equal to wanted (None when absent or repeated)."""
+    matcher = Matcher()
+    found = [n for n in ast.walk(stmt) if isinstance(n, ast.expr) and matcher.node(wanted, n, Captures())]
+    return found[0] if len(found) == 1 else None
+
+
+class _Swap(ast.NodeTransformer):
+    def __init__(self, target: ast.AST, replacement: ast.AST):
+        self.target = target
+        self.replacement = replacement
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        if node is self.target:
+            return copy.deepcopy(self.replacement)
+        return super().visit(node)

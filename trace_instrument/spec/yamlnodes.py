@@ -1,0 +1,92 @@
+"""YAML read as nodes that remember their line, so every error can name file, line and key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trace_instrument.model import SpecSource
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    source: SpecSource
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.message}"
+
+
+class SpecError(Exception):
+    """One or more problems in the anchor specs or templates."""
+
+    def __init__(self, problems: list[SpecProblem]):
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+@dataclass(frozen=True)
+class Node:
+    """A YAML node plus the file it came from."""
+
+    raw: yaml.Node
+    file: str
+
+    @property
+    def line(self) -> int:
+        return self.raw.start_mark.line + 1
+
+    def where(self, key: str = "") -> SpecSource:
+        return SpecSource(self.file, self.line, key)
+
+    @property
+    def is_mapping(self) -> bool:
+        return isinstance(self.raw, yaml.MappingNode)
+
+    @property
+    def is_sequence(self) -> bool:
+        return isinstance(self.raw, yaml.SequenceNode)
+
+    @property
+    def is_scalar(self) -> bool:
+        return isinstance(self.raw, yaml.ScalarNode)
+
+    def items(self) -> list[tuple[str, Node]]:
+        return [(k.value, Node(v, self.file)) for k, v in self.raw.value]
+
+    def elements(self) -> list[Node]:
+        return [Node(v, self.file) for v in self.raw.value]
+
+    @property
+    def text(self) -> str:
+        return str(self.raw.value)
+
+    @property
+    def block_first_line(self) -> int:
+        """1-based line of the first content line of a (block) scalar."""
+        if isinstance(self.raw, yaml.ScalarNode) and self.raw.style in ("|", ">"):
+            return self.raw.start_mark.line + 2
+        return self.line
+
+
+def read_yaml(path: Path, display: str) -> Node:
+    try:
+        with path.open("r", encoding="utf-8") as handle:
+            root = yaml.compose(handle, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark else 0
+        raise SpecError([SpecProblem(SpecSource(display, line), f"not valid YAML: {exc}")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([SpecProblem(SpecSource(display, 0), f"cannot read: {exc}")]) from None
+    if root is None:
+        raise SpecError([SpecProblem(SpecSource(display, 1), "empty file")])
+    return Node(root, display)
+
+
+def as_plain(node: Node) -> Any:
+    """The node as plain Python data (for leaf values)."""
+    return yaml.safe_load(yaml.serialize(node.raw))
