@@ -171,9 +171,10 @@ def prune_imports(module: cst.Module, changes: ImportChanges) -> cst.Module:
     """Drop tracing names no longer used, and catalog imports whose names are unused."""
     used = changes.still_used
     prunable = {ast.dump(ast.parse(text).body[0]) for text in changes.prunable}
+    body = list(module.body)
     result: list[cst.CSTNode] = []
     carry: list[cst.EmptyLine] = []
-    for line in module.body:
+    for index, line in enumerate(body):
         node = _as_ast(line)
         replacement = line
         if isinstance(node, ast.ImportFrom) and node.module == TRACING_MODULE and node.level == 0:
@@ -185,11 +186,21 @@ def prune_imports(module: cst.Module, changes: ImportChanges) -> cst.Module:
         elif node is not None and ast.dump(node) in prunable and not (_imported_names(node) & used):
             replacement = None
         if replacement is None:
-            # blank lines above a removed import were its own separator; comments belong to what follows
-            carry.extend(empty for empty in line.leading_lines if empty.comment is not None)
+            carry.extend(_handed_down(line, body[index + 1] if index + 1 < len(body) else None))
             continue
         if carry:
             replacement = replacement.with_changes(leading_lines=[*carry, *replacement.leading_lines])
             carry = []
         result.append(replacement)
     return module.with_changes(body=result)
+
+
+def _handed_down(removed: cst.CSTNode, following: cst.CSTNode | None) -> list[cst.EmptyLine]:
+    """Lines above a removed import that belong to what follows it.
+
+    An import added first in its section took over the next line's lines and
+    left it none: they go back. Otherwise only comments are handed down.
+    """
+    if following is not None and not following.leading_lines:
+        return list(removed.leading_lines)
+    return [empty for empty in removed.leading_lines if empty.comment is not None]

@@ -114,8 +114,8 @@ def restore_originals(
             )
             restored.extend(after)
         elif index in captured.bodies:
-            block = pattern.body
-            restored.append(pattern.with_changes(body=block.with_changes(body=captured.bodies[index])))
+            # the pattern's body is `...`; the captured statements make the real block
+            restored.append(pattern.with_changes(body=cst.IndentedBlock(body=captured.bodies[index])))
         else:
             restored.append(pattern)
     return restored

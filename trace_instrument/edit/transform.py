@@ -112,7 +112,12 @@ def _plan_rewrite(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
             else:
                 pending.extend(expand(line))
         captured = _captures_for_apply(template, anchored, updated_of, expand, travelling)
-        return fill_template(template, captured)
+        produced = fill_template(template, captured)
+        kept_whole = {id(anchored[i]) for i, role in placeholders(template.stmts) if role in ("", "value")}
+        if id(region[0]) not in kept_whole:
+            # comments above a replaced statement stay above its replacement
+            produced = with_leading(produced, updated_of(region[0]).leading_lines)
+        return produced
 
     plan.rewrites[id(region[0])] = _Rewrite(region, render)
     plan.targets.update(id(line) for line in region)

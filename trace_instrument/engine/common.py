@@ -1,0 +1,84 @@
+"""Pieces every operation shares: selecting files, building results, writing all-or-nothing."""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from collections.abc import Iterator
+from pathlib import Path
+
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
+from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_lock, write_all
+from trace_instrument.locate import PointState
+from trace_instrument.model import Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
+
+
+def point_result(point: Point, status: Status, **details) -> PointResult:
+    return PointResult(point.id, point.facility, point.file, status, **details)
+
+
+def selected_files(
+    root: Path, catalog: Catalog, selection: Selection
+) -> Iterator[tuple[FileWork | FileProblem, list[Point]]]:
+    """Each catalog file holding a selected point, analysed, with those points."""
+    for relative in catalog.files:
+        chosen = [p for p in catalog.points if p.file == relative and selection.wants(p)]
+        if chosen:
+            yield analyse(root, relative, catalog), chosen
+
+
+def problem_results(work: FileProblem, points: list[Point]) -> FileResult:
+    status = Status.NOT_APPLICABLE if work.missing else Status.SKIPPED
+    results = tuple(point_result(p, status, message=work.message) for p in points)
+    return FileResult(work.path, results, error="" if work.missing else work.message)
+
+
+def drift_message(state: PointState) -> str:
+    present = len(state.blocks)
+    total = present + len(state.absent)
+    where = sorted({getattr(n, "lineno", 0) for n in state.marker_nodes} | {b.line for b in state.blocks})
+    lines = ", ".join(str(line) for line in where if line)
+    return f"present but edited by hand: {present} of {total} edits match the template (its code at lines {lines})"
+
+
+def encoding_of(data: bytes) -> str:
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return encoding
+
+
+def names_used(tree: ast.Module) -> frozenset[str]:
+    """Names the code refers to outside import statements."""
+    return frozenset(node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
+
+
+def commit(root: Path, result: RunResult, writes: list[PendingWrite]) -> RunResult:
+    """Write every pending file or none; the result says which happened."""
+    if not writes:
+        return result
+    try:
+        with checkout_lock(root):
+            write_all(root, writes)
+    except (CheckoutError, OSError) as exc:
+        return RunResult(result.root, result.files, result.runtime_files, written=False, error=f"nothing written: {exc}")
+    return RunResult(result.root, result.files, result.runtime_files, written=True)
+
+
+def file_writes(files: list[FileResult], works: dict[str, FileWork | FileProblem]) -> list[PendingWrite]:
+    return [
+        PendingWrite(f.path, f.updated.encode(encoding_of(works[f.path].source.data)))
+        for f in files
+        if f.changed and not f.error
+    ]
+
+
+__all__ = [
+    "commit",
+    "drift_message",
+    "encoding_of",
+    "file_writes",
+    "names_used",
+    "point_result",
+    "problem_results",
+    "selected_files",
+]

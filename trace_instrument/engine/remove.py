@@ -1,0 +1,126 @@
+"""remove: take every selected point out again, restoring the original bytes."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import libcst as cst
+
+from trace_instrument.edit.imports import ImportChanges, prune_imports
+from trace_instrument.edit.transform import EditError, edit_module
+from trace_instrument.engine import runtime
+from trace_instrument.engine.analysis import FileProblem, FileWork, decode
+from trace_instrument.engine.common import (
+    commit,
+    drift_message,
+    file_writes,
+    names_used,
+    point_result,
+    problem_results,
+    selected_files,
+)
+from trace_instrument.engine.files import CheckoutError, checkout_root
+from trace_instrument.locate import Block
+from trace_instrument.model import Catalog, FileResult, Point, RunResult, Selection, Status
+
+
+def remove(
+    root: str | Path,
+    catalog: Catalog,
+    selection: Selection = Selection(),
+    *,
+    write: bool = True,
+    force: bool = False,
+) -> RunResult:
+    try:
+        base = checkout_root(root)
+    except CheckoutError as exc:
+        return RunResult(str(root), (), error=str(exc))
+    selection = _with_all_extras(selection, catalog)
+    works: dict[str, FileWork | FileProblem] = {}
+    files: list[FileResult] = []
+    for work, points in selected_files(base, catalog, selection):
+        works[work.path] = work
+        files.append(_remove_in_file(work, points, force))
+    kept = [p for f in files for p in f.points if p.status is Status.DRIFTED]
+    runtime_plan = []
+    if selection.wants_runtime:
+        runtime_plan = runtime.plan_remove(base, catalog, force=force)
+        if kept or _other_points_remain(files, catalog, selection, works):
+            runtime_plan = [(w, "kept: instrumented code still imports it") for w, _ in runtime_plan]
+    result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, s) for w, s in runtime_plan))
+    if not write or any(f.error for f in files):
+        return result
+    writes = file_writes(files, works) + [w for w, status in runtime_plan if status == "removed"]
+    return commit(base, result, writes)
+
+
+def _with_all_extras(selection: Selection, catalog: Catalog) -> Selection:
+    """Removal covers the opt-in extras too: they were only ever there because someone asked."""
+    from dataclasses import replace
+
+    extras = frozenset(p.extra for p in catalog.points if p.extra)
+    return replace(selection, extras=selection.extras | extras) if not selection.only else selection
+
+
+def _other_points_remain(files, catalog: Catalog, selection: Selection, works) -> bool:
+    """Points outside the selection still in place need the runtime package."""
+    for work in works.values():
+        if isinstance(work, FileProblem):
+            continue
+        for point in work.points:
+            if not selection.wants(point) and not work.state(point).untouched:
+                return True
+    return False
+
+
+def _remove_in_file(work: FileWork | FileProblem, points: list[Point], force: bool) -> FileResult:
+    if isinstance(work, FileProblem):
+        return problem_results(work, points)
+    original = decode(work.source.data)
+    results = []
+    blocks: list[Block] = []
+    for point in points:
+        state = work.state(point)
+        if state.untouched:
+            results.append(point_result(point, Status.MISSING, message="not present"))
+        elif state.complete or force:
+            blocks.extend(state.blocks)
+            blocks.extend(_marker_blocks(point, state) if force else [])
+            results.append(point_result(point, Status.REMOVED, line=state.line))
+        else:
+            message = drift_message(state) + "; left alone (--force removes what is recognised)"
+            results.append(point_result(point, Status.DRIFTED, line=state.line, message=message))
+    if not blocks:
+        return FileResult(work.path, tuple(results), original=original)
+    try:
+        updated = _without(work, blocks)
+    except (EditError, cst.ParserSyntaxError, SyntaxError) as exc:
+        by_id = {p.id: p for p in points}
+        failed = tuple(
+            point_result(by_id[r.point_id], Status.ERROR, line=r.line, message=f"not removed: {exc}")
+            if r.status is Status.REMOVED
+            else r
+            for r in results
+        )
+        return FileResult(work.path, failed, original=original, error=f"removal failed: {exc}")
+    return FileResult(work.path, tuple(results), original=original, updated=updated)
+
+
+def _marker_blocks(point: Point, state) -> list[Block]:
+    """With --force: the statements that still carry the point's markers."""
+    insert_edit = next((e for e in point.edits if e.kind.inserts), None)
+    if insert_edit is None:
+        return []
+    return [Block(point, insert_edit, [node], [node]) for node in state.marker_nodes]
+
+
+def _without(work: FileWork, blocks: list[Block]) -> str:
+    module = cst.parse_module(work.source.data)
+    edited = edit_module(module, work.tree, removals=blocks)
+    code = edited.code
+    tree = ast.parse(code, filename=work.path)  # must still be Python
+    prunable = tuple(dict.fromkeys(i for p in work.points for i in p.imports))
+    changes = ImportChanges(prune=True, prunable=prunable, still_used=names_used(tree))
+    return prune_imports(edited, changes).code
