@@ -249,9 +249,10 @@ class FileResult:
 class RunResult:
     root: str
     files: tuple[FileResult, ...]
-    runtime_files: tuple[tuple[str, str], ...] = ()  # (path, "created"/"updated"/"removed"/"present")
+    runtime_files: tuple[tuple[str, str], ...] = ()  # (path, "created"/"removed"/"present"/"drifted"/...)
     written: bool = False
     error: str = ""
+    other_changes: tuple[tuple[str, str | None, str | None], ...] = ()  # (path, before, after): runtime, manifest
 
     @property
     def points(self) -> tuple[PointResult, ...]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from trace_instrument import __version__
 from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
@@ -21,6 +22,7 @@ from trace_instrument.engine.common import (
     selected_files,
 )
 from trace_instrument.engine.files import CheckoutError, checkout_root
+from trace_instrument.engine.manifest import Manifest
 from trace_instrument.locate import AnchorFailure, FileLocator, Placement
 from trace_instrument.model import Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
 
@@ -58,10 +60,16 @@ def apply(
     files = [_edit_file(works[path], plans[path]) for path in plans]
     runtime_plan = runtime.plan_install(base, catalog) if selection.wants_runtime else []
     result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, status) for w, status in runtime_plan))
-    if not write or (any(f.error for f in files) and not keep_going):
+    if any(f.error for f in files) and not keep_going:
         return result
     writes = file_writes(files, works) + [w for w, status in runtime_plan if status == "created"]
-    return commit(base, result, writes)
+    if writes:
+        in_place = [p.point for items in plans.values() for p in items if p.result.status.in_place]
+        manifest = Manifest.load(base)
+        updated = manifest.updated(in_place, gone=[])
+        if updated != manifest:
+            writes.append(updated.write(f"trace-instrument {__version__}"))
+    return commit(base, result, writes, write=write)
 
 
 # -- planning ----------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import ast
 import io
 import tokenize
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
@@ -52,16 +53,31 @@ def names_used(tree: ast.Module) -> frozenset[str]:
     return frozenset(node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
 
 
-def commit(root: Path, result: RunResult, writes: list[PendingWrite]) -> RunResult:
-    """Write every pending file or none; the result says which happened."""
-    if not writes:
+def other_changes(root: Path, writes: list[PendingWrite]) -> tuple[tuple[str, str | None, str | None], ...]:
+    """(path, before, after) texts of writes that are not edits of target files."""
+    changes = []
+    for write in writes:
+        target = root / write.path
+        before = target.read_text(encoding="utf-8", errors="replace") if target.is_file() else None
+        after = write.data.decode("utf-8", errors="replace") if write.data is not None else None
+        if before != after:
+            changes.append((write.path, before, after))
+    return tuple(changes)
+
+
+def commit(root: Path, result: RunResult, writes: list[PendingWrite], write: bool = True) -> RunResult:
+    """Write every pending file or none; the result says which happened and what changed."""
+    file_paths = {f.path for f in result.files}
+    extra = other_changes(root, [w for w in writes if w.path not in file_paths])
+    result = replace(result, other_changes=extra)
+    if not write or not writes:
         return result
     try:
         with checkout_lock(root):
             write_all(root, writes)
     except (CheckoutError, OSError) as exc:
-        return RunResult(result.root, result.files, result.runtime_files, written=False, error=f"nothing written: {exc}")
-    return RunResult(result.root, result.files, result.runtime_files, written=True)
+        return replace(result, written=False, error=f"nothing written: {exc}")
+    return replace(result, written=True)
 
 
 def file_writes(files: list[FileResult], works: dict[str, FileWork | FileProblem]) -> list[PendingWrite]:

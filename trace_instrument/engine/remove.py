@@ -7,6 +7,7 @@ from pathlib import Path
 
 import libcst as cst
 
+from trace_instrument import __version__
 from trace_instrument.edit.imports import ImportChanges, prune_imports
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
@@ -21,6 +22,7 @@ from trace_instrument.engine.common import (
     selected_files,
 )
 from trace_instrument.engine.files import CheckoutError, checkout_root
+from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest
 from trace_instrument.locate import Block
 from trace_instrument.model import Catalog, FileResult, Point, RunResult, Selection, Status
 
@@ -50,10 +52,15 @@ def remove(
         if kept or _other_points_remain(files, catalog, selection, works):
             runtime_plan = [(w, "kept: instrumented code still imports it") for w, _ in runtime_plan]
     result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, s) for w, s in runtime_plan))
-    if not write or any(f.error for f in files):
+    if any(f.error for f in files):
         return result
     writes = file_writes(files, works) + [w for w, status in runtime_plan if status == "removed"]
-    return commit(base, result, writes)
+    gone = [p.point_id for f in files for p in f.points if p.status is Status.REMOVED]
+    manifest = Manifest.load(base)
+    updated = manifest.updated([], gone=gone)
+    if updated != manifest or (not updated.points and (base / MANIFEST_NAME).exists()):
+        writes.append(updated.write(f"trace-instrument {__version__}"))
+    return commit(base, result, writes, write=write)
 
 
 def _with_all_extras(selection: Selection, catalog: Catalog) -> Selection:

@@ -1,0 +1,398 @@
+"""Command line: the only place that prints, colours and exits.
+
+Exit codes: 0 clean, 1 drift / would change / not everything placed, 2 error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from dataclasses import asdict
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from trace_instrument import __version__, formats
+from trace_instrument.engine.apply import apply as run_apply
+from trace_instrument.engine.check import check as run_check
+from trace_instrument.engine.patch import unified_patch
+from trace_instrument.engine.remove import remove as run_remove
+from trace_instrument.model import EXTRAS, FACILITIES, Catalog, PointResult, RunResult, Selection, Status
+from trace_instrument.spec import SpecError, load_catalog
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Instrument a verl checkout with sample-flow, progress and trajectory tracing, deterministically.",
+)
+out = Console(soft_wrap=True, highlight=False)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+OK, DRIFT, ERROR = 0, 1, 2
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class CheckFormat(str, Enum):
+    text = "text"
+    json = "json"
+    github = "github"
+    junit = "junit"
+
+
+PathArg = Annotated[Path, typer.Argument(help="The verl checkout: the folder that holds verl/.")]
+FacilityOpt = Annotated[
+    Optional[list[str]], typer.Option("--facility", help=f"Only these facilities ({', '.join(FACILITIES)}).")
+]
+OnlyOpt = Annotated[Optional[list[str]], typer.Option("--only", help="Only these point ids.")]
+SkipOpt = Annotated[Optional[list[str]], typer.Option("--skip", help="Leave these point ids out.")]
+ExtrasOpt = Annotated[
+    Optional[list[str]], typer.Option("--extras", help=f"Opt-in extras that change verl's behaviour ({', '.join(EXTRAS)}).")
+]
+AnchorsOpt = Annotated[
+    Optional[list[Path]], typer.Option("--anchors", help="A folder of your own anchor specs (YAML), added to the catalog.")
+]
+
+
+def main() -> None:
+    app()
+
+
+# -- shared helpers --------------------------------------------------------------------------------
+
+
+def _catalog(anchors: list[Path] | None) -> Catalog:
+    try:
+        return load_catalog(anchors_dirs=anchors or [])
+    except SpecError as exc:
+        err.print(Text("anchor specs are invalid:", style="bold red"))
+        for problem in exc.problems:
+            err.print(f"  {problem}")
+        raise typer.Exit(ERROR) from None
+
+
+def _selection(catalog: Catalog, facility, only, skip, extras) -> Selection:
+    known_ids = {p.id for p in catalog.points}
+    for name in facility or []:
+        if name not in FACILITIES:
+            _usage(f"unknown facility {name!r}; choose from {', '.join(FACILITIES)}")
+    for name in extras or []:
+        if name not in EXTRAS:
+            _usage(f"unknown extra {name!r}; choose from {', '.join(EXTRAS)}")
+    for point_id in [*(only or []), *(skip or [])]:
+        if point_id not in known_ids:
+            _usage(f"unknown point id {point_id!r}; `trace-instrument points` lists them")
+    return Selection(
+        facilities=frozenset(facility) if facility else frozenset(FACILITIES),
+        only=frozenset(only or []),
+        skip=frozenset(skip or []),
+        extras=frozenset(extras or []),
+    )
+
+
+def _usage(message: str) -> None:
+    err.print(Text(f"error: {message}", style="red"))
+    raise typer.Exit(ERROR)
+
+
+def _point_json(p: PointResult) -> dict:
+    data = asdict(p)
+    data["id"] = data.pop("point_id")
+    data["status"] = p.status.value
+    data["candidates"] = [asdict(c) for c in p.candidates]
+    return data
+
+
+def _summary(result: RunResult) -> dict[str, int]:
+    return dict(Counter(p.status.value for p in result.points))
+
+
+def _json(command: str, result: RunResult, **extra) -> str:
+    body = {
+        "command": command,
+        "root": result.root,
+        "error": result.error,
+        "written": result.written,
+        "points": [_point_json(p) for p in result.points],
+        "files": [{"path": f.path, "changed": f.changed, "error": f.error} for f in result.files],
+        "runtime": [{"path": path, "status": status} for path, status in result.runtime_files],
+        "summary": _summary(result),
+        **extra,
+    }
+    return json.dumps(body, indent=2)
+
+
+STATUS_STYLE = {
+    Status.APPLIED: "green",
+    Status.PRESENT: "green",
+    Status.REMOVED: "green",
+    Status.MISSING: "yellow",
+    Status.DRIFTED: "yellow",
+    Status.STALE: "yellow",
+    Status.NOT_APPLICABLE: "dim",
+    Status.SKIPPED: "yellow",
+    Status.ANCHOR_LOST: "red",
+    Status.AMBIGUOUS: "red",
+    Status.UNEXPECTED: "red",
+    Status.ERROR: "bold red",
+}
+
+
+def _print_point(p: PointResult, *, show_ok: bool) -> None:
+    if not show_ok and p.status in (Status.APPLIED, Status.PRESENT, Status.REMOVED):
+        return
+    where = f"{p.file}:{p.line}" if p.line else p.file
+    line = Text("  ")
+    line.append(f"{p.status.value:<15}", style=STATUS_STYLE.get(p.status, ""))
+    line.append(f"{p.point_id:<42} ", style="bold")
+    line.append(where, style="cyan")
+    out.print(line)
+    if p.message:
+        out.print(Text(f"      {p.message}"))
+    for candidate in p.candidates:
+        out.print(Text(f"      nearest: line {candidate.line}: {candidate.code}  (similarity {candidate.score})", style="dim"))
+    if p.diff:
+        _print_diff(p.diff, indent="      ")
+
+
+def _print_files(result: RunResult, verb: str) -> None:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("file")
+    table.add_column("points", justify="right")
+    table.add_column("result")
+    for f in result.files:
+        counts = Counter(p.status.value for p in f.points)
+        detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        state = f"[red]{f.error}[/red]" if f.error else (verb if f.changed else "unchanged")
+        table.add_row(f.path, str(len(f.points)), f"{detail} — {state}" if detail else state)
+    out.print(table)
+
+
+def _print_runtime(result: RunResult) -> None:
+    if not result.runtime_files:
+        return
+    counts = Counter(status for _, status in result.runtime_files)
+    folder = result.runtime_files[0][0].rsplit("/", 1)[0]
+    out.print(f"runtime package {folder}/: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+
+
+def _print_diff(patch: str, indent: str = "") -> None:
+    for line in patch.splitlines():
+        style = ""
+        if line.startswith(("diff --git", "---", "+++", "new file", "deleted file")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        out.print(Text(indent + line, style=style))
+
+
+def _counts_line(result: RunResult, order: list[Status]) -> str:
+    counts = Counter(p.status for p in result.points)
+    parts = [f"{counts[s]} {s.value}" for s in order if counts[s]]
+    parts += [f"{n} {s.value}" for s, n in counts.items() if s not in order and n]
+    return ", ".join(parts) if parts else "no points selected"
+
+
+# -- commands -------------------------------------------------------------------------------------------
+
+
+@app.command()
+def apply(
+    path: PathArg,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff, write nothing.")] = False,
+    patch: Annotated[Optional[Path], typer.Option("--patch", help="Write the change as a patch `git apply` accepts; write nothing else.")] = None,
+    facility: FacilityOpt = None,
+    only: OnlyOpt = None,
+    skip: SkipOpt = None,
+    extras: ExtrasOpt = None,
+    keep_going: Annotated[bool, typer.Option("--keep-going", help="Write the files that worked even if others failed.")] = False,
+    anchors: AnchorsOpt = None,
+    fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+) -> None:
+    """Instrument the checkout: put every selected point in place."""
+    catalog = _catalog(anchors)
+    selection = _selection(catalog, facility, only, skip, extras)
+    write = not dry_run and patch is None
+    result = run_apply(path, catalog, selection, write=write, keep_going=keep_going)
+    text = unified_patch(result)
+    if patch is not None and not result.error:
+        patch.write_text(text, encoding="utf-8")
+    code = _apply_exit(result)
+    if fmt is Format.json:
+        out.print(_json("apply", result, dry_run=not write), soft_wrap=True)
+        raise typer.Exit(code)
+    if result.error:
+        err.print(Text(f"error: {result.error}", style="bold red"))
+        raise typer.Exit(ERROR)
+    if dry_run:
+        _print_diff(text)
+    _print_files(result, "written" if result.written else "would change")
+    for p in result.points:
+        _print_point(p, show_ok=False)
+    _print_runtime(result)
+    if patch is not None:
+        out.print(f"patch written to {patch} ({text.count(chr(10))} lines)")
+    state = "written" if result.written else ("dry run, nothing written" if not write else "nothing to write")
+    if any(f.error for f in result.files) and not keep_going:
+        state = "nothing written (a file failed; --keep-going writes the others)"
+    order = [Status.APPLIED, Status.PRESENT, Status.NOT_APPLICABLE, Status.DRIFTED, Status.SKIPPED]
+    out.print(f"apply: {_counts_line(result, order)} — {state}")
+    raise typer.Exit(code)
+
+
+def _apply_exit(result: RunResult) -> int:
+    if result.error or any(f.error for f in result.files):
+        return ERROR
+    placed = (Status.APPLIED, Status.PRESENT, Status.NOT_APPLICABLE)
+    return OK if all(p.status in placed for p in result.points) else DRIFT
+
+
+@app.command()
+def check(
+    path: PathArg,
+    facility: FacilityOpt = None,
+    only: OnlyOpt = None,
+    skip: SkipOpt = None,
+    extras: ExtrasOpt = None,
+    anchors: AnchorsOpt = None,
+    fmt: Annotated[CheckFormat, typer.Option("--format", help="text, json, github (annotations) or junit (XML).")] = CheckFormat.text,
+) -> None:
+    """CI drift check: is every point in place as the catalog says? Writes nothing."""
+    catalog = _catalog(anchors)
+    selection = _selection(catalog, facility, only, skip, extras)
+    result = run_check(path, catalog, selection)
+    code = _check_exit(result)
+    if fmt is CheckFormat.json:
+        out.print(formats.check_json(result), soft_wrap=True)
+    elif fmt is CheckFormat.github:
+        out.print(formats.github_annotations(result), soft_wrap=True)
+    elif fmt is CheckFormat.junit:
+        out.print(formats.junit_xml(result), soft_wrap=True)
+    else:
+        if result.error:
+            err.print(Text(f"error: {result.error}", style="bold red"))
+            raise typer.Exit(ERROR)
+        for p in result.points:
+            _print_point(p, show_ok=False)
+        _print_runtime(result)
+        order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.DRIFTED, Status.STALE]
+        verdict = "clean" if code == OK else "drift"
+        out.print(f"check: {_counts_line(result, order)} — {verdict}")
+    raise typer.Exit(code)
+
+
+def _check_exit(result: RunResult) -> int:
+    if result.error:
+        return ERROR
+    clean = (Status.PRESENT, Status.NOT_APPLICABLE)
+    runtime_ok = all(status == "present" for _, status in result.runtime_files)
+    return OK if runtime_ok and all(p.status in clean for p in result.points) else DRIFT
+
+
+@app.command()
+def remove(
+    path: PathArg,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff, write nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Also remove points edited by hand, as far as they are recognised.")] = False,
+    facility: FacilityOpt = None,
+    only: OnlyOpt = None,
+    skip: SkipOpt = None,
+    anchors: AnchorsOpt = None,
+    fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+) -> None:
+    """Take the instrumentation out again, restoring the original code."""
+    catalog = _catalog(anchors)
+    selection = _selection(catalog, facility, only, skip, [])
+    result = run_remove(path, catalog, selection, write=not dry_run, force=force)
+    code = ERROR if result.error or any(f.error for f in result.files) else (
+        DRIFT if any(p.status is Status.DRIFTED for p in result.points) else OK
+    )
+    if fmt is Format.json:
+        out.print(_json("remove", result, dry_run=dry_run), soft_wrap=True)
+        raise typer.Exit(code)
+    if result.error:
+        err.print(Text(f"error: {result.error}", style="bold red"))
+        raise typer.Exit(ERROR)
+    if dry_run:
+        _print_diff(unified_patch(result))
+    _print_files(result, "written" if result.written else "would change")
+    for p in result.points:
+        if p.status is not Status.MISSING:
+            _print_point(p, show_ok=False)
+    _print_runtime(result)
+    state = "written" if result.written else ("dry run, nothing written" if dry_run else "nothing to write")
+    out.print(f"remove: {_counts_line(result, [Status.REMOVED, Status.MISSING, Status.DRIFTED])} — {state}")
+    raise typer.Exit(code)
+
+
+@app.command()
+def points(
+    anchors: AnchorsOpt = None,
+    fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+) -> None:
+    """List the catalog: every point, where it goes and what it does."""
+    catalog = _catalog(anchors)
+    if fmt is Format.json:
+        body = {
+            "validated_on": list(catalog.validated_on),
+            "points": [
+                {
+                    "id": p.id,
+                    "facility": p.facility,
+                    "file": p.file,
+                    "scope": p.scope,
+                    "title": p.title,
+                    "edits": len(p.edits),
+                    "extra": p.extra,
+                    "default": p.extra is None,
+                    "changes_behaviour": " ".join(p.changes_behaviour.split()),
+                    "requires": list(p.requires),
+                    "spec": str(p.source),
+                }
+                for p in catalog.points
+            ],
+        }
+        out.print(json.dumps(body, indent=2), soft_wrap=True)
+        return
+    table = Table(show_header=True, header_style="bold", box=None)
+    for column in ("id", "facility", "file", "scope", "what"):
+        table.add_column(column)
+    for p in catalog.points:
+        what = p.title
+        if p.extra:
+            what += f" [yellow](opt-in extra {p.extra}: changes verl's behaviour)[/yellow]"
+        elif p.changes_behaviour:
+            what += " [dim](declared rewrite)[/dim]"
+        table.add_row(p.id, p.facility, p.file.removeprefix("verl/"), p.scope, what)
+    out.print(table)
+    counts = Counter(p.facility for p in catalog.points if p.extra is None)
+    out.print(
+        f"{len(catalog.points)} points ({', '.join(f'{n} {f}' for f, n in counts.items())}, "
+        f"{sum(1 for p in catalog.points if p.extra)} opt-in); validated on verl {', '.join(catalog.validated_on)}"
+    )
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Show the version and exit.")] = False,
+) -> None:
+    if version:
+        out.print(f"trace-instrument {__version__}")
+        raise typer.Exit(OK)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

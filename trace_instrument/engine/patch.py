@@ -1,0 +1,50 @@
+"""A run's changes as a git-style unified diff (`git apply` takes it on the pristine tree)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+
+from trace_instrument.model import RunResult
+
+
+def changes(result: RunResult) -> Iterator[tuple[str, str | None, str | None]]:
+    """(path, before, after) of every file the run changes or would change."""
+    for file in result.files:
+        if file.changed and not file.error:
+            yield file.path, file.original, file.updated
+    yield from result.other_changes
+
+
+def unified_patch(result: RunResult, context: int = 3) -> str:
+    return "".join(file_patch(path, before, after, context) for path, before, after in changes(result))
+
+
+def file_patch(path: str, before: str | None, after: str | None, context: int = 3) -> str:
+    old = (before or "").splitlines(keepends=True)
+    new = (after or "").splitlines(keepends=True)
+    header = [f"diff --git a/{path} b/{path}\n"]
+    if before is None:
+        header.append("new file mode 100644\n")
+    elif after is None:
+        header.append("deleted file mode 100644\n")
+    body = list(
+        difflib.unified_diff(
+            old,
+            new,
+            "/dev/null" if before is None else f"a/{path}",
+            "/dev/null" if after is None else f"b/{path}",
+            n=context,
+        )
+    )
+    if not body:
+        return ""
+    return "".join(header) + "".join(_mark_missing_newlines(body))
+
+
+def _mark_missing_newlines(lines: list[str]) -> Iterator[str]:
+    for line in lines:
+        if line.endswith("\n"):
+            yield line
+        else:
+            yield line + "\n\\ No newline at end of file\n"
