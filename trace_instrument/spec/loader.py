@@ -72,15 +72,26 @@ class _Context:
 def load_catalog(
     anchors_dirs: Iterable[Path] | None = None,
     templates_dir: Path | None = None,
+    *,
+    shipped: bool = True,
 ) -> Catalog:
-    """Load the shipped catalog plus any user anchor folders (later folders add points)."""
+    """Load the shipped catalog plus any user anchor folders (later folders add points).
+
+    With shipped=False only the given folders are read (tests, experiments).
+    """
     ctx = _Context(templates=templates_dir or paths.templates_dir())
-    shipped = paths.anchors_dir()
-    folders = [shipped, *(anchors_dirs or [])]
-    validated_on, runtime = _read_catalog_file(ctx, shipped)
+    shipped_dir = paths.anchors_dir() if shipped else None
+    folders = [*([shipped_dir] if shipped_dir else []), *(anchors_dirs or [])]
+    validated_on: tuple[str, ...] = ()
+    runtime = RuntimeModule(target_dir="verl/utils/tracing", files=())
+    if shipped_dir is not None:
+        validated_on, runtime = _read_catalog_file(ctx, shipped_dir)
     points: list[Point] = []
     for folder in folders:
-        user_dir = None if folder == shipped else folder
+        user_dir = None if folder == shipped_dir else Path(folder)
+        if user_dir is not None and not user_dir.is_dir():
+            ctx.problem(SpecSource(str(folder), 0), "anchor folder not found")
+            continue
         for spec_file in sorted(Path(folder).glob("*.yaml")):
             if spec_file.name == CATALOG_FILE:
                 continue
