@@ -40,7 +40,7 @@ class _Rewrite:
 
 @dataclass
 class _Plan:
-    before: dict[int, list[tuple[int, Statements, bool]]] = field(default_factory=dict)  # (rank, stmts, take_leading)
+    before: dict[int, list[tuple[int, Statements, bool, int]]] = field(default_factory=dict)  # rank, stmts, take, keep
     after: dict[int, list[tuple[int, Statements]]] = field(default_factory=dict)
     removed: dict[int, int] = field(default_factory=dict)  # statement -> leading lines it owns
     rewrites: dict[int, _Rewrite] = field(default_factory=dict)  # keyed by the region's first statement
@@ -84,7 +84,9 @@ def _plan_placement(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
         if placement.after:
             plan.after.setdefault(id(neighbour), []).append((edit.rank, stmts))
         else:
-            plan.before.setdefault(id(neighbour), []).append((edit.rank, stmts, placement.take_leading))
+            plan.before.setdefault(id(neighbour), []).append(
+                (edit.rank, stmts, placement.take_leading, placement.keep_leading)
+            )
         plan.targets.add(id(neighbour))
     elif edit.kind is EditKind.REPLACE_EXPR:
         statement = mapping.statement(placement.anchored[0])
@@ -315,11 +317,13 @@ class _Editor(cst.CSTTransformer):
         plan = self.plan
         current = self._updated_of(original)
         before: Statements = []
-        for _rank, stmts, take_leading in sorted(plan.before.get(id(original), []), key=lambda item: item[0]):
+        for _rank, stmts, take_leading, keep in sorted(plan.before.get(id(original), []), key=lambda item: item[0]):
             # comments above a statement go above what is inserted before it; a def keeps its own spacing
-            if take_leading and not before and current.leading_lines and not _is_definition(stmts[0]):
-                stmts = with_leading(stmts, current.leading_lines)
-                current = current.with_changes(leading_lines=[])
+            lines = list(current.leading_lines)
+            taken = lines[: max(0, len(lines) - keep)]
+            if take_leading and not before and taken and not _is_definition(stmts[0]):
+                stmts = with_leading(stmts, taken)
+                current = current.with_changes(leading_lines=lines[len(taken) :])
             before.extend(stmts)
         after: Statements = []
         for _rank, stmts in sorted(plan.after.get(id(original), []), key=lambda item: item[0]):

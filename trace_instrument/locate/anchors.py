@@ -25,6 +25,7 @@ class Placement:
     neighbor: ast.stmt | None = None  # inserts: the template goes next to this statement
     after: bool = True
     take_leading: bool = False  # inserting before a statement takes over its comments and blank lines
+    keep_leading: int = 0  # ... except the last lines the neighbour's own template put there
     region: tuple[ast.stmt, ...] = ()  # rewrite: every statement replaced, in order
     anchored: tuple[ast.stmt, ...] = ()  # rewrite: the anchored statements among them
     expr: ast.expr | None = None  # replace-expression: the expression replaced
@@ -161,7 +162,10 @@ class AnchorFinder:
         if lower:
             return Placement(point, edit, line, neighbor=lower[-1], after=True)
         if higher:
-            return Placement(point, edit, line, neighbor=higher[0], after=False)
+            # a later point's block already sits in the gap; a before-insert takes over the lines
+            # above it that are not that block's own, just as if both were inserted in one run
+            own = self.recognition.own_leading.get(id(higher[0]), 0)
+            return Placement(point, edit, line, neighbor=higher[0], after=False, take_leading=before_kind, keep_leading=own)
         if before_kind and next_stmt is not None:
             return Placement(point, edit, line, neighbor=next_stmt, after=False, take_leading=True)
         if prev_stmt is not None:

@@ -69,6 +69,7 @@ class Recognition:
         self.states: dict[str, PointState] = {}
         self.rank_of: dict[int, int] = {}  # instrumentation statement id -> edit rank
         self.virtual: dict[int, ast.stmt] = {}
+        self.own_leading: dict[int, int] = {}  # first statement of a block -> comment lines its template brings
         points = list(points)
         for point in points:
             self.states[point.id] = PointState(point)
@@ -173,6 +174,9 @@ class Recognition:
 
     def _record(self, block: Block, rank: int) -> None:
         self.states[block.point.id].blocks.append(block)
+        if block.top and block.edit.kind.inserts:
+            first = block.edit.template.cst[0] if block.edit.template.cst else None
+            self.own_leading[id(block.top[0])] = len(getattr(first, "leading_lines", ()))
         for stmt in block.instrumentation:
             self.rank_of[id(stmt)] = rank
 

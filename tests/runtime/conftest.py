@@ -1,0 +1,176 @@
+"""Load templates/runtime standalone, as it would be installed into a verl checkout.
+
+The sources are copied to ``<tmp>/verl/utils/tracing/`` (parents get empty
+``__init__.py`` files) and imported from there, in a fresh module namespace per
+test; tests that need process-global behaviour (fork, atexit, stderr reports)
+run a script in a subprocess against the same copy. No verl, torch or ray.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+RUNTIME_SRC = Path(__file__).resolve().parents[2] / "templates" / "runtime"
+DEFAULT_PACKAGE = "verl.utils.tracing"
+REAL_DISCOVERY_FILES = [
+    Path("/tmp/verl_trace_sample_path.txt"),
+    Path("/tmp/verl_trace_trajectory_path.txt"),
+    Path("/tmp/verl_progress_path.txt"),
+]
+# Environment the runtime reads at import; tests control all of it.
+RUNTIME_ENV_VARS = ("VERL_TRACE_DIR", "DLC_JOB_ID", "VERL_TRACE_DISCOVERY_DIR")
+
+
+def install_runtime(root: Path, package: str = DEFAULT_PACKAGE) -> Path:
+    """Copy the runtime sources into ``root`` as ``package``; returns ``root``."""
+    parts = package.split(".")
+    for depth in range(1, len(parts)):
+        parent = root.joinpath(*parts[:depth])
+        parent.mkdir(parents=True, exist_ok=True)
+        (parent / "__init__.py").touch()
+    shutil.copytree(RUNTIME_SRC, root.joinpath(*parts), ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return root
+
+
+def _purge_modules(top_level: str) -> None:
+    for name in [m for m in sys.modules if m == top_level or m.startswith(top_level + ".")]:
+        del sys.modules[name]
+
+
+class RuntimeLoader:
+    """Imports fresh copies of the runtime; cleans up after the test."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+        self.tmp_path = tmp_path
+        self.monkeypatch = monkeypatch
+        self.discovery_dir = tmp_path / "discovery"
+        self.discovery_dir.mkdir()
+        self._loaded = []  # (module, sys.path entry, top-level name)
+
+    def __call__(self, trace_dir=None, job_id=None, package: str = DEFAULT_PACKAGE):
+        """Import the package with ``$VERL_TRACE_DIR``/``$DLC_JOB_ID`` set as given."""
+        root = install_runtime(self.tmp_path / f"pkgroot{len(self._loaded)}", package)
+        self._set_env("VERL_TRACE_DIR", trace_dir)
+        self._set_env("DLC_JOB_ID", job_id)
+        self._set_env("VERL_TRACE_DISCOVERY_DIR", str(self.discovery_dir))
+        top_level = package.split(".")[0]
+        _purge_modules(top_level)
+        sys.path.insert(0, str(root))
+        module = importlib.import_module(package)
+        self._loaded.append((module, str(root), top_level))
+        return module
+
+    def _set_env(self, name, value):
+        if value is None:
+            self.monkeypatch.delenv(name, raising=False)
+        else:
+            self.monkeypatch.setenv(name, str(value))
+
+    # Helpers, exposed through the fixture so test modules never import conftest.
+    csv_path = staticmethod(lambda trace_dir, pid=None: sample_csv_path(trace_dir, pid))
+    read_csv = staticmethod(lambda runtime, trace_dir: read_sample_csv(runtime, trace_dir))
+    writer = staticmethod(lambda runtime: sample_writer(runtime))
+
+    def cleanup(self):
+        for module, root, top_level in reversed(self._loaded):
+            try:
+                module.trace._close_all_writers(5.0)
+                # Drops provoked on purpose must not be reported when pytest exits.
+                atexit.unregister(module.trace._flush_and_report_at_exit)
+            finally:
+                _purge_modules(top_level)
+                if root in sys.path:
+                    sys.path.remove(root)
+
+
+@pytest.fixture
+def load_runtime(tmp_path, monkeypatch):
+    """Factory: ``load_runtime(trace_dir=None, job_id=None, package=...)`` -> fresh package module."""
+    loader = RuntimeLoader(tmp_path, monkeypatch)
+    yield loader
+    loader.cleanup()
+
+
+@pytest.fixture
+def trace_dir(tmp_path):
+    return tmp_path / "trace"
+
+
+@pytest.fixture
+def traced(load_runtime, trace_dir):
+    """The runtime loaded with tracing on (``$VERL_TRACE_DIR`` = ``trace_dir``)."""
+    return load_runtime(trace_dir=trace_dir)
+
+
+def sample_csv_path(trace_dir: Path, pid: int | None = None) -> Path:
+    return Path(trace_dir) / "sample" / f"{socket.gethostname()}-pid{pid or os.getpid()}.csv"
+
+
+def read_sample_csv(runtime, trace_dir: Path) -> bytes:
+    assert runtime.flush(10), "flush timed out"
+    path = sample_csv_path(trace_dir)
+    return path.read_bytes() if path.exists() else b""
+
+
+def sample_writer(runtime):
+    sink = runtime.trace._sample_sink
+    return sink[1] if sink else None
+
+
+class ScriptRunner:
+    """Runs Python snippets in a subprocess against a private copy of the runtime."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp_path = tmp_path
+        self.root = install_runtime(tmp_path / "subproc_root")
+        self.discovery_dir = tmp_path / "subproc_discovery"
+        self.discovery_dir.mkdir()
+
+    def env(self, **overrides):
+        env = {k: v for k, v in os.environ.items() if k not in RUNTIME_ENV_VARS}
+        env["PYTHONPATH"] = str(self.root)
+        env["VERL_TRACE_DISCOVERY_DIR"] = str(self.discovery_dir)
+        env.update({k: str(v) for k, v in overrides.items()})
+        return env
+
+    def run(self, code: str, timeout: float = 60, stdout=subprocess.PIPE, **env_overrides):
+        """Run ``code``; returns (CompletedProcess, time.monotonic() when it ended)."""
+        proc = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=self.env(**env_overrides),
+            cwd=self.tmp_path,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=timeout,
+        )
+        return proc, time.monotonic()
+
+
+@pytest.fixture
+def script(tmp_path):
+    return ScriptRunner(tmp_path)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def real_discovery_files_untouched():
+    """Guard: no test may write the real /tmp discovery files."""
+
+    def snapshot():
+        return {path: (path.lstat().st_mtime_ns, path.lstat().st_ino) if path.is_symlink() or path.exists() else None
+                for path in REAL_DISCOVERY_FILES}
+
+    before = snapshot()
+    yield
+    assert snapshot() == before, "a test touched the real /tmp discovery files"

@@ -1,0 +1,187 @@
+"""TrajectoryStore: JSONL lines byte for byte, file names, size rotation, discovery file."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+FIXED_NOW = time.mktime((2026, 8, 11, 15, 4, 5, 0, 0, -1)) + 0.042  # 15:04:05.042 local
+FIXED_STAMP = "20260811_150405_042"
+
+
+@pytest.fixture
+def dump_dir(tmp_path):
+    return tmp_path / "trace" / "trajectory"
+
+
+@pytest.fixture
+def fixed_clock(traced):
+    traced.trace._clock = lambda: FIXED_NOW
+
+
+def make_trajectory(runtime):
+    turns = [
+        runtime.Turn(
+            turn_index=0, prompt_token_count=87, prompt_text="dropped", completion_text="To determine «x»",
+            completion_token_ids=[1, 2], completion_token_count=2, finish_reason="length", start_ts=10.5,
+            end_ts=11.5, completion_time_ms=1000.0, sglang_rid="rid", sglang_time_ms=900.0,
+            sglang_decode_time_ms=900.0,
+        ),
+        runtime.Turn(
+            turn_index=1, observation_text="tool\nout", observation_token_ids=[5], observation_time_ms=20.0,
+            completion_time_ms=None, turn_total_time_ms=None, template_overhead_tokens=13,
+            template_overhead_text="<|im_start|>",
+        ),
+        runtime.Turn(turn_index=2, completion_time_ms=5.0, observation_time_ms=1.0, turn_total_time_ms=99.0),
+    ]
+    return runtime.Trajectory(
+        request_id="3", prompt_uid="92ee95cb", sample_index=3, n_samples=4, replica_id=777, global_step=3,
+        created_at_ts=1787215072.088314, completed_at_ts=1787215073.420837, total_time_ms=1332.52, turns=turns,
+        initial_prompt_text="<|im_start|>system\nYou are Qwen", initial_prompt_token_ids=[1, 2, 3],
+        agent_metrics={"generate_sequences": 1.201, "num_preempted": -1},
+    )
+
+
+def expected_turn(turn_index, completion_text="", completion_token_count=None, finish_reason="",
+                  observation_text=None, start_ts=0.0, end_ts=0.0, turn_total_time_ms=0.0, completion_time_ms=0.0,
+                  observation_time_ms=None, sglang_time_ms=None, sglang_decode_time_ms=None, overhead=(None, None),
+                  prompt_token_count=None):
+    """A dumped turn, keys spelled out in the documented order."""
+    return {
+        "turn_index": turn_index,
+        "prompt_token_count": prompt_token_count,
+        "completion_text": completion_text,
+        "completion_token_count": completion_token_count,
+        "finish_reason": finish_reason,
+        "observation_text": observation_text,
+        "start_ts": start_ts,
+        "end_ts": end_ts,
+        "observation_start_ts": None,
+        "observation_end_ts": None,
+        "turn_total_time_ms": turn_total_time_ms,
+        "completion_time_ms": completion_time_ms,
+        "observation_time_ms": observation_time_ms,
+        "sglang_time_ms": sglang_time_ms,
+        "sglang_queue_time_ms": None,
+        "sglang_ttft_ms": None,
+        "sglang_prefill_ms": None,
+        "sglang_decode_time_ms": sglang_decode_time_ms,
+        "template_overhead_tokens": overhead[0],
+        "template_overhead_text": overhead[1],
+    }
+
+
+def expected_line() -> bytes:
+    raw = {
+        "request_id": "3",
+        "n_samples": 4,
+        "global_step": 3,
+        "created_at_ts": 1787215072.088314,
+        "completed_at_ts": 1787215073.420837,
+        "total_time_ms": 1332.52,
+        "turns": [
+            expected_turn(0, "To determine «x»", 2, "length", start_ts=10.5, end_ts=11.5, turn_total_time_ms=1000.0,
+                          completion_time_ms=1000.0, sglang_time_ms=900.0, sglang_decode_time_ms=900.0,
+                          prompt_token_count=87),
+            expected_turn(1, observation_text="tool\nout", turn_total_time_ms=20.0, completion_time_ms=None,
+                          observation_time_ms=20.0, overhead=(13, "<|im_start|>")),
+            expected_turn(2, turn_total_time_ms=99.0, completion_time_ms=5.0, observation_time_ms=1.0),
+        ],
+        "initial_prompt_text": "<|im_start|>system\nYou are Qwen",
+        "agent_metrics": {"generate_sequences": 1.201, "num_preempted": -1},
+    }
+    line = {"prompt_uid": "92ee95cb", "sample_index": 3, "raw_message": json.dumps(raw, ensure_ascii=False)}
+    return (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def written_files(dump_dir):
+    return sorted(dump_dir.glob("*.jsonl"))
+
+
+def test_line_format_byte_for_byte(traced, dump_dir, fixed_clock):
+    store = traced.TrajectoryStore(str(dump_dir), 4242)
+    store.write(make_trajectory(traced))
+    store.close()
+    (path,) = written_files(dump_dir)
+    assert path.name == f"trajectory_4242_{FIXED_STAMP}.jsonl"
+    assert path.read_bytes() == expected_line()
+    assert "«x»".encode() in path.read_bytes()  # ensure_ascii=False
+
+
+def test_dict_input_gives_the_same_line(traced, dump_dir, fixed_clock):
+    store = traced.TrajectoryStore(str(dump_dir), 1)
+    as_dict = make_trajectory(traced).to_dict()
+    store.write(as_dict)
+    store.close()
+    assert written_files(dump_dir)[0].read_bytes() == expected_line()
+    assert "replica_id" in as_dict and "prompt_text" in as_dict["turns"][0]  # input untouched
+
+
+def test_store_does_not_mutate_the_trajectory(traced, dump_dir):
+    trajectory = make_trajectory(traced)
+    before = trajectory.to_dict()
+    store = traced.TrajectoryStore(str(dump_dir), 1)
+    store.write(trajectory)
+    store.close()
+    assert trajectory.to_dict() == before
+
+
+def test_one_line_per_write_in_order(traced, dump_dir):
+    store = traced.TrajectoryStore(str(dump_dir), 1)
+    for index in range(200):
+        store.write(traced.Trajectory(request_id=str(index), prompt_uid="p", sample_index=index))
+    assert store.flush(10)
+    lines = written_files(dump_dir)[0].read_text().splitlines()
+    assert [json.loads(line)["sample_index"] for line in lines] == list(range(200))
+    assert [json.loads(json.loads(line)["raw_message"])["request_id"] for line in lines] == [str(i) for i in range(200)]
+    store.close()
+
+
+def test_default_size_limit_is_100_mb(traced, dump_dir):
+    assert traced.TrajectoryStore(str(dump_dir), 1).max_file_size_bytes == 100 * 1024 * 1024
+    assert traced.TrajectoryStore(str(dump_dir), 1, max_file_size_mb=2).max_file_size_bytes == 2 * 1024 * 1024
+
+
+def test_rotation_at_size_limit(traced, dump_dir, fixed_clock):
+    line_length = len(traced.trajectory_store.format_trajectory_line(traced.Trajectory(request_id="0000"))) + 1
+    limit = 3 * line_length  # a file is full once its third line reaches the limit exactly
+    store = traced.TrajectoryStore(str(dump_dir), 9, max_file_size_bytes=limit)
+    for index in range(10):
+        store.write(traced.Trajectory(request_id=f"{index:04d}"))
+    store.close()
+    files = written_files(dump_dir)
+    # One fixed clock: every new file moves the stamp 1 ms on instead of reusing a name.
+    assert [path.name for path in files] == [f"trajectory_9_20260811_150405_{ms:03d}.jsonl" for ms in (42, 43, 44, 45)]
+    assert [len(path.read_text().splitlines()) for path in files] == [3, 3, 3, 1]
+    ids = [json.loads(json.loads(line)["raw_message"])["request_id"] for p in files for line in p.read_text().splitlines()]
+    assert ids == [f"{index:04d}" for index in range(10)]
+
+
+def test_rotation_with_variable_line_sizes(traced, dump_dir):
+    store = traced.TrajectoryStore(str(dump_dir), 9, max_file_size_bytes=1000)
+    for index in range(60):
+        store.write(traced.Trajectory(request_id=str(index), initial_prompt_text="x" * (index * 7 % 300)))
+    store.close()
+    files = written_files(dump_dir)
+    assert len(files) > 3
+    for path in files[:-1]:
+        sizes = [len(line) for line in path.read_bytes().splitlines(keepends=True)]
+        assert sum(sizes) >= 1000 > sum(sizes[:-1])  # rotated exactly when the limit was reached
+    assert all(re.fullmatch(r"trajectory_9_\d{8}_\d{6}_\d{3}\.jsonl", path.name) for path in files)
+
+
+def test_store_publishes_discovery_file(traced, dump_dir, load_runtime):
+    traced.TrajectoryStore(str(dump_dir), 1).close()
+    assert (load_runtime.discovery_dir / "verl_trace_trajectory_path.txt").read_text() == str(dump_dir)
+    assert dump_dir.is_dir() and written_files(dump_dir) == []  # no empty file before the first write
+
+
+def test_write_after_close_is_dropped_and_counted(traced, dump_dir):
+    store = traced.TrajectoryStore(str(dump_dir), 1)
+    store.close()
+    store.write(traced.Trajectory(request_id="late"))
+    assert written_files(dump_dir) == []
+    assert "writer closed: 1" in store._writer.drop_report()
