@@ -23,6 +23,7 @@ from trace_instrument.engine.apply import apply as run_apply
 from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.patch import unified_patch
 from trace_instrument.engine.remove import remove as run_remove
+from trace_instrument.engine.verify import verify as run_verify
 from trace_instrument.model import EXTRAS, FACILITIES, Catalog, PointResult, RunResult, Selection, Status
 from trace_instrument.spec import SpecError, load_catalog
 
@@ -31,8 +32,9 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Instrument a verl checkout with sample-flow, progress and trajectory tracing, deterministically.",
 )
-out = Console(soft_wrap=True, highlight=False)
-err = Console(stderr=True, soft_wrap=True, highlight=False)
+# piped output (CI logs) gets a wide fixed width instead of rich's 80 columns
+out = Console(soft_wrap=True, highlight=False, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
 OK, DRIFT, ERROR = 0, 1, 2
 
@@ -303,6 +305,73 @@ def _check_exit(result: RunResult) -> int:
 
 
 @app.command()
+def verify(
+    path: PathArg,
+    baseline: Annotated[
+        Optional[Path], typer.Option("--baseline", help="A pristine tree to prove zero intrusion against (default: the manifest).")
+    ] = None,
+    anchors: AnchorsOpt = None,
+    fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+) -> None:
+    """Prove the result: counts, imports, compilation, zero intrusion, and a runtime self-check."""
+    catalog = _catalog(anchors)
+    result = run_verify(path, catalog, baseline=baseline)
+    code = ERROR if result.error else (OK if result.ok else DRIFT)
+    if fmt is Format.json:
+        body = {
+            "root": result.root,
+            "ok": result.ok,
+            "error": result.error,
+            "findings": [asdict(f) for f in result.findings],
+            "counts": [{"file": f, "call": c, "expected": e, "actual": a} for f, c, e, a in result.counts],
+        }
+        out.print(json.dumps(body, indent=2), soft_wrap=True)
+        raise typer.Exit(code)
+    if result.error:
+        err.print(Text(f"error: {result.error}", style="bold red"))
+        raise typer.Exit(ERROR)
+    _print_verify(result)
+    raise typer.Exit(code)
+
+
+def _print_verify(result) -> None:
+    table = Table(show_header=True, header_style="bold", box=None)
+    for column in ("file", "trace_flow", "log_progress"):
+        table.add_column(column, justify="left" if column == "file" else "right")
+    per_file: dict[str, dict[str, tuple[int, int]]] = {}
+    for file, call, expected, actual in result.counts:
+        per_file.setdefault(file, {})[call] = (expected, actual)
+    totals = {"trace_flow": [0, 0], "log_progress": [0, 0]}
+    for file, calls in per_file.items():
+        cells = []
+        for call in ("trace_flow", "log_progress"):
+            expected, actual = calls.get(call, (0, 0))
+            totals[call][0] += expected
+            totals[call][1] += actual
+            style = "" if expected == actual else "red"
+            cells.append(Text(f"{actual}/{expected}", style=style) if expected or actual else Text("-", style="dim"))
+        table.add_row(file, *cells)
+    table.add_row(Text("total", style="bold"), *(Text(f"{a}/{e}", style="bold") for e, a in totals.values()))
+    out.print(Text("call sites found / expected by the catalog for this checkout:", style="bold"))
+    out.print(table)
+    by_check = Counter((f.check, f.ok) for f in result.findings)
+    checks = dict.fromkeys(f.check for f in result.findings)
+    for check in checks:
+        passed, failed = by_check[(check, True)], by_check[(check, False)]
+        style = "green" if not failed else "red"
+        out.print(Text(f"  {check:<15} {passed} passed" + (f", {failed} failed" if failed else ""), style=style))
+    for finding in result.findings:
+        if finding.check == "runtime" and finding.ok:
+            out.print(Text(f"      runtime: {finding.subject}: {finding.message}", style="dim"))
+    for finding in result.findings:
+        if not finding.ok:
+            where = f"{finding.subject}:{finding.line}" if finding.line else finding.subject
+            out.print(Text(f"  FAIL {finding.check}: {where}: {finding.message}", style="red"))
+    failed = sum(1 for f in result.findings if not f.ok)
+    out.print(f"verify: {len(result.findings) - failed} checks passed, {failed} failed — {'ok' if result.ok else 'not ok'}")
+
+
+@app.command()
 def remove(
     path: PathArg,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff, write nothing.")] = False,
@@ -383,6 +452,90 @@ def points(
         f"{len(catalog.points)} points ({', '.join(f'{n} {f}' for f, n in counts.items())}, "
         f"{sum(1 for p in catalog.points if p.extra)} opt-in); validated on verl {', '.join(catalog.validated_on)}"
     )
+
+
+OUTPUTS = (
+    ("sample flow (CSV, no header)", "$VERL_TRACE_DIR/sample/{hostname}-pid{pid}.csv"),
+    ("progress lines (hourly files)", "$VERL_TRACE_DIR/progress/{YYYYMMDD-HH}.log"),
+    ("trajectories (JSONL, 100 MB rotation)", "$VERL_TRACE_DIR/trajectory/trajectory_{instance}_{ts}.jsonl"),
+    ("stdout", "[FLOW_TRACE] lines (only with VERL_TRACE_DIR set) and the bare progress lines (always)"),
+)
+
+
+@app.command()
+def demo(
+    version: Annotated[str, typer.Option("--version", help="verl release to fetch from PyPI.")] = "0.9.0",
+    keep: Annotated[Optional[Path], typer.Option("--keep", help="Leave the instrumented copy in this folder.")] = None,
+    excerpt: Annotated[int, typer.Option("--excerpt", help="Lines of diff to show.")] = 40,
+) -> None:
+    """Fetch verl from PyPI, instrument a copy, verify it, and show what changed."""
+    import shutil
+    import tempfile
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from trace_instrument.engine.wheels import WheelError, verl_tree
+
+    catalog = _catalog(None)
+    workdir = Path(tempfile.mkdtemp(prefix="trace-instrument-demo-")) if keep is None else keep
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=err, transient=False) as progress:
+            step = progress.add_task(f"fetching verl {version} from PyPI (cached after the first time)", total=None)
+            try:
+                pristine = verl_tree(version)
+            except WheelError as exc:
+                progress.stop()
+                err.print(Text(f"error: {exc}", style="bold red"))
+                raise typer.Exit(ERROR) from None
+            progress.update(step, description=f"verl {version}: {pristine}", completed=1, total=1)
+            step = progress.add_task("copying it to a scratch checkout", total=None)
+            if (workdir / "verl").exists():
+                shutil.rmtree(workdir / "verl")
+            shutil.copytree(pristine / "verl", workdir / "verl")
+            progress.update(step, description=f"scratch checkout: {workdir}", completed=1, total=1)
+            step = progress.add_task("instrumenting", total=None)
+            applied = run_apply(workdir, catalog)
+            progress.update(step, description="instrumented", completed=1, total=1)
+            step = progress.add_task("checking every point", total=None)
+            checked = run_check(workdir, catalog)
+            progress.update(step, description="checked", completed=1, total=1)
+            step = progress.add_task("verifying (counts, imports, compile, zero intrusion, runtime self-check)", total=None)
+            verified = run_verify(workdir, catalog)
+            progress.update(step, description="verified", completed=1, total=1)
+        _demo_report(applied, checked, excerpt)
+        _print_verify(verified)
+        ok = _apply_exit(applied) == OK and _check_exit(checked) == OK and verified.ok
+        placed = _counts_line(applied, [Status.APPLIED, Status.PRESENT, Status.NOT_APPLICABLE])
+        out.print(f"demo: verl {version} instrumented ({placed}), " + ("verified" if ok else "NOT verified"))
+        code = OK if ok else DRIFT
+        raise typer.Exit(code)
+    finally:
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _demo_report(applied: RunResult, checked: RunResult, excerpt: int) -> None:
+    patch = unified_patch(applied)
+    lines = patch.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("diff --git a/verl/trainer/ppo/ray_trainer.py")), 0)
+    out.print(Text("\nan excerpt of the change:", style="bold"))
+    _print_diff("\n".join(lines[start : start + excerpt]))
+    out.print(Text(f"... {len(lines)} diff lines in all (`trace-instrument apply --dry-run` shows them)\n", style="dim"))
+    _print_files(applied, "instrumented")
+    by_facility = Counter((p.facility, p.status.value) for p in applied.points)
+    out.print(Text("\npoints per facility:", style="bold"))
+    for facility in FACILITIES:
+        counts = {s: n for (f, s), n in by_facility.items() if f == facility}
+        if counts:
+            out.print(f"  {facility:<12} " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    _print_runtime(applied)
+    order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.DRIFTED]
+    out.print(f"check after apply: {_counts_line(checked, order)}")
+    out.print(Text("\nswitch it on with `export VERL_TRACE_DIR=/path/to/traces`; the outputs land in:", style="bold"))
+    for what, where in OUTPUTS:
+        out.print(f"  {what:<38} {where}")
+    out.print(f"instrumented: {_counts_line(applied, [Status.APPLIED, Status.PRESENT, Status.NOT_APPLICABLE])}")
 
 
 @app.callback(invoke_without_command=True)

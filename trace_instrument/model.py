@@ -261,3 +261,26 @@ class RunResult:
     @property
     def file_errors(self) -> tuple[FileResult, ...]:
         return tuple(f for f in self.files if f.error)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One verify check on one subject (a file, a facility, the runtime)."""
+
+    check: str  # counts, imports, compile, zero-intrusion, runtime, points
+    subject: str
+    ok: bool
+    message: str = ""
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    root: str
+    findings: tuple[Finding, ...]
+    counts: tuple[tuple[str, str, int, int], ...] = ()  # (file, call, expected, actual)
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and all(f.ok for f in self.findings)

@@ -14,6 +14,7 @@ from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, decode
 from trace_instrument.engine.common import (
+    business_baseline,
     commit,
     drift_message,
     file_writes,
@@ -66,7 +67,8 @@ def apply(
     if writes:
         in_place = [p.point for items in plans.values() for p in items if p.result.status.in_place]
         manifest = Manifest.load(base)
-        updated = manifest.updated(in_place, gone=[])
+        baselines = {f.path: business_baseline(works[f.path], catalog) for f in files if f.changed and not f.error}
+        updated = manifest.updated(in_place, gone=[], baselines=baselines)
         if updated != manifest:
             writes.append(updated.write(f"trace-instrument {__version__}"))
     return commit(base, result, writes, write=write)

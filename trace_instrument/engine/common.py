@@ -12,6 +12,8 @@ from pathlib import Path
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_lock, write_all
 from trace_instrument.locate import PointState
+from trace_instrument.locate.business import business_fingerprints
+from trace_instrument.locate.match import canonical
 from trace_instrument.model import Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
 
 
@@ -41,6 +43,16 @@ def drift_message(state: PointState) -> str:
     where = sorted({getattr(n, "lineno", 0) for n in state.marker_nodes} | {b.line for b in state.blocks})
     lines = ", ".join(str(line) for line in where if line)
     return f"present but edited by hand: {present} of {total} edits match the template (its code at lines {lines})"
+
+
+def added_imports(catalog: Catalog) -> frozenset[str]:
+    """Canonical forms of the plain imports catalog points add (instrumentation, not business)."""
+    return frozenset(canonical(ast.parse(text).body[0]) for p in catalog.points for text in p.imports)
+
+
+def business_baseline(work: FileWork, catalog: Catalog) -> tuple[str, ...]:
+    """Fingerprints of a file's business code, for verify's zero-intrusion proof."""
+    return tuple(f for f, _ in business_fingerprints(work.locator.recognition, added_imports(catalog)))
 
 
 def encoding_of(data: bytes) -> str:

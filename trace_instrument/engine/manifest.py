@@ -1,12 +1,16 @@
-"""The record of what apply put in a checkout, so check can tell stale from hand-edited.
+"""The record of what apply put in a checkout, kept next to verl/ as .trace-instrument.json.
 
-It lives next to verl/ as .trace-instrument.json and maps each point in place
-to the template texts it was applied with.
+For each point in place: its file and the template texts it was applied with
+(so check can tell `stale` from hand-edited). For each instrumented file: the
+fingerprints of its business code as apply found it (the baseline of verify's
+zero-intrusion proof).
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,35 +22,53 @@ MANIFEST_NAME = ".trace-instrument.json"
 
 @dataclass(frozen=True)
 class Manifest:
-    points: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    points: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # id -> (file, templates)
+    baselines: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> business fingerprints
 
     @classmethod
     def load(cls, root: Path) -> Manifest:
         try:
             data = json.loads((root / MANIFEST_NAME).read_text(encoding="utf-8"))
-            return cls({str(k): tuple(v["templates"]) for k, v in data.get("points", {}).items()})
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            points = {str(k): (str(v["file"]), tuple(v["templates"])) for k, v in data.get("points", {}).items()}
+            baselines = {str(k): _unpack(v) for k, v in data.get("baselines", {}).items()}
+            return cls(points, baselines)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, zlib.error):
             return cls()
 
     def recorded(self, point: Point) -> tuple[str, ...] | None:
-        texts = self.points.get(point.id)
-        return texts if texts and texts != templates_of(point) else None
+        """The templates a point was applied with, when they differ from today's."""
+        entry = self.points.get(point.id)
+        if entry is None or entry[1] == templates_of(point):
+            return None
+        return entry[1]
 
-    def updated(self, in_place: list[Point], gone: list[str]) -> Manifest:
+    def updated(self, in_place: list[Point], gone: list[str], baselines: dict[str, tuple[str, ...]]) -> Manifest:
         points = {k: v for k, v in self.points.items() if k not in gone}
-        points.update({p.id: templates_of(p) for p in in_place})
-        return Manifest(points)
+        points.update({p.id: (p.file, templates_of(p)) for p in in_place})
+        files = {file for file, _ in points.values()}
+        merged = {**self.baselines, **baselines}
+        return Manifest(points, {f: v for f, v in merged.items() if f in files})
 
     def write(self, tool: str) -> PendingWrite:
         if not self.points:
             return PendingWrite(MANIFEST_NAME, None)
         body = {
             "tool": tool,
-            "note": "written by trace-instrument: the template of each point in place, to tell stale from edited",
-            "points": {k: {"templates": list(v)} for k, v in sorted(self.points.items())},
+            "note": "written by trace-instrument apply; check and verify read it",
+            "points": {k: {"file": f, "templates": list(t)} for k, (f, t) in sorted(self.points.items())},
+            "baselines": {k: _pack(v) for k, v in sorted(self.baselines.items())},
         }
         return PendingWrite(MANIFEST_NAME, (json.dumps(body, indent=1, ensure_ascii=False) + "\n").encode())
 
 
 def templates_of(point: Point) -> tuple[str, ...]:
     return tuple(edit.template.text for edit in point.edits)
+
+
+def _pack(fingerprints: tuple[str, ...]) -> str:
+    return base64.b64encode(zlib.compress("\n".join(fingerprints).encode(), 9)).decode()
+
+
+def _unpack(text: str) -> tuple[str, ...]:
+    raw = zlib.decompress(base64.b64decode(text)).decode()
+    return tuple(raw.split("\n")) if raw else ()

@@ -57,7 +57,7 @@ def remove(
     writes = file_writes(files, works) + [w for w, status in runtime_plan if status == "removed"]
     gone = [p.point_id for f in files for p in f.points if p.status is Status.REMOVED]
     manifest = Manifest.load(base)
-    updated = manifest.updated([], gone=gone)
+    updated = manifest.updated([], gone=gone, baselines={})
     if updated != manifest or (not updated.points and (base / MANIFEST_NAME).exists()):
         writes.append(updated.write(f"trace-instrument {__version__}"))
     return commit(base, result, writes, write=write)

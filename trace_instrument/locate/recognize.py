@@ -167,8 +167,12 @@ class Recognition:
     def _has_marker(self, point: Point, stmt: ast.stmt) -> bool:
         if any(Matcher().statement(p, stmt) for pattern in point.marker_patterns for p in pattern.stmts):
             return True
-        if not point.markers or isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
-            # a block statement carries its children's markers; count the children instead
+        if not point.markers:
+            return False
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return f"def {stmt.name}" in point.markers  # a helper the catalog defines
+        if any(isinstance(getattr(stmt, name, None), list) for name in _BLOCK_FIELDS):
+            # a block statement carries its children's markers; the children are counted instead
             return False
         return any(sig in point.markers for sig, _ in signatures_in([stmt], self.helper_names))
 
@@ -201,6 +205,9 @@ def _region_sizes(template: list[ast.stmt], available: int) -> range:
 
 def _index_of(items: list[ast.stmt], wanted: ast.stmt) -> int:
     return next(i for i, item in enumerate(items) if item is wanted)
+
+
+_BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 
 
 def _nested_in(site, ids: set[int]) -> bool:
