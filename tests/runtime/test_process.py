@@ -5,6 +5,7 @@ The only timing assertions are the 2-second bounds the runtime promises.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -34,6 +35,7 @@ FORK_WHILE_WRITER_IS_BUSY = """
     from verl.utils.tracing import trace
 
     AT_FORK_HOOK = {hook}
+    CHILD_STARTS_WITH = "{first}"
     if not AT_FORK_HOOK:  # simulate a fork that bypasses os.register_at_fork
         trace._at_fork_in_child = lambda: None
 
@@ -41,11 +43,13 @@ FORK_WHILE_WRITER_IS_BUSY = """
     entered, release = threading.Event(), threading.Event()
     real_write_all = trace._write_all
 
-    progress_entered = threading.Event()
+    progress_entered, store_entered = threading.Event(), threading.Event()
 
     def gated_write_all(fd, data):  # only the parent's CSV and progress writes block
         if os.getpid() == parent_pid:
-            for prefix, event in ((b"ENV_NOTFOUND", entered), (b"parent progress", progress_entered)):
+            gates = ((b"ENV_NOTFOUND", entered), (b"parent progress", progress_entered),
+                     (b'{"prompt_uid": "parent', store_entered))
+            for prefix, event in gates:
                 if data.startswith(prefix):
                     event.set()
                     release.wait(30)
@@ -56,17 +60,27 @@ FORK_WHILE_WRITER_IS_BUSY = """
     assert entered.wait(10), "writer never started"
     tracing.trace_flow("parent", ["2", "3"], "A", "B", "S")  # still queued at fork time
     # A parent thread is inside a progress-file write, holding the progress lock.
-    threading.Thread(target=tracing.log_progress, args=("parent progress",), daemon=True).start()
+    progress_thread = threading.Thread(target=tracing.log_progress, args=("parent progress",), daemon=True)
+    progress_thread.start()
     assert progress_entered.wait(10)
+    store = tracing.TrajectoryStore(tracing.get_trace_dir() + "/trajectory", 1)
+    store.write(tracing.Trajectory(request_id="0", prompt_uid="parent"))  # blocks the store's writer
+    assert store_entered.wait(10)
+    store.write(tracing.Trajectory(request_id="1", prompt_uid="parent"))  # queued at fork time
     sys.stdout.flush()
 
     child = os.fork()
     if child == 0:
         # With the hook, state is reset eagerly, before any tracing call.
-        inherited = trace._sample_sink[1]._pid != os.getpid()
+        inherited = trace._state_pid != os.getpid()
         assert inherited != AT_FORK_HOOK, "at-fork reset did not behave as configured"
-        tracing.trace_flow("child", ["0"], "A", "B", "S")
+        # Each call first in its own fork so none relies on another's reset.
+        if CHILD_STARTS_WITH == "store":
+            store.write(tracing.Trajectory(request_id="0", prompt_uid="child"))
         tracing.log_progress("child progress")
+        tracing.trace_flow("child", ["0"], "A", "B", "S")
+        if CHILD_STARTS_WITH != "store":
+            store.write(tracing.Trajectory(request_id="0", prompt_uid="child"))
         sys.exit(0)  # normal exit: the child's atexit flush runs
 
     started = time.monotonic()
@@ -82,27 +96,36 @@ FORK_WHILE_WRITER_IS_BUSY = """
         time.sleep(0.01)
     release.set()
     print("CHILD", child, os.waitstatus_to_exitcode(status), flush=True)
-    assert tracing.flush(10)
+    progress_thread.join(10)
+    assert tracing.flush(10) and store.close(10)
 """
 
 
+@pytest.mark.parametrize("first", ["store", "progress"])
 @pytest.mark.parametrize("hook", [True, False], ids=["at-fork-hook", "pid-check-only"])
-def test_fork_while_writer_is_busy(script, tmp_path, hook):
+def test_fork_while_writers_are_busy(script, tmp_path, hook, first):
     trace_dir = tmp_path / "trace"
-    proc, _ = script.run(FORK_WHILE_WRITER_IS_BUSY.replace("{hook}", str(hook)), VERL_TRACE_DIR=trace_dir)
+    code = FORK_WHILE_WRITER_IS_BUSY.replace("{hook}", str(hook)).replace("{first}", first)
+    proc, _ = script.run(code, VERL_TRACE_DIR=trace_dir)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     child_line = next(line for line in proc.stdout.splitlines() if line.startswith("CHILD"))
     _, child_pid, child_exit = child_line.split()
-    assert child_exit == "0"
+    assert child_exit == "0", proc.stderr
     child_rows = csv_rows(trace_dir, int(child_pid))
     assert [row.split(b",")[2] for row in child_rows] == [b"child/0"]  # none of the parent's queued rows
-    parent_rows = [p for p in (trace_dir / "sample").iterdir() if p.name != f"{socket.gethostname()}-pid{child_pid}.csv"]
-    (parent_file,) = parent_rows
+    child_file_name = f"{socket.gethostname()}-pid{child_pid}.csv"
+    (parent_file,) = [path for path in (trace_dir / "sample").iterdir() if path.name != child_file_name]
     assert [row.split(b",")[2] for row in parent_file.read_bytes().splitlines()] == [
         b"parent/0", b"parent/1", b"parent/2", b"parent/3"
     ]
     (progress_file,) = (trace_dir / "progress").iterdir()
     assert sorted(progress_file.read_text().splitlines()) == ["child progress", "parent progress"]
+    trajectory_files = sorted(
+        [(json.loads(json.loads(line)["raw_message"])["request_id"], json.loads(line)["prompt_uid"])
+         for line in path.read_text().splitlines()]
+        for path in (trace_dir / "trajectory").iterdir()
+    )
+    assert trajectory_files == [[("0", "child")], [("0", "parent"), ("1", "parent")]]
 
 
 def test_exit_flushes_queued_rows_within_two_seconds(script, tmp_path):

@@ -215,7 +215,11 @@ def test_one_stdout_write_and_one_queue_item_per_call(traced, monkeypatch):
     submits = []
     writer_class = traced.trace._BackgroundWriter
     original_submit = writer_class.submit
-    monkeypatch.setattr(writer_class, "submit", lambda self, text, n=1: submits.append(n) or original_submit(self, text, n))
+    def counting_submit(self, text, n_records=1):
+        submits.append(n_records)
+        return original_submit(self, text, n_records)
+
+    monkeypatch.setattr(writer_class, "submit", counting_submit)
     monkeypatch.setattr("sys.stdout", CountingStdout())
     traced.trace_flow("u", [str(i) for i in range(5000)], "A", "B", "S")
     assert len(writes) == 1 and writes[0].count("\n") == 5000

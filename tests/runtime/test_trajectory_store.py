@@ -156,7 +156,8 @@ def test_rotation_at_size_limit(traced, dump_dir, fixed_clock):
     # One fixed clock: every new file moves the stamp 1 ms on instead of reusing a name.
     assert [path.name for path in files] == [f"trajectory_9_20260811_150405_{ms:03d}.jsonl" for ms in (42, 43, 44, 45)]
     assert [len(path.read_text().splitlines()) for path in files] == [3, 3, 3, 1]
-    ids = [json.loads(json.loads(line)["raw_message"])["request_id"] for p in files for line in p.read_text().splitlines()]
+    lines = [line for path in files for line in path.read_text().splitlines()]
+    ids = [json.loads(json.loads(line)["raw_message"])["request_id"] for line in lines]
     assert ids == [f"{index:04d}" for index in range(10)]
 
 

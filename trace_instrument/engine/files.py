@@ -7,11 +7,15 @@ import errno
 import fcntl
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 LOCK_NAME = ".trace-instrument.lock"
+TEMP_SUFFIX = ".ti-tmp"
+# fault injection for the kill-during-write test: seconds to wait between renames
+PAUSE_ENV = "TRACE_INSTRUMENT_PAUSE_BETWEEN_RENAMES"
 
 
 class CheckoutError(Exception):
@@ -94,15 +98,25 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
                 with contextlib.suppress(OSError):
                     temp.unlink()
         raise
+    pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
     for target, temp in staged:
         if temp is None:
             with contextlib.suppress(FileNotFoundError):
                 target.unlink()
         else:
             os.replace(temp, target)
+        if pause:
+            time.sleep(pause)
     for directory in {target.parent for target, temp in staged if temp is None}:
         with contextlib.suppress(OSError):
             directory.rmdir()  # only when now empty
+
+
+def _drop_leftovers(target: Path) -> None:
+    """Staged copies a killed run left behind next to this target."""
+    for leftover in target.parent.glob(f".{target.name}.*{TEMP_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
 
 
 def _stage(target: Path, data: bytes) -> Path:
@@ -110,7 +124,8 @@ def _stage(target: Path, data: bytes) -> Path:
     if target.exists() and not mode & 0o222:
         # honour the read-only bit even for root: somebody set it on purpose
         raise CheckoutError(f"{target}: read-only; make it writable (chmod u+w) or leave its points out with --skip")
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".ti-tmp", dir=target.parent)
+    _drop_leftovers(target)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

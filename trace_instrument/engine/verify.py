@@ -70,10 +70,12 @@ def _counts(work: FileWork) -> list[tuple[str, str, int, int]]:
     expected = collections.Counter()
     for point in work.points:
         state = work.state(point)
-        placeable = state.complete or (
-            state.untouched and not any(isinstance(work.locator.place(point, e), AnchorFailure) for e in point.edits)
-        )
-        if placeable and (point.extra is None or not state.untouched):
+        if state.untouched:
+            anchored = not any(isinstance(work.locator.place(point, e), AnchorFailure) for e in point.edits)
+            expected_here = anchored and point.extra is None
+        else:
+            expected_here = True  # in place, maybe edited by hand: its anchors are there
+        if expected_here:
             expected.update(_calls(s for e in point.edits for s in e.template.stmts))
     actual = _calls([work.tree])
     return [(work.path, name, expected[name], actual[name]) for name in COUNTED_CALLS if expected[name] or actual[name]]
@@ -168,13 +170,13 @@ def _intrusion_findings(work: FileWork, catalog: Catalog, manifest: Manifest, ba
             continue
         missing = [f for f in original[a1:a2] if f not in declared]
         added = current[b1:b2]
+        what = "changed from the original" if missing else "added to the business code"
         for _, line in added:
-            findings.append(Finding("zero-intrusion", work.path, False, "business code here differs from the original", line=line))
-        if missing:
+            findings.append(Finding("zero-intrusion", work.path, False, f"a statement {what} (not tracing code)", line=line))
+        if len(missing) > len(added):
             line = current[b1][1] if b1 < len(current) else (current[-1][1] if current else 0)
-            findings.append(
-                Finding("zero-intrusion", work.path, False, f"{len(missing)} original statement(s) missing near here", line=line)
-            )
+            lost = len(missing) - len(added)
+            findings.append(Finding("zero-intrusion", work.path, False, f"{lost} original statement(s) missing here", line=line))
     if not findings:
         findings.append(Finding("zero-intrusion", work.path, True, f"{len(current)} business statements as in the original"))
     return findings
