@@ -1,0 +1,47 @@
+"""Tracing runtime for verl: sample-flow events, progress lines and trajectory dumps.
+
+- ``trace_flow``: one CSV row (and one stdout line) per sample and pipeline stage,
+  under ``{trace_dir}/sample/``.
+- ``log_progress`` and helpers: bare progress lines on stdout, mirrored to
+  ``{trace_dir}/progress/{YYYYMMDD-HH}.log``.
+- ``Turn``/``Trajectory``/``TurnRecord``/``TrajectoryTracker``/``TrajectoryStore``:
+  per-rollout JSONL records under ``{trace_dir}/trajectory/``.
+
+Everything is off until a trace directory is set (``$VERL_TRACE_DIR`` at import,
+or ``set_trace_dir()``), and nothing here raises into the training code.
+Standard library only; imports are relative so the package can live anywhere.
+"""
+
+from .trace import (
+    flush,
+    get_trace_dir,
+    log_gen_throughput,
+    log_gen_throughput_tokens,
+    log_progress,
+    log_rollout_completed,
+    log_step_window,
+    set_trace_dir,
+    suppress_sample_trace,
+    trace_flow,
+)
+from .trajectory_store import TrajectoryStore
+from .trajectory_tracker import TrajectoryTracker
+from .trajectory_types import Trajectory, Turn, TurnRecord
+
+__all__ = [
+    "trace_flow",
+    "log_progress",
+    "log_gen_throughput",
+    "log_gen_throughput_tokens",
+    "log_rollout_completed",
+    "log_step_window",
+    "get_trace_dir",
+    "set_trace_dir",
+    "suppress_sample_trace",
+    "flush",
+    "Turn",
+    "Trajectory",
+    "TurnRecord",
+    "TrajectoryStore",
+    "TrajectoryTracker",
+]

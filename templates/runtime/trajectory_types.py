@@ -1,0 +1,306 @@
+"""Trajectory data model: ``Turn``, ``Trajectory`` and the ``TurnRecord`` builder.
+
+A turn is one model call (the action) plus whatever the environment answered
+(the observation, e.g. tool output). Timing of one turn::
+
+    turn_total_time_ms = completion_time_ms + observation_time_ms
+    completion_time_ms   client-side generate call (start_ts -> end_ts), which
+                         contains the server-side sglang_time_ms
+                         = queue + ttft (prefill) + decode
+    observation_time_ms  tool/environment time (observation_start_ts -> _end_ts)
+
+Field order is the JSON key order of the trajectory dumps; do not reorder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, List, Optional
+
+from . import trace as _trace
+from .trace import _never_raise
+
+_SCALAR_TYPES = (str, int, float, bool, type(None))
+
+
+def _plain(value):
+    """Copy of JSON-like containers (dataclasses become dicts); other objects are shared."""
+    if isinstance(value, _SCALAR_TYPES):
+        return value
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [item if isinstance(item, _SCALAR_TYPES) else _plain(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(item) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+def _json_default(obj):
+    """json.dumps fallback: make metrics objects (pydantic, numpy, sets...) serializable."""
+    for convert in (_model_dump, _dataclass_dict, _tolist, _set_list):
+        try:
+            converted = convert(obj)
+        except Exception:
+            continue
+        if converted is not None:
+            return converted
+    try:
+        return str(obj)
+    except Exception:
+        return f"<unserializable {type(obj).__name__}>"
+
+
+def _model_dump(obj):
+    dump = getattr(obj, "model_dump", None)
+    return dump() if callable(dump) else None
+
+
+def _dataclass_dict(obj):
+    return _plain(obj) if dataclasses.is_dataclass(obj) and not isinstance(obj, type) else None
+
+
+def _tolist(obj):
+    tolist = getattr(obj, "tolist", None)  # numpy arrays/scalars, torch tensors
+    return tolist() if callable(tolist) else None
+
+
+def _set_list(obj):
+    return list(obj) if isinstance(obj, (set, frozenset)) else None
+
+
+def _dumps_compact(data):
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+
+
+class _JsonRecord:
+    """dict/JSON round-tripping shared by the dataclasses below."""
+
+    def to_dict(self) -> dict:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def to_json(self) -> str:
+        return _dumps_compact(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        """Build from a dict, ignoring keys this version does not know."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
+
+    @classmethod
+    def from_json(cls, text: str):
+        return cls.from_dict(json.loads(text))
+
+
+@dataclass
+class Turn(_JsonRecord):
+    """One model call plus the observation that followed it."""
+
+    turn_index: int  # 0-based position within the trajectory
+
+    # Input sent to the inference server.
+    prompt_token_count: Optional[int] = None
+    prompt_text: Optional[str] = None  # large; not collected, dropped from dumps
+
+    # Model output.
+    completion_text: str = ""
+    completion_token_ids: List[int] = field(default_factory=list)  # output tokens only
+    completion_token_count: Optional[int] = None
+    finish_reason: str = ""  # "stop", "length", "tool_call" or an error string
+
+    # Tool/environment feedback; None when the turn called no tool.
+    observation_text: Optional[str] = None
+    observation_token_ids: Optional[List[int]] = None
+
+    # Client-side timestamps (seconds since the epoch).
+    start_ts: float = 0.0  # before the generate request
+    end_ts: float = 0.0  # after its response
+    observation_start_ts: Optional[float] = None
+    observation_end_ts: Optional[float] = None
+
+    # Durations in milliseconds.
+    turn_total_time_ms: Optional[float] = None
+    completion_time_ms: float = 0.0
+    observation_time_ms: Optional[float] = None
+
+    # Server-side metrics; None unless sglang reports them (--enable-metrics).
+    sglang_rid: str = ""
+    sglang_time_ms: Optional[float] = None  # server end-to-end latency
+    sglang_queue_time_ms: Optional[float] = None
+    sglang_ttft_ms: Optional[float] = None  # request received -> prefill finished
+    sglang_prefill_ms: Optional[float] = None  # GPU prefill launch latency
+    sglang_decode_time_ms: Optional[float] = None  # total - queue - ttft
+
+    # Chat-template tokens inserted between turns (turns >= 1 only).
+    template_overhead_tokens: Optional[int] = None
+    template_overhead_text: Optional[str] = None
+
+
+@dataclass
+class Trajectory(_JsonRecord):
+    """All turns of one rollout request. Over-samples of one prompt share ``prompt_uid``."""
+
+    request_id: str  # the traj_uid
+
+    prompt_uid: Optional[str] = None
+    sample_index: Optional[int] = None  # 0..n_samples-1 when traj_uid is an index
+    n_samples: Optional[int] = None
+
+    replica_id: int = -1  # dropped from dumps: no per-request replica in verl
+    global_step: Optional[int] = None  # weights version the rollout started with
+
+    created_at_ts: float = 0.0
+    completed_at_ts: float = 0.0
+    total_time_ms: float = 0.0
+
+    turns: List[Turn] = field(default_factory=list)
+    initial_prompt_text: Optional[str] = None
+    initial_prompt_token_ids: Optional[List[int]] = None  # large; dropped from dumps
+
+    agent_metrics: Optional[dict] = None  # passed through from the agent loop
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Trajectory":
+        data = dict(data)  # never mutate the caller's dict
+        turns = [turn if isinstance(turn, Turn) else Turn.from_dict(turn) for turn in data.pop("turns", None) or []]
+        trajectory = super().from_dict(data)
+        trajectory.turns = turns
+        return trajectory
+
+
+def _safe_len(value):
+    try:
+        return len(value) if value is not None else 0
+    except TypeError:
+        return 0
+
+
+def _ms(seconds: Any) -> Optional[float]:
+    """Seconds to milliseconds; None for missing or non-numeric input."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return seconds * 1000
+    try:
+        return float(seconds) * 1000
+    except (TypeError, ValueError):
+        return None
+
+
+def _ms_between(start: Any, end: Any) -> Optional[float]:
+    if start is None or end is None:
+        return None
+    try:
+        return (end - start) * 1000
+    except TypeError:
+        return None
+
+
+def _message_field(message, key):
+    getter = getattr(message, "get", None)
+    if callable(getter):
+        return getter(key)
+    return getattr(message, key, None)
+
+
+def _observation_text(message) -> str:
+    content = _message_field(message, "content") or ""
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text") or "") if isinstance(part, dict) else str(part) for part in content
+        )
+    return str(content)
+
+
+class TurnRecord:
+    """Mutable builder around one ``Turn``, filled in while the call is in flight.
+
+    Created right before the generate request; the agent loop then fills in the
+    response, stamps the end and, for tool turns, patches in the observation.
+    None of the methods raise.
+    """
+
+    __slots__ = ("turn", "_prompt_ids")
+
+    def __init__(self, prompt_ids, rid=""):
+        self._prompt_ids = prompt_ids
+        self.turn = Turn(
+            turn_index=-1,
+            start_ts=_trace._clock(),
+            sglang_rid=rid,
+            prompt_token_count=_safe_len(prompt_ids),
+        )
+
+    @_never_raise()
+    def stamp_end(self):
+        """Record the end of the generate call and its client-side duration."""
+        turn = self.turn
+        turn.end_ts = _trace._clock()
+        turn.completion_time_ms = (turn.end_ts - turn.start_ts) * 1000
+
+    @_never_raise()
+    def mark_skipped(self, finish_reason="length"):
+        """Close a turn that never reached the server (e.g. no token budget left)."""
+        self.turn.finish_reason = finish_reason
+        self.stamp_end()
+
+    @_never_raise()
+    def fill_sglang_response(self, text, response_ids, finish_reason, meta):
+        """Copy the completion and derive server timings from sglang's ``meta_info``.
+
+        The queue/prefill fields exist only when sglang runs with metrics
+        enabled; missing inputs leave the derived timings None.
+        """
+        meta = meta if meta is not None else {}
+        turn = self.turn
+        turn.completion_text = text
+        turn.completion_token_ids = response_ids
+        turn.finish_reason = finish_reason
+        turn.completion_token_count = meta.get("completion_tokens")
+        turn.sglang_time_ms = _ms(meta.get("e2e_latency"))
+        turn.sglang_ttft_ms = _ms_between(meta.get("request_received_ts"), meta.get("prefill_finished_ts"))
+        turn.sglang_queue_time_ms = _ms(meta.get("queue_time"))
+        turn.sglang_prefill_ms = _ms(meta.get("prefill_launch_latency"))
+        if turn.sglang_time_ms is not None:
+            waiting = (turn.sglang_queue_time_ms or 0) + (turn.sglang_ttft_ms or 0)
+            turn.sglang_decode_time_ms = max(0, turn.sglang_time_ms - waiting)
+
+    @_never_raise()
+    def patch_observation(self, messages, pre_msg_length, msg_len, tokenizer=None):
+        """Attach the tool/function messages appended since ``pre_msg_length``.
+
+        Their contents are joined with newlines; timing runs from the end of
+        the generate call to now.
+        """
+        if pre_msg_length >= msg_len:
+            return
+        parts = [
+            _observation_text(message)
+            for message in messages[pre_msg_length:]
+            if _message_field(message, "role") in ("tool", "function")
+        ]
+        if not parts:
+            return
+        turn = self.turn
+        turn.observation_text = "\n".join(parts)
+        if tokenizer is not None:
+            turn.observation_token_ids = _encode_or_none(tokenizer, turn.observation_text)
+        now = _trace._clock()
+        turn.observation_start_ts = turn.end_ts or None
+        turn.observation_end_ts = now
+        turn.observation_time_ms = _ms_between(turn.observation_start_ts, now)
+        turn.turn_total_time_ms = turn.completion_time_ms + (turn.observation_time_ms or 0)
+
+
+def _encode_or_none(tokenizer, text):
+    if not text:
+        return None
+    try:
+        return tokenizer.encode(text, add_special_tokens=False)
+    except Exception:
+        return None
