@@ -7,15 +7,14 @@ holds them. When neither works the tests fail with the reason; they never skip.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from trace_instrument.engine.wheels import WheelError, verl_tree
+from support import copy_tree
 from trace_instrument.spec import load_catalog
 
-TESTS = Path(__file__).parent
 
 
 @pytest.fixture(scope="session")
@@ -45,22 +44,6 @@ def verl_080() -> Path:
     return _pristine("0.8.0")
 
 
-def copy_tree(pristine: Path, destination: Path) -> Path:
-    """A writable copy of a pristine tree (only verl/ is copied)."""
-    destination.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(pristine / "verl", destination / "verl")
-    return destination
-
-
 @pytest.fixture
 def checkout_090(verl_090: Path, tmp_path: Path) -> Path:
     return copy_tree(verl_090, tmp_path / "checkout")
-
-
-def tree_bytes(root: Path) -> dict[str, bytes]:
-    """Every file under root/verl, relative path -> bytes (caches left out)."""
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted((root / "verl").rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    }

@@ -8,7 +8,7 @@ import sys
 
 from typer.testing import CliRunner
 
-from conftest import tree_bytes
+from support import tree_bytes
 from trace_instrument.cli import app
 
 runner = CliRunner()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TESTS, copy_tree, tree_bytes
+from support import TESTS, copy_tree, tree_bytes
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.patch import unified_patch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import copy_tree, tree_bytes
+from support import copy_tree, tree_bytes
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.remove import remove

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import TESTS, copy_tree
+from support import TESTS, copy_tree
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.wheels import cache_dir
 

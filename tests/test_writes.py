@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import tree_bytes
+from support import tree_bytes
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.files import LOCK_NAME, PAUSE_ENV, CheckoutError, checkout_lock
 from trace_instrument.model import Status
@@ -63,7 +63,7 @@ def test_sigkill_during_writes_leaves_each_file_original_or_complete(
     checkout_090, verl_090, tmp_path, catalog, renamed_before_kill
 ):
     reference = tmp_path / "reference"
-    from conftest import copy_tree
+    from support import copy_tree
 
     copy_tree(verl_090, reference)
     apply(reference, catalog)

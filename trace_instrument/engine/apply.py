@@ -12,17 +12,17 @@ from trace_instrument import __version__
 from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
-from trace_instrument.engine.analysis import FileProblem, FileWork, decode
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, decode
 from trace_instrument.engine.common import (
     business_baseline,
     commit,
     drift_message,
-    file_writes,
+    encoding_of,
     point_result,
     problem_results,
-    selected_files,
 )
-from trace_instrument.engine.files import CheckoutError, checkout_root
+from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root
+from trace_instrument.engine.parallel import SHARED, map_in_order
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.locate import AnchorFailure, FileLocator, Placement
 from trace_instrument.model import Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
@@ -51,27 +51,92 @@ def apply(
         base = checkout_root(root)
     except CheckoutError as exc:
         return RunResult(str(root), (), error=str(exc))
-    works: dict[str, FileWork | FileProblem] = {}
-    plans: dict[str, list[_PointPlan]] = {}
-    for work, points in selected_files(base, catalog, selection):
-        works[work.path] = work
-        plans[work.path] = [_plan_point(work, point) for point in points]
-    _settle_dependencies(plans)
-    _refuse_overlaps(plans)
-    files = [_edit_file(works[path], plans[path]) for path in plans]
+    selected = frozenset(p.id for p in catalog.points if selection.wants(p))
+    jobs = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
+    outcomes = _run_jobs(base, catalog, selected, {path: frozenset() for path in jobs})
+    outcomes = _settle_across_files(base, catalog, selected, outcomes)
+    files = [outcome.result for outcome in outcomes.values()]
     runtime_plan = runtime.plan_install(base, catalog) if selection.wants_runtime else []
     result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, status) for w, status in runtime_plan))
     if any(f.error for f in files) and not keep_going:
         return result
-    writes = file_writes(files, works) + [w for w, status in runtime_plan if status == "created"]
+    writes = [PendingWrite(o.result.path, o.data) for o in outcomes.values() if o.data is not None]
+    writes += [w for w, status in runtime_plan if status == "created"]
     if writes:
-        in_place = [p.point for items in plans.values() for p in items if p.result.status.in_place]
+        in_place = [catalog.point(p.point_id) for f in files for p in f.points if p.status.in_place]
         manifest = Manifest.load(base)
-        baselines = {f.path: business_baseline(works[f.path], catalog) for f in files if f.changed and not f.error}
+        baselines = {o.result.path: o.baseline for o in outcomes.values() if o.baseline is not None}
         updated = manifest.updated(in_place, gone=[], baselines=baselines)
         if updated != manifest:
             writes.append(updated.write(f"trace-instrument {__version__}"))
     return commit(base, result, writes, write=write)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    result: FileResult
+    data: bytes | None = None  # the new bytes, when the file changes
+    baseline: tuple[str, ...] | None = None  # business fingerprints, for the manifest
+
+
+def _run_jobs(base: Path, catalog: Catalog, selected: frozenset[str], jobs: dict[str, frozenset[str]]) -> dict[str, _Outcome]:
+    """Each file's apply, on several cores when there are enough files; in catalog order."""
+    items = [(str(base), path, selected, excluded) for path, excluded in jobs.items()]
+    weights = [_size(base / path) for path in jobs]
+    results = map_in_order(_file_job, items, weights, {"catalog": catalog})
+    return dict(zip(jobs, results))
+
+
+def _size(path: Path) -> float:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _file_job(item: tuple[str, str, frozenset[str], frozenset[str]]) -> _Outcome:
+    root, relative, selected, excluded = item
+    catalog: Catalog = SHARED["catalog"]
+    base = Path(root)
+    work = analyse(base, relative, catalog)
+    points = [p for p in catalog.points if p.file == relative and p.id in selected]
+    plans = [_plan_point(work, point) for point in points]
+    for plan in plans:
+        if plan.point.id in excluded and plan.planned:
+            message = excluded_reason(plan.point, catalog, selected)
+            plan.result = point_result(plan.point, Status.SKIPPED, line=plan.result.line, message=message)
+            plan.placements = []
+    _settle_dependencies({relative: plans}, selected)
+    _refuse_overlaps({relative: plans})
+    result = _edit_file(work, plans)
+    if isinstance(work, FileProblem) or not result.changed or result.error:
+        return _Outcome(result)
+    data = result.updated.encode(encoding_of(work.source.data))
+    return _Outcome(result, data, business_baseline(work, catalog))
+
+
+def excluded_reason(point: Point, catalog: Catalog, selected: frozenset[str]) -> str:
+    missing = [r for r in point.requires if r not in selected]
+    return f"requires {', '.join(point.requires)}, which is not in place" if not missing else f"requires {missing[0]} (not selected)"
+
+
+def _settle_across_files(base: Path, catalog: Catalog, selected: frozenset[str], outcomes: dict[str, _Outcome]) -> dict[str, _Outcome]:
+    """Redo the files whose points need a point another file could not place (rare)."""
+    while True:
+        status = {p.point_id: p.status for o in outcomes.values() for p in o.result.points}
+        redo: dict[str, set[str]] = {}
+        for outcome in outcomes.values():
+            for result in outcome.result.points:
+                point = catalog.point(result.point_id)
+                if result.status is Status.APPLIED and any(
+                    r in status and not status[r].in_place for r in point.requires
+                ):
+                    redo.setdefault(point.file, set()).add(point.id)
+        if not redo:
+            return outcomes
+        for path, ids in redo.items():
+            previous = {p.point_id for p in outcomes[path].result.points if p.status is Status.SKIPPED}
+            outcomes[path] = _run_jobs(base, catalog, selected, {path: frozenset(ids | previous)})[path]
 
 
 # -- planning ----------------------------------------------------------------------------------
@@ -100,8 +165,12 @@ def _plan_point(work: FileWork | FileProblem, point: Point) -> _PointPlan:
     return _PointPlan(point, point_result(point, Status.APPLIED, line=line), placements)
 
 
-def _settle_dependencies(plans: dict[str, list[_PointPlan]]) -> None:
-    """A point whose required point is not in place is not applied either."""
+def _settle_dependencies(plans: dict[str, list[_PointPlan]], selected: frozenset[str]) -> None:
+    """A point whose required point is not in place is not applied either.
+
+    Requirements in other files count as met here when selected; the caller
+    checks them once every file is done.
+    """
     by_id = {plan.point.id: plan for items in plans.values() for plan in items}
     changed = True
     while changed:
@@ -111,6 +180,8 @@ def _settle_dependencies(plans: dict[str, list[_PointPlan]]) -> None:
                 continue
             for required in plan.point.requires:
                 other = by_id.get(required)
+                if other is None and required in selected:
+                    continue  # another file's point: settled by the caller
                 if other is not None and (other.result.status.in_place or other.planned):
                     continue
                 why = "not selected" if other is None else other.result.status.value

@@ -108,7 +108,7 @@ class AnchorFinder:
     # -- placement ------------------------------------------------------------------------
 
     def _placement(self, point: Point, edit: Edit, match: _Match) -> Placement | AnchorFailure:
-        kind = edit.kind
+        kind = match.anchor.kind
         line = match.stmts[0].lineno
         if kind is EditKind.REWRITE:
             siblings = match.site.siblings
@@ -128,7 +128,7 @@ class AnchorFinder:
         return self._insertion(point, edit, match)
 
     def _insertion(self, point: Point, edit: Edit, match: _Match) -> Placement:
-        kind = edit.kind
+        kind = match.anchor.kind
         if kind in (EditKind.BODY_START, EditKind.BODY_END):
             body = match.stmts[0].body
             docstring = docstring_of(body)

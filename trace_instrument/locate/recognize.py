@@ -16,7 +16,7 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from trace_instrument.locate.index import FileIndex
+from trace_instrument.locate.index import FileIndex, Site
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import Edit, EditKind, Point
 from trace_instrument.spec.signatures import signatures_in
@@ -70,6 +70,7 @@ class Recognition:
         self.rank_of: dict[int, int] = {}  # instrumentation statement id -> edit rank
         self.virtual: dict[int, ast.stmt] = {}
         self.own_leading: dict[int, int] = {}  # first statement of a block -> comment lines its template brings
+        self._signatures: dict[str, list[Site]] | None = None
         points = list(points)
         for point in points:
             self.states[point.id] = PointState(point)
@@ -155,26 +156,42 @@ class Recognition:
     def _find_markers(self, point: Point) -> None:
         state = self.states[point.id]
         in_blocks = {id(s) for b in state.blocks for s in b.top}
-        for scope_node in self.index.scope_nodes(point.scope):
-            for site in self.index.sites_in(scope_node):
-                if id(site.node) in in_blocks or _nested_in(site, in_blocks):
-                    continue
-                if self._has_marker(point, site.node):
-                    state.marker_nodes.append(site.node)
-                    if id(site.node) not in self.rank_of:
-                        self.rank_of[id(site.node)] = min(e.rank for e in point.edits)
+        scopes = self.index.scope_nodes(point.scope)
+        found: dict[int, Site] = {}
+        for signature in point.markers:
+            for site in self._signature_index().get(signature, ()):
+                found[id(site.node)] = site
+        for pattern in point.marker_patterns:
+            for wanted in pattern.stmts:
+                for site in self._sites_of_type(type(wanted)):
+                    if Matcher().statement(wanted, site.node):
+                        found[id(site.node)] = site
+        for site in sorted(found.values(), key=lambda s: (s.node.lineno, s.node.col_offset)):
+            if not _in_scopes(site, scopes, self.index) or id(site.node) in in_blocks or _nested_in(site, in_blocks):
+                continue
+            state.marker_nodes.append(site.node)
+            if id(site.node) not in self.rank_of:
+                self.rank_of[id(site.node)] = min(e.rank for e in point.edits)
 
-    def _has_marker(self, point: Point, stmt: ast.stmt) -> bool:
-        if any(Matcher().statement(p, stmt) for pattern in point.marker_patterns for p in pattern.stmts):
-            return True
-        if not point.markers:
-            return False
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return f"def {stmt.name}" in point.markers  # a helper the catalog defines
-        if any(isinstance(getattr(stmt, name, None), list) for name in _BLOCK_FIELDS):
-            # a block statement carries its children's markers; the children are counted instead
-            return False
-        return any(sig in point.markers for sig, _ in signatures_in([stmt], self.helper_names))
+    def _signature_index(self) -> dict[str, list[Site]]:
+        """Tracing-call signature -> the simple statements (and helper defs) that carry it."""
+        if self._signatures is None:
+            index: dict[str, list[Site]] = {}
+            for site in self.index.sites:
+                node = site.node
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    if node.name in self.helper_names:
+                        index.setdefault(f"def {node.name}", []).append(site)
+                    continue
+                if any(isinstance(getattr(node, name, None), list) for name in _BLOCK_FIELDS):
+                    continue  # a block carries its children's calls; the children are indexed instead
+                for signature in {sig for sig, _ in signatures_in([node], self.helper_names, loose=True)}:
+                    index.setdefault(signature, []).append(site)
+            self._signatures = index
+        return self._signatures
+
+    def _sites_of_type(self, kind: type) -> list[Site]:
+        return [site for site in self.index.sites if type(site.node) is kind]
 
     def _record(self, block: Block, rank: int) -> None:
         self.states[block.point.id].blocks.append(block)
@@ -208,6 +225,16 @@ def _index_of(items: list[ast.stmt], wanted: ast.stmt) -> int:
 
 
 _BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
+
+
+def _in_scopes(site: Site, scopes: list[ast.AST], index: FileIndex) -> bool:
+    for scope in scopes:
+        if scope is index.tree:
+            if not site.ancestors:
+                return True
+        elif any(a is scope for a in site.ancestors):
+            return True
+    return False
 
 
 def _nested_in(site, ids: set[int]) -> bool:

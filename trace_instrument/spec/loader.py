@@ -240,8 +240,8 @@ def _read_edit(ctx: _Context, node: Node, data: dict[str, Node], target: str) ->
             alt = _read_anchor(ctx, alt_node, _mapping(ctx, alt_node, ANCHOR_KEYS, required=()))
             if alt is None:
                 return None
-            if alt.kind is not primary.kind:
-                ctx.problem(alt.source, f"an alternative must be a '{primary.kind.value}' anchor like the first")
+            if alt.kind.inserts != primary.kind.inserts or (not alt.kind.inserts and alt.kind is not primary.kind):
+                ctx.problem(alt.source, f"an alternative of a '{primary.kind.value}' anchor must do the same kind of edit")
                 return None
             anchors.append(alt)
     template = _read_template(ctx, node, data, primary.kind)
@@ -405,7 +405,7 @@ def _with_markers(ctx: _Context, points: list[Point], helpers: frozenset[str]) -
     own: dict[str, set[str]] = {}
     per_scope: collections.Counter = collections.Counter()
     for point in points:
-        sigs = {sig for e in point.edits for sig, _ in signatures_in(e.template.stmts, helpers)}
+        sigs = {sig for e in point.edits for sig, _ in signatures_in(e.template.stmts, helpers, loose=True)}
         own[point.id] = sigs
         for sig in sigs:
             per_scope[(point.file, point.scope, sig)] += 1

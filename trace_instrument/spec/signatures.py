@@ -76,14 +76,29 @@ def call_signature(call: ast.Call, helper_names: frozenset[str] = frozenset()) -
     return None
 
 
-def signatures_in(nodes: Iterable[ast.AST], helper_names: frozenset[str] = frozenset()) -> Iterator[tuple[str, ast.AST]]:
-    """(signature, node) for every tracing call and helper definition below nodes."""
+def loose_signature(call: ast.Call) -> str | None:
+    """trace_flow by its stage alone: still recognised after someone edits its detail."""
+    if isinstance(call.func, ast.Name) and call.func.id == "trace_flow":
+        return f"trace_flow stage={_text(_keyword_or_position(call, 'stage', 4))}"
+    return None
+
+
+def signatures_in(
+    nodes: Iterable[ast.AST], helper_names: frozenset[str] = frozenset(), *, loose: bool = False
+) -> Iterator[tuple[str, ast.AST]]:
+    """(signature, node) for every tracing call and helper definition below nodes.
+
+    With loose=True a trace_flow call also yields its stage-only signature.
+    """
     for top in nodes:
         for node in ast.walk(top):
             if isinstance(node, ast.Call):
                 sig = call_signature(node, helper_names)
                 if sig is not None:
                     yield sig, node
+                extra = loose_signature(node) if loose else None
+                if extra is not None:
+                    yield extra, node
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in helper_names:
                 yield f"def {node.name}", node
 
