@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
@@ -11,17 +12,17 @@ from trace_instrument import __version__
 from trace_instrument.edit.imports import ImportChanges, prune_imports
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
-from trace_instrument.engine.analysis import FileProblem, FileWork, decode
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, decode
 from trace_instrument.engine.common import (
     commit,
     drift_message,
-    file_writes,
+    encoding_of,
     names_used,
     point_result,
     problem_results,
-    selected_files,
 )
-from trace_instrument.engine.files import CheckoutError, checkout_root
+from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root
+from trace_instrument.engine.parallel import SHARED, map_in_order
 from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest
 from trace_instrument.locate import Block
 from trace_instrument.model import Catalog, FileResult, Point, RunResult, Selection, Status
@@ -40,21 +41,23 @@ def remove(
     except CheckoutError as exc:
         return RunResult(str(root), (), error=str(exc))
     selection = _with_all_extras(selection, catalog)
-    works: dict[str, FileWork | FileProblem] = {}
-    files: list[FileResult] = []
-    for work, points in selected_files(base, catalog, selection):
-        works[work.path] = work
-        files.append(_remove_in_file(work, points, force))
+    selected = frozenset(p.id for p in catalog.points if selection.wants(p))
+    paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
+    items = [(str(base), path, selected, force) for path in paths]
+    weights = [(base / path).stat().st_size if (base / path).exists() else 0 for path in paths]
+    outcomes: list[_Removal] = map_in_order(_file_job, items, weights, {"catalog": catalog})
+    files = [o.result for o in outcomes]
     kept = [p for f in files for p in f.points if p.status is Status.DRIFTED]
     runtime_plan = []
     if selection.wants_runtime:
         runtime_plan = runtime.plan_remove(base, catalog, force=force)
-        if kept or _other_points_remain(files, catalog, selection, works):
+        if kept or any(o.others_remain for o in outcomes):
             runtime_plan = [(w, "kept: instrumented code still imports it") for w, _ in runtime_plan]
     result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, s) for w, s in runtime_plan))
     if any(f.error for f in files):
         return result
-    writes = file_writes(files, works) + [w for w, status in runtime_plan if status == "removed"]
+    writes = [PendingWrite(o.result.path, o.data) for o in outcomes if o.data is not None]
+    writes += [w for w, status in runtime_plan if status == "removed"]
     gone = [p.point_id for f in files for p in f.points if p.status is Status.REMOVED]
     manifest = Manifest.load(base)
     updated = manifest.updated([], gone=gone, baselines={})
@@ -63,23 +66,32 @@ def remove(
     return commit(base, result, writes, write=write)
 
 
+@dataclass(frozen=True)
+class _Removal:
+    result: FileResult
+    data: bytes | None = None  # the new bytes, when the file changes
+    others_remain: bool = False  # points outside the selection are still in this file
+
+
+def _file_job(item: tuple[str, str, frozenset[str], bool]) -> _Removal:
+    root, relative, selected, force = item
+    catalog: Catalog = SHARED["catalog"]
+    work = analyse(Path(root), relative, catalog)
+    points = [p for p in catalog.points if p.file == relative and p.id in selected]
+    if isinstance(work, FileProblem):
+        return _Removal(problem_results(work, points))
+    result = _remove_in_file(work, points, force)
+    others = any(p.id not in selected and not work.state(p).untouched for p in work.points)
+    data = result.updated.encode(encoding_of(work.source.data)) if result.changed and not result.error else None
+    return _Removal(result, data, others)
+
+
 def _with_all_extras(selection: Selection, catalog: Catalog) -> Selection:
     """Removal covers the opt-in extras too: they were only ever there because someone asked."""
     from dataclasses import replace
 
     extras = frozenset(p.extra for p in catalog.points if p.extra)
     return replace(selection, extras=selection.extras | extras) if not selection.only else selection
-
-
-def _other_points_remain(files, catalog: Catalog, selection: Selection, works) -> bool:
-    """Points outside the selection still in place need the runtime package."""
-    for work in works.values():
-        if isinstance(work, FileProblem):
-            continue
-        for point in work.points:
-            if not selection.wants(point) and not work.state(point).untouched:
-                return True
-    return False
 
 
 def _remove_in_file(work: FileWork | FileProblem, points: list[Point], force: bool) -> FileResult:
