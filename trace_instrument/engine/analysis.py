@@ -48,6 +48,10 @@ def analyse(root: Path, relative: str, catalog: Catalog) -> FileWork | FileProbl
         return FileProblem(relative, f"line {exc.lineno}: {describe_syntax_error(exc)}; fix the file or --skip its points")
     except ValueError as exc:  # e.g. NUL bytes
         return FileProblem(relative, f"cannot parse: {exc}")
+    try:
+        decode(source.data)  # the parser lets bad bytes in comments through; the writer would not
+    except (UnicodeDecodeError, SyntaxError) as exc:
+        return FileProblem(relative, f"not valid text in its declared encoding (UTF-8 unless declared): {exc}")
     points = tuple(p for p in catalog.points if p.file == relative)
     locator = FileLocator(tree, points, catalog.helpers)
     return FileWork(source, tree, locator, points)

@@ -91,22 +91,3 @@ def commit(root: Path, result: RunResult, writes: list[PendingWrite], write: boo
         return replace(result, written=False, error=f"nothing written: {exc}")
     return replace(result, written=True)
 
-
-def file_writes(files: list[FileResult], works: dict[str, FileWork | FileProblem]) -> list[PendingWrite]:
-    return [
-        PendingWrite(f.path, f.updated.encode(encoding_of(works[f.path].source.data)))
-        for f in files
-        if f.changed and not f.error
-    ]
-
-
-__all__ = [
-    "commit",
-    "drift_message",
-    "encoding_of",
-    "file_writes",
-    "names_used",
-    "point_result",
-    "problem_results",
-    "selected_files",
-]

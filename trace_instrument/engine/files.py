@@ -86,7 +86,7 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
     staged: list[tuple[Path, Path | None]] = []
     try:
         for write in writes:
-            target = root / write.path
+            target = _real_target(root, write.path)
             if write.data is None:
                 staged.append((target, None))
                 continue
@@ -110,6 +110,17 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
     for directory in {target.parent for target, temp in staged if temp is None}:
         with contextlib.suppress(OSError):
             directory.rmdir()  # only when now empty
+
+
+def _real_target(root: Path, relative: str) -> Path:
+    """Where the bytes go: a link inside the checkout is followed, so the link stays a link."""
+    target = root / relative
+    if target.is_symlink():
+        resolved = target.resolve()
+        if not resolved.is_relative_to(root):
+            raise CheckoutError(f"{relative}: is a link to {resolved}, outside the checkout; refusing to write it")
+        return resolved
+    return target
 
 
 def _drop_leftovers(target: Path) -> None:
