@@ -407,6 +407,36 @@ def remove(
     raise typer.Exit(code)
 
 
+class ReportFormat(str, Enum):
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+
+
+@app.command()
+def report(
+    path: PathArg,
+    anchors: AnchorsOpt = None,
+    fmt: Annotated[ReportFormat, typer.Option("--format", help="text, markdown or json.")] = ReportFormat.text,
+) -> None:
+    """The final report: what is in place, what was skipped and why, the proofs, how to switch it on."""
+    from trace_instrument.engine.report import as_dict, as_markdown
+    from trace_instrument.engine.report import report as run_report
+
+    catalog = _catalog(anchors)
+    rep = run_report(path, catalog)
+    code = ERROR if rep.error else (OK if rep.ok else DRIFT)
+    if fmt is ReportFormat.json:
+        out.print(json.dumps(as_dict(rep), indent=2), soft_wrap=True)
+    elif fmt is ReportFormat.markdown or rep.error:
+        out.print(as_markdown(rep), soft_wrap=True, markup=False)
+    else:
+        from rich.markdown import Markdown
+
+        out.print(Markdown(as_markdown(rep)))
+    raise typer.Exit(code)
+
+
 @app.command()
 def points(
     anchors: AnchorsOpt = None,

@@ -64,6 +64,7 @@ class _Context:
     problems: list[SpecProblem] = field(default_factory=list)
     template_cache: dict[tuple[str, bool], Template] = field(default_factory=dict)
     next_rank: collections.Counter = field(default_factory=collections.Counter)
+    user_dir: Path | None = None  # the user anchor folder being read (its templates come first)
 
     def problem(self, source: SpecSource, message: str) -> None:
         self.problems.append(SpecProblem(source, message))
@@ -145,6 +146,7 @@ def _read_runtime(ctx: _Context, target: Node, source: Node) -> RuntimeModule:
 
 
 def _read_spec_file(ctx: _Context, path: Path, display: str, user_dir: Path | None) -> list[Point]:
+    ctx.user_dir = user_dir
     try:
         root = read_yaml(path, display)
     except SpecError as exc:
@@ -310,19 +312,21 @@ def _read_template(ctx: _Context, node: Node, data: dict[str, Node], kind: EditK
     if not _is_safe_relative(name):
         ctx.problem(where, f"{name!r} is not a path inside templates/")
         return None
-    key = (name, expression)
+    own = ctx.user_dir / name if ctx.user_dir is not None else None
+    path = own if own is not None and own.is_file() else ctx.templates / name
+    display = str(path) if path == own else f"templates/{name}"
+    key = (str(path), expression)
     if key in ctx.template_cache:
         return ctx.template_cache[key]
-    path = ctx.templates / name
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         ctx.problem(where, f"template {name!r} cannot be read: {exc}")
         return None
     try:
-        template = parse_template(f"templates/{name}", text, expression=expression)
+        template = parse_template(display, text, expression=expression)
     except CodeError as exc:
-        ctx.problem(SpecSource(f"templates/{name}", exc.line, "template"), str(exc))
+        ctx.problem(SpecSource(display, exc.line, "template"), str(exc))
         return None
     ctx.template_cache[key] = template
     return template
