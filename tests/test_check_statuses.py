@@ -63,6 +63,8 @@ def test_stale_when_the_code_is_an_older_template(checkout_090, catalog):
     manifest["points"][UID_POINT]["templates"] = [older]
     manifest_path.write_text(json.dumps(manifest))
     assert _status(check(checkout_090, catalog), UID_POINT).status is Status.STALE
+    again = apply(checkout_090, catalog)
+    assert _status(again, UID_POINT).status is Status.STALE and not again.written
 
 
 def test_anchor_lost_names_the_nearest_candidates(checkout_090, catalog):

@@ -18,6 +18,7 @@ from trace_instrument.engine.common import (
     commit,
     drift_message,
     encoding_of,
+    is_stale,
     point_result,
     problem_results,
 )
@@ -100,7 +101,8 @@ def _file_job(item: tuple[str, str, frozenset[str], frozenset[str]]) -> _Outcome
     base = Path(root)
     work = analyse(base, relative, catalog)
     points = [p for p in catalog.points if p.file == relative and p.id in selected]
-    plans = [_plan_point(work, point) for point in points]
+    manifest = Manifest.load(base)
+    plans = [_plan_point(work, point, manifest) for point in points]
     for plan in plans:
         if plan.point.id in excluded and plan.planned:
             message = excluded_reason(plan.point, catalog, selected)
@@ -142,7 +144,7 @@ def _settle_across_files(base: Path, catalog: Catalog, selected: frozenset[str],
 # -- planning ----------------------------------------------------------------------------------
 
 
-def _plan_point(work: FileWork | FileProblem, point: Point) -> _PointPlan:
+def _plan_point(work: FileWork | FileProblem, point: Point, manifest: Manifest) -> _PointPlan:
     if isinstance(work, FileProblem):
         status = Status.NOT_APPLICABLE if work.missing else Status.SKIPPED
         return _PointPlan(point, point_result(point, status, message=work.message))
@@ -150,6 +152,9 @@ def _plan_point(work: FileWork | FileProblem, point: Point) -> _PointPlan:
     if state.complete:
         return _PointPlan(point, point_result(point, Status.PRESENT, line=state.line))
     if not state.untouched:
+        if is_stale(work, point, manifest):
+            message = "applied with an older template; left alone (`remove` then `apply` updates it)"
+            return _PointPlan(point, point_result(point, Status.STALE, line=state.line, message=message))
         message = drift_message(state) + "; left alone"
         return _PointPlan(point, point_result(point, Status.DRIFTED, line=state.line, message=message))
     placements = []

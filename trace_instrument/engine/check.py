@@ -5,17 +5,15 @@ from __future__ import annotations
 import ast
 import difflib
 import textwrap
-from dataclasses import replace
 from pathlib import Path
 
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork
-from trace_instrument.engine.common import drift_message, point_result, problem_results, selected_files
+from trace_instrument.engine.common import drift_message, is_stale, point_result, problem_results, selected_files
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
-from trace_instrument.locate import AnchorFailure, FileLocator
-from trace_instrument.model import Catalog, EditKind, FileResult, Point, PointResult, RunResult, Selection, Status
-from trace_instrument.spec.code import CodeError, parse_template
+from trace_instrument.locate import AnchorFailure
+from trace_instrument.model import Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
 from trace_instrument.spec.signatures import signatures_in
 
 TRACING_WORDS = (b"trace_flow(", b"log_progress(", b"log_step_window(", b"TurnRecord(", b"log_gen_throughput")
@@ -56,28 +54,11 @@ def _status(work: FileWork, point: Point, manifest: Manifest) -> PointResult:
             )
         line = min(f.line for f in failures)
         return point_result(point, Status.MISSING, line=line, message="not applied; `apply` would add it here")
-    if _is_stale(work, point, manifest):
+    if is_stale(work, point, manifest):
         return point_result(
             point, Status.STALE, line=state.line, message="applied with an older template; `remove` then `apply` to update"
         )
     return point_result(point, Status.DRIFTED, line=state.line, message=drift_message(state), diff=_drift_diff(work, point, state))
-
-
-def _is_stale(work: FileWork, point: Point, manifest: Manifest) -> bool:
-    texts = manifest.recorded(point)
-    if texts is None or len(texts) != len(point.edits):
-        return False
-    try:
-        edits = tuple(
-            replace(edit, template=parse_template(edit.template.name, text, expression=edit.kind is EditKind.REPLACE_EXPR))
-            for edit, text in zip(point.edits, texts)
-        )
-    except CodeError:
-        return False
-    old = replace(point, edits=edits)
-    others = [p for p in work.points if p.id != point.id]
-    locator = FileLocator(work.tree, [*others, old], work.locator.recognition.helper_names)
-    return locator.state(old).complete
 
 
 def _drift_diff(work: FileWork, point: Point, state) -> str:

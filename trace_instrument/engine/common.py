@@ -8,13 +8,18 @@ import tokenize
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_lock, write_all
-from trace_instrument.locate import PointState
+from trace_instrument.locate import FileLocator, PointState
 from trace_instrument.locate.business import business_fingerprints
 from trace_instrument.locate.match import canonical
-from trace_instrument.model import Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
+from trace_instrument.model import Catalog, EditKind, FileResult, Point, PointResult, RunResult, Selection, Status
+from trace_instrument.spec.code import CodeError, parse_template
+
+if TYPE_CHECKING:
+    from trace_instrument.engine.manifest import Manifest
 
 
 def point_result(point: Point, status: Status, **details) -> PointResult:
@@ -91,3 +96,20 @@ def commit(root: Path, result: RunResult, writes: list[PendingWrite], write: boo
         return replace(result, written=False, error=f"nothing written: {exc}")
     return replace(result, written=True)
 
+
+def is_stale(work: FileWork, point: Point, manifest: "Manifest") -> bool:
+    """Is the point's code exactly what an older template of it produced (per the manifest)?"""
+    texts = manifest.recorded(point)
+    if texts is None or len(texts) != len(point.edits):
+        return False
+    try:
+        edits = tuple(
+            replace(edit, template=parse_template(edit.template.name, text, expression=edit.kind is EditKind.REPLACE_EXPR))
+            for edit, text in zip(point.edits, texts)
+        )
+    except CodeError:
+        return False
+    old = replace(point, edits=edits)
+    others = [p for p in work.points if p.id != point.id]
+    locator = FileLocator(work.tree, [*others, old], work.locator.recognition.helper_names)
+    return locator.state(old).complete
