@@ -26,23 +26,34 @@ def _changed(before: dict[str, bytes], after: dict[str, bytes]) -> dict[str, byt
     return {path: data for path, data in after.items() if before.get(path) != data}
 
 
-def _compare_to_golden(name: str, changed: dict[str, bytes]) -> None:
+def _golden(name: str) -> dict[str, bytes]:
     folder = GOLDEN / name
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _compare_to_golden(name: str, changed: dict[str, bytes], base: str | None) -> None:
+    """The snapshot `name` holds only what differs from snapshot `base` (when given)."""
+    under = _golden(base) if base else {}
     if UPDATE:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(GOLDEN / name, ignore_errors=True)
         for path, data in changed.items():
-            (folder / path).parent.mkdir(parents=True, exist_ok=True)
-            (folder / path).write_bytes(data)
-    expected = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+            if under.get(path) != data:
+                (GOLDEN / name / path).parent.mkdir(parents=True, exist_ok=True)
+                (GOLDEN / name / path).write_bytes(data)
+    expected = {**under, **_golden(name)}
     assert sorted(changed) == sorted(expected)
     for path in expected:
         assert changed[path] == expected[path], f"{path} differs from its golden snapshot"
 
 
 @pytest.mark.parametrize(
-    ("name", "selection"), [pytest.param("v0.9.0", Selection(), id="core"), pytest.param("v0.9.0-extras", WITH_EXTRAS, id="extras")]
+    ("name", "selection", "base"),
+    [
+        pytest.param("v0.9.0", Selection(), None, id="core"),
+        pytest.param("v0.9.0-extras", WITH_EXTRAS, "v0.9.0", id="extras"),
+    ],
 )
-def test_apply_matches_golden_snapshot(verl_090, tmp_path, catalog, name, selection):
+def test_apply_matches_golden_snapshot(verl_090, tmp_path, catalog, name, selection, base):
     root = copy_tree(verl_090, tmp_path / "c")
     result = apply(root, catalog, selection)
     assert result.written and not result.error
@@ -50,7 +61,7 @@ def test_apply_matches_golden_snapshot(verl_090, tmp_path, catalog, name, select
     changed = _changed(tree_bytes(verl_090), tree_bytes(root))
     runtime = {path: data for path, data in changed.items() if path.startswith("verl/utils/tracing/")}
     assert sorted(runtime) == sorted(f"verl/utils/tracing/{n}" for n, _ in catalog.runtime.files)
-    _compare_to_golden(name, {k: v for k, v in changed.items() if k not in runtime})
+    _compare_to_golden(name, {k: v for k, v in changed.items() if k not in runtime}, base)
 
 
 def test_counts_and_compile(checkout_090, catalog):

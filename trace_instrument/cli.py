@@ -243,7 +243,7 @@ def apply(
         _print_diff(text)
     _print_files(result, "written" if result.written else "would change")
     for p in result.points:
-        _print_point(p, show_ok=False)
+        _print_point(p, show_ok=True)
     _print_runtime(result)
     if patch is not None:
         out.print(f"patch written to {patch} ({text.count(chr(10))} lines)")
@@ -288,7 +288,7 @@ def check(
             err.print(Text(f"error: {result.error}", style="bold red"))
             raise typer.Exit(ERROR)
         for p in result.points:
-            _print_point(p, show_ok=False)
+            _print_point(p, show_ok=True)
         _print_runtime(result)
         order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.DRIFTED, Status.STALE]
         verdict = "clean" if code == OK else "drift"

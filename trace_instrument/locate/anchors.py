@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import ast
-import copy
 import difflib
 from dataclasses import dataclass
 
-from trace_instrument.locate.index import FileIndex, Site, docstring_of
+from trace_instrument.locate.index import FileIndex, Site, docstring_of, header_only
 from trace_instrument.locate.match import Captures, Matcher, is_wild_body
 from trace_instrument.locate.recognize import Recognition, find_expression
 from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Status
-
-_BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
-
 
 @dataclass(eq=False)
 class Placement:
@@ -117,7 +113,7 @@ class AnchorFinder:
             return Placement(point, edit, line, region=region, anchored=tuple(match.stmts))
         if kind is EditKind.REPLACE_EXPR:
             stmt = match.stmts[0]
-            expr = find_expression(_header_only(stmt), match.anchor.expr.stmts[0].value)
+            expr = find_expression(header_only(stmt), match.anchor.expr.stmts[0].value)
             if expr is None:
                 return AnchorFailure(
                     Status.AMBIGUOUS if _count(stmt, match.anchor) > 1 else Status.ANCHOR_LOST,
@@ -215,29 +211,18 @@ def _position(items: list[ast.stmt], wanted: ast.stmt) -> int:
     return next(i for i, item in enumerate(items) if item is wanted)
 
 
-def _header_only(stmt: ast.stmt) -> ast.stmt:
-    """The statement without its nested blocks (a replacement never reaches into them)."""
-    if not any(isinstance(getattr(stmt, f, None), list) for f in _BLOCK_FIELDS):
-        return stmt
-    shallow = copy.copy(stmt)
-    for name in _BLOCK_FIELDS:
-        if isinstance(getattr(shallow, name, None), list):
-            setattr(shallow, name, [])
-    return shallow
-
-
 def _count(stmt: ast.stmt, anchor: Anchor) -> int:
     wanted = anchor.expr.stmts[0].value
     matcher = Matcher()
     return sum(
-        1 for n in ast.walk(_header_only(stmt)) if isinstance(n, ast.expr) and matcher.node(wanted, n, Captures())
+        1 for n in ast.walk(header_only(stmt)) if isinstance(n, ast.expr) and matcher.node(wanted, n, Captures())
     )
 
 
 def _header(stmt: ast.stmt) -> str:
     """One line of code standing for a statement (block statements: their header)."""
     if hasattr(stmt, "body") and not is_wild_body(getattr(stmt, "body", [])):
-        shallow = _header_only(stmt)
+        shallow = header_only(stmt)
         shallow.body = [ast.Expr(ast.Constant(Ellipsis))]
         text = ast.unparse(shallow)
     else:

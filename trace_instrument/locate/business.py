@@ -9,28 +9,15 @@ its parent's fingerprint; rewritten statements are seen in their original form.
 from __future__ import annotations
 
 import ast
-import copy
 import hashlib
 
+from trace_instrument.locate.index import header_only
 from trace_instrument.locate.match import canonical
 from trace_instrument.locate.recognize import Recognition
 from trace_instrument.model import TRACING_MODULE
 
-_BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
-
-
-def header_of(stmt: ast.stmt) -> ast.stmt:
-    if not any(isinstance(getattr(stmt, name, None), list) and getattr(stmt, name) for name in _BLOCK_FIELDS):
-        return stmt
-    shallow = copy.copy(stmt)
-    for name in _BLOCK_FIELDS:
-        if isinstance(getattr(shallow, name, None), list):
-            setattr(shallow, name, [])
-    return shallow
-
-
 def fingerprint(stmt: ast.stmt) -> str:
-    return hashlib.sha1(canonical(header_of(stmt)).encode()).hexdigest()[:12]
+    return hashlib.sha1(canonical(header_only(stmt)).encode()).hexdigest()[:12]
 
 
 def business_statements(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import ast
+import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-_BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
+BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 _SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -35,7 +36,7 @@ class FileIndex:
         self._walk(tree, (), "")
 
     def _walk(self, owner: ast.AST, ancestors: tuple[ast.AST, ...], scope: str) -> None:
-        for field in _BLOCK_FIELDS:
+        for field in BLOCK_FIELDS:
             items = getattr(owner, field, None)
             if not isinstance(items, list):
                 continue
@@ -73,7 +74,7 @@ class FileIndex:
         owners = [scope_node] if scope_node is self.tree else [scope_node, *(s.node for s in self.sites_in(scope_node))]
         for owner in owners:
             for holder in [owner, *getattr(owner, "handlers", []), *getattr(owner, "cases", [])]:
-                for field in _BLOCK_FIELDS:
+                for field in BLOCK_FIELDS:
                     items = getattr(holder, field, None)
                     if isinstance(items, list) and items and isinstance(items[0], ast.stmt):
                         key = (id(holder), field)
@@ -92,3 +93,19 @@ def docstring_of(body: list[ast.stmt]) -> ast.stmt | None:
         if isinstance(body[0].value.value, str):
             return body[0]
     return None
+
+
+def is_block(stmt: ast.AST) -> bool:
+    """Does the statement hold statement lists (if, for, with, def, try, ...)?"""
+    return any(isinstance(getattr(stmt, name, None), list) for name in BLOCK_FIELDS)
+
+
+def header_only(stmt: ast.stmt) -> ast.stmt:
+    """The statement with its nested blocks emptied: what its own line(s) say."""
+    if not is_block(stmt):
+        return stmt
+    shallow = copy.copy(stmt)
+    for name in BLOCK_FIELDS:
+        if isinstance(getattr(shallow, name, None), list):
+            setattr(shallow, name, [])
+    return shallow

@@ -18,11 +18,12 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from trace_instrument.locate.index import BLOCK_FIELDS
 from trace_instrument.spec.code import PLACEHOLDER
 
 _IGNORED_FIELDS = frozenset({"ctx", "type_comment", "kind", "type_params"})
 _DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-_BLOCK_FIELDS = {"body", "orelse", "handlers", "finalbody", "cases"}
+_BLOCK_FIELDS = frozenset(BLOCK_FIELDS)
 
 
 def is_ellipsis(node: ast.AST) -> bool:

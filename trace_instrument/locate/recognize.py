@@ -16,7 +16,7 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from trace_instrument.locate.index import FileIndex, Site
+from trace_instrument.locate.index import FileIndex, Site, is_block
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import Edit, EditKind, Point
 from trace_instrument.spec.signatures import signatures_in
@@ -183,7 +183,7 @@ class Recognition:
                     if node.name in self.helper_names:
                         index.setdefault(f"def {node.name}", []).append(site)
                     continue
-                if any(isinstance(getattr(node, name, None), list) for name in _BLOCK_FIELDS):
+                if is_block(node):
                     continue  # a block carries its children's calls; the children are indexed instead
                 for signature in {sig for sig, _ in signatures_in([node], self.helper_names, loose=True)}:
                     index.setdefault(signature, []).append(site)
@@ -222,9 +222,6 @@ def _region_sizes(template: list[ast.stmt], available: int) -> range:
 
 def _index_of(items: list[ast.stmt], wanted: ast.stmt) -> int:
     return next(i for i, item in enumerate(items) if item is wanted)
-
-
-_BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 
 
 def _in_scopes(site: Site, scopes: list[ast.AST], index: FileIndex) -> bool:
