@@ -110,8 +110,9 @@ def test_remove_restores_pristine_bytes(verl_090, checkout_090, catalog, selecti
 
 @pytest.mark.parametrize("facility", ["sample_flow", "progress", "trajectory", "env"])
 def test_single_facility_apply_then_remove(verl_090, checkout_090, catalog, facility):
-    selection = Selection(facilities=frozenset({facility, "runtime"}))
+    selection = Selection(facilities=frozenset({facility}))
     result = apply(checkout_090, catalog, selection)
+    assert all(status == "created" for _, status in result.runtime_files), "the runtime comes along"
     assert all(p.facility == facility for p in result.points)
     assert {p.status for p in result.points} <= {Status.APPLIED, Status.SKIPPED}
     remove(checkout_090, catalog)

@@ -57,7 +57,9 @@ def apply(
     outcomes = _run_jobs(base, catalog, selected, {path: frozenset() for path in jobs})
     outcomes = _settle_across_files(base, catalog, selected, outcomes)
     files = [outcome.result for outcome in outcomes.values()]
-    runtime_plan = runtime.plan_install(base, catalog) if selection.wants_runtime else []
+    # the instrumented code imports the runtime package: it comes along with any point in place
+    needs_runtime = selection.wants_runtime or any(p.status.in_place for f in files for p in f.points)
+    runtime_plan = runtime.plan_install(base, catalog) if needs_runtime else []
     result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, status) for w, status in runtime_plan))
     if any(f.error for f in files) and not keep_going:
         return result

@@ -36,7 +36,8 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
         results += _unexpected(work, catalog)
         files.append(FileResult(work.path, tuple(results)))
     files += _unexpected_elsewhere(base, catalog, seen)
-    runtime_status = runtime.plan_install(base, catalog) if selection.wants_runtime else []
+    needs_runtime = selection.wants_runtime or any(p.status is Status.PRESENT for f in files for p in f.points)
+    runtime_status = runtime.plan_install(base, catalog) if needs_runtime else []
     runtime_files = tuple((w.path, "missing" if s == "created" else s) for w, s in runtime_status)
     return RunResult(str(base), tuple(files), runtime_files=runtime_files)
 
