@@ -18,7 +18,13 @@ def test_clean_result_verifies(checkout_090, catalog):
     assert result.ok, _failures(result)
     totals = {call: sum(a for _, c, _, a in result.counts if c == call) for call in ("trace_flow", "log_progress")}
     assert totals == {"trace_flow": 31, "log_progress": 82}
-    assert {f.check for f in result.findings} == {"counts", "imports", "compile", "zero-intrusion", "runtime", "points"} - {"points"}
+    assert {f.check for f in result.findings} == {"counts", "facilities", "imports", "compile", "zero-intrusion", "runtime"}
+    assert {f.subject: f.message for f in result.findings if f.check == "facilities"} == {
+        "sample_flow": "36 of 36 points in place",
+        "progress": "50 of 50 points in place",
+        "trajectory": "5 of 5 points in place",
+        "env": "2 of 2 points in place",
+    }
 
 
 def test_zero_intrusion_catches_a_changed_business_line(checkout_090, catalog):

@@ -35,6 +35,7 @@ def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = 
     baseline_root = checkout_root(baseline) if baseline is not None else None
     findings: list[Finding] = []
     counts: list[tuple[str, str, int, int]] = []
+    facilities: collections.Counter = collections.Counter()
     for relative in catalog.files:
         work = analyse(base, relative, catalog)
         if isinstance(work, FileProblem):
@@ -45,9 +46,11 @@ def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = 
         counts.extend(file_counts)
         findings.extend(_count_findings(relative, file_counts))
         findings.extend(_point_findings(work))
+        facilities.update(_facility_tally(work))
         findings.extend(_import_findings(work))
         findings.append(_compile_finding(relative, work.source.data))
         findings.extend(_intrusion_findings(work, catalog, manifest, baseline_root))
+    findings.extend(_facility_findings(facilities))
     findings.extend(_runtime_compile_findings(base, catalog))
     findings.extend(runtime_self_check(base, catalog))
     return VerifyResult(str(base), tuple(findings), tuple(counts))
@@ -69,13 +72,7 @@ def _counts(work: FileWork) -> list[tuple[str, str, int, int]]:
     """(file, call, expected, actual): expected from the points whose anchors this file has."""
     expected = collections.Counter()
     for point in work.points:
-        state = work.state(point)
-        if state.untouched:
-            anchored = not any(isinstance(work.locator.place(point, e), AnchorFailure) for e in point.edits)
-            expected_here = anchored and point.extra is None
-        else:
-            expected_here = True  # in place, maybe edited by hand: its anchors are there
-        if expected_here:
+        if _expected_here(work, point):
             expected.update(_calls(s for e in point.edits for s in e.template.stmts))
     actual = _calls([work.tree])
     return [(work.path, name, expected[name], actual[name]) for name in COUNTED_CALLS if expected[name] or actual[name]]
@@ -97,6 +94,32 @@ def _point_findings(work: FileWork) -> list[Finding]:
         if not state.complete:
             why = "missing" if state.untouched else "drifted (edited by hand)"
             findings.append(Finding("points", work.path, False, f"{point.id} is {why}", line=state.line))
+    return findings
+
+
+def _expected_here(work: FileWork, point) -> bool:
+    """Does the catalog expect this point in this checkout? (its anchors are here, or it is in place)"""
+    state = work.state(point)
+    if not state.untouched:
+        return True
+    anchored = not any(isinstance(work.locator.place(point, e), AnchorFailure) for e in point.edits)
+    return anchored and point.extra is None
+
+
+def _facility_tally(work: FileWork) -> collections.Counter:
+    tally: collections.Counter = collections.Counter()
+    for point in work.points:
+        if _expected_here(work, point):
+            tally[(point.facility, "expected")] += 1
+            tally[(point.facility, "in place")] += work.state(point).complete
+    return tally
+
+
+def _facility_findings(tally: collections.Counter) -> list[Finding]:
+    findings = []
+    for facility in dict.fromkeys(f for f, _ in tally):
+        expected, in_place = tally[(facility, "expected")], tally[(facility, "in place")]
+        findings.append(Finding("facilities", facility, in_place == expected, f"{in_place} of {expected} points in place"))
     return findings
 
 
