@@ -14,7 +14,9 @@ from typing import Any
 FACILITIES = ("sample_flow", "progress", "trajectory", "env", "runtime")
 EXTRAS = ("sglang-timing", "reward-score-metric")
 
-# Names the runtime package exports; a call to one of them is tracing code.
+# Names the runtime package exports that instrumentation calls; a call to one of them is
+# tracing code. (Turn, Trajectory and flush are exported too, but their names are too
+# generic to tell tracing code from verl's own.)
 TRACING_NAMES = frozenset(
     {
         "trace_flow",
@@ -26,12 +28,9 @@ TRACING_NAMES = frozenset(
         "get_trace_dir",
         "set_trace_dir",
         "suppress_sample_trace",
-        "Turn",
-        "Trajectory",
         "TurnRecord",
         "TrajectoryStore",
         "TrajectoryTracker",
-        "flush",
     }
 )
 TRACING_MODULE = "verl.utils.tracing"
@@ -200,11 +199,11 @@ class Selection:
     extras: frozenset[str] = frozenset()
 
     def wants(self, point: Point) -> bool:
-        if point.extra is not None:
-            return point.extra in self.extras and point.id not in self.skip
         if self.only:
-            return point.id in self.only
-        return point.facility in self.facilities and point.id not in self.skip
+            return point.id in self.only  # named explicitly: extras included
+        if point.id in self.skip or point.facility not in self.facilities:
+            return False
+        return point.extra is None or point.extra in self.extras
 
     @property
     def wants_runtime(self) -> bool:

@@ -210,8 +210,12 @@ def _is_definition(node: cst.CSTNode) -> bool:
 
 
 def _require_line(node: cst.CSTNode, placement: Placement) -> None:
-    if isinstance(node, cst.SimpleStatementSuite):
-        raise EditError(f"line {placement.line}: cannot edit inside a one-line block (`if x: y`)")
+    """The locate layer refuses crowded lines already; this is the last guard before an edit."""
+    crowded = isinstance(node, cst.SimpleStatementSuite) or (
+        isinstance(node, cst.SimpleStatementLine) and len(node.body) > 1
+    )
+    if crowded:
+        raise EditError(f"line {placement.line}: holds more than one statement; cannot edit it safely")
 
 
 def _find_expression(statement: cst.CSTNode, target: ast.expr) -> cst.BaseExpression:
@@ -253,12 +257,10 @@ class _Editor(cst.CSTTransformer):
         self._deep = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._deep:
-            return True
         if id(node) in self.plan.deep:
-            self._deep += 1
+            self._deep += 1  # balanced in on_leave, however deep statements nest
             return True
-        return id(node) in self.needed
+        return bool(self._deep) or id(node) in self.needed
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         if id(original) in self.plan.deep:

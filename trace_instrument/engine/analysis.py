@@ -49,11 +49,11 @@ def analyse(root: Path, relative: str, catalog: Catalog) -> FileWork | FileProbl
     except ValueError as exc:  # e.g. NUL bytes
         return FileProblem(relative, f"cannot parse: {exc}")
     try:
-        decode(source.data)  # the parser lets bad bytes in comments through; the writer would not
+        text = decode(source.data)  # the parser lets bad bytes in comments through; the writer would not
     except (UnicodeDecodeError, SyntaxError) as exc:
         return FileProblem(relative, f"not valid text in its declared encoding (UTF-8 unless declared): {exc}")
     points = tuple(p for p in catalog.points if p.file == relative)
-    locator = FileLocator(tree, points, catalog.helpers)
+    locator = FileLocator(tree, points, catalog.helpers, text)
     return FileWork(source, tree, locator, points)
 
 

@@ -14,8 +14,10 @@ from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, decode
 from trace_instrument.engine.common import (
+    added_imports,
     business_baseline,
     commit,
+    locked,
     drift_message,
     encoding_of,
     is_stale,
@@ -26,6 +28,7 @@ from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_
 from trace_instrument.engine.parallel import SHARED, map_in_order
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.locate import AnchorFailure, FileLocator, Placement
+from trace_instrument.locate.business import business_fingerprints, declared_removals
 from trace_instrument.model import Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
 
 
@@ -50,8 +53,13 @@ def apply(
 ) -> RunResult:
     try:
         base = checkout_root(root)
+        with locked(base, write):
+            return _apply(base, catalog, selection, write, keep_going)
     except CheckoutError as exc:
         return RunResult(str(root), (), error=str(exc))
+
+
+def _apply(base: Path, catalog: Catalog, selection: Selection, write: bool, keep_going: bool) -> RunResult:
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     jobs = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     outcomes = _run_jobs(base, catalog, selected, {path: frozenset() for path in jobs})
@@ -63,7 +71,7 @@ def apply(
     result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, status) for w, status in runtime_plan))
     if any(f.error for f in files) and not keep_going:
         return result
-    writes = [PendingWrite(o.result.path, o.data) for o in outcomes.values() if o.data is not None]
+    writes = [PendingWrite(o.result.path, o.data, o.before) for o in outcomes.values() if o.data is not None]
     writes += [w for w, status in runtime_plan if status == "created"]
     if writes:
         in_place = [catalog.point(p.point_id) for f in files for p in f.points if p.status.in_place]
@@ -79,6 +87,7 @@ def apply(
 class _Outcome:
     result: FileResult
     data: bytes | None = None  # the new bytes, when the file changes
+    before: bytes | None = None  # the bytes they replace (refused if the file changes meanwhile)
     baseline: tuple[str, ...] | None = None  # business fingerprints, for the manifest
 
 
@@ -112,11 +121,15 @@ def _file_job(item: tuple[str, str, frozenset[str], frozenset[str]]) -> _Outcome
             plan.placements = []
     _settle_dependencies({relative: plans}, selected)
     _refuse_overlaps({relative: plans})
-    result = _edit_file(work, plans)
+    result, baseline = _edit_file(work, plans, catalog)
     if isinstance(work, FileProblem) or not result.changed or result.error:
         return _Outcome(result)
-    data = result.updated.encode(encoding_of(work.source.data))
-    return _Outcome(result, data, business_baseline(work, catalog))
+    try:
+        data = result.updated.encode(encoding_of(work.source.data))
+    except UnicodeEncodeError as exc:
+        failed = FileResult(result.path, result.points, original=result.original, error=f"cannot encode the result in the file's declared encoding: {exc}")
+        return _Outcome(failed)
+    return _Outcome(result, data, work.source.data, baseline)
 
 
 def excluded_reason(point: Point, catalog: Catalog, selected: frozenset[str]) -> str:
@@ -228,21 +241,23 @@ class _NotRecognised(Exception):
     pass
 
 
-def _edit_file(work: FileWork | FileProblem, plans: list[_PointPlan]) -> FileResult:
+def _edit_file(work: FileWork | FileProblem, plans: list[_PointPlan], catalog: Catalog) -> tuple[FileResult, tuple[str, ...] | None]:
+    """The file with the planned points in place, and its business fingerprints (the baseline)."""
     if isinstance(work, FileProblem):
-        return problem_results(work, [p.point for p in plans])
+        return problem_results(work, [p.point for p in plans]), None
     original = decode(work.source.data)
     planned = [p for p in plans if p.planned]
     if not planned:
-        return FileResult(work.path, tuple(p.result for p in plans), original=original)
+        return FileResult(work.path, tuple(p.result for p in plans), original=original), None
     placements = [pl for p in planned for pl in p.placements]
     names = frozenset(n for p in planned for n in p.point.tracing_names)
     extra_imports = tuple(dict.fromkeys(i for p in planned for i in p.point.imports))
+    baseline = business_baseline(work, catalog)
     try:
         module = cst.parse_module(work.source.data)
         edited = edit_module(module, work.tree, placements, imports=ImportChanges(names, extra_imports))
         updated = edited.code
-        _check_result(work, updated, planned)
+        _check_result(work, updated, planned, baseline, catalog)
     except (EditError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
         results = tuple(
             point_result(p.point, Status.ERROR, line=p.result.line, message=f"not applied: {exc}")
@@ -250,14 +265,21 @@ def _edit_file(work: FileWork | FileProblem, plans: list[_PointPlan]) -> FileRes
             else p.result
             for p in plans
         )
-        return FileResult(work.path, results, original=original, error=f"edit failed: {exc}")
-    return FileResult(work.path, tuple(p.result for p in plans), original=original, updated=updated)
+        return FileResult(work.path, results, original=original, error=f"edit failed: {exc}"), None
+    return FileResult(work.path, tuple(p.result for p in plans), original=original, updated=updated), baseline
 
 
-def _check_result(work: FileWork, updated: str, planned: list[_PointPlan]) -> None:
-    """The output must parse, and every point just applied must be recognised in it."""
+def _check_result(
+    work: FileWork, updated: str, planned: list[_PointPlan], baseline: tuple[str, ...], catalog: Catalog
+) -> None:
+    """The output must parse, every point just applied must be recognised in it, and its
+    business code must be the input's but for the rewrites the catalog declares."""
     tree = ast.parse(updated, filename=work.path)
-    locator = FileLocator(tree, work.points, work.locator.recognition.helper_names)
+    locator = FileLocator(tree, work.points, work.locator.recognition.helper_names, updated)
     for plan in planned:
         if not locator.state(plan.point).complete:
             raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")
+    declared = declared_removals(locator.recognition)
+    after = [f for f, _ in business_fingerprints(locator.recognition, added_imports(catalog)) if f not in declared]
+    if after != [f for f in baseline if f not in declared]:
+        raise _NotRecognised("the edit would change business code beyond the declared rewrites (catalog bug)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import tokenize
 from collections.abc import Iterator
@@ -83,18 +84,27 @@ def other_changes(root: Path, writes: list[PendingWrite]) -> tuple[tuple[str, st
 
 
 def commit(root: Path, result: RunResult, writes: list[PendingWrite], write: bool = True) -> RunResult:
-    """Write every pending file or none; the result says which happened and what changed."""
+    """Write the pending files (the caller holds the checkout lock); the result says what changed."""
     file_paths = {f.path for f in result.files}
     extra = other_changes(root, [w for w in writes if w.path not in file_paths])
     result = replace(result, other_changes=extra)
     if not write or not writes:
         return result
     try:
-        with checkout_lock(root):
-            write_all(root, writes)
+        write_all(root, writes)
     except (CheckoutError, OSError) as exc:
         return replace(result, written=False, error=f"nothing written: {exc}")
     return replace(result, written=True)
+
+
+@contextlib.contextmanager
+def locked(root: Path, write: bool) -> Iterator[None]:
+    """Hold the checkout lock for a run that writes (a dry run needs none)."""
+    if not write:
+        yield
+        return
+    with checkout_lock(root):
+        yield
 
 
 def is_stale(work: FileWork, point: Point, manifest: "Manifest") -> bool:

@@ -56,37 +56,60 @@ def read_target(root: Path, relative: str) -> SourceFile | None:
 class PendingWrite:
     path: str
     data: bytes | None  # None: delete the file
+    expected: bytes | None = None  # the bytes the run read; the write is refused if the file changed since
 
 
 @contextlib.contextmanager
 def checkout_lock(root: Path) -> Iterator[None]:
-    """An exclusive lock so two runs on one checkout cannot interleave."""
+    """An exclusive lock so two runs on one checkout cannot interleave.
+
+    The lock file is removed by its holder only, while holding it; a run that
+    locked a file another run had just removed tries again on the new one.
+    """
     lock_path = root / LOCK_NAME
-    handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    for _attempt in range(3):
+        handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
+            os.close(handle)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                 raise CheckoutError(f"{root}: another trace-instrument run holds {LOCK_NAME}") from None
             raise
+        if _same_file(handle, lock_path):
+            break
+        os.close(handle)  # we locked a file the previous holder unlinked
+    else:
+        raise CheckoutError(f"{root}: could not take {LOCK_NAME}")
+    try:
         yield
     finally:
-        os.close(handle)
         with contextlib.suppress(OSError):
             lock_path.unlink()
+        os.close(handle)
+
+
+def _same_file(handle: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(handle), os.stat(path))
+    except OSError:
+        return False
 
 
 def write_all(root: Path, writes: list[PendingWrite]) -> None:
-    """Write every file or none: stage each next to its target, then rename them all.
+    """Stage every file next to its target, then rename them all into place.
 
-    A run killed at any moment leaves each file either original or complete
-    (rename is atomic); staged files left by a kill are named *.ti-tmp.
+    Anything that fails while staging (a read-only file, a full disk, a file
+    changed since it was read) leaves every file untouched. Renames are atomic,
+    so a run killed at any moment leaves each file either original or complete;
+    the next run finishes the job and clears staged leftovers (*.ti-tmp).
     """
     staged: list[tuple[Path, Path | None]] = []
     try:
         for write in writes:
             target = _real_target(root, write.path)
+            if write.expected is not None and _current(target) != write.expected:
+                raise CheckoutError(f"{write.path}: changed while this run was working on it; run again")
             if write.data is None:
                 staged.append((target, None))
                 continue
@@ -99,17 +122,31 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
                     temp.unlink()
         raise
     pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
-    for target, temp in staged:
-        if temp is None:
-            with contextlib.suppress(FileNotFoundError):
-                target.unlink()
-        else:
-            os.replace(temp, target)
+    for done, (target, temp) in enumerate(staged):
+        try:
+            if temp is None:
+                with contextlib.suppress(FileNotFoundError):
+                    target.unlink()
+            else:
+                os.replace(temp, target)
+        except OSError:
+            for _target, leftover in staged[done:]:
+                if leftover is not None:
+                    with contextlib.suppress(OSError):
+                        leftover.unlink()
+            raise
         if pause:
             time.sleep(pause)
     for directory in {target.parent for target, temp in staged if temp is None}:
         with contextlib.suppress(OSError):
             directory.rmdir()  # only when now empty
+
+
+def _current(target: Path) -> bytes | None:
+    try:
+        return target.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _real_target(root: Path, relative: str) -> Path:

@@ -15,6 +15,7 @@ from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, decode
 from trace_instrument.engine.common import (
     commit,
+    locked,
     drift_message,
     encoding_of,
     names_used,
@@ -38,8 +39,13 @@ def remove(
 ) -> RunResult:
     try:
         base = checkout_root(root)
+        with locked(base, write):
+            return _remove(base, catalog, selection, write, force)
     except CheckoutError as exc:
         return RunResult(str(root), (), error=str(exc))
+
+
+def _remove(base: Path, catalog: Catalog, selection: Selection, write: bool, force: bool) -> RunResult:
     selection = _with_all_extras(selection, catalog)
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
@@ -56,7 +62,7 @@ def remove(
     result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, s) for w, s in runtime_plan))
     if any(f.error for f in files):
         return result
-    writes = [PendingWrite(o.result.path, o.data) for o in outcomes if o.data is not None]
+    writes = [PendingWrite(o.result.path, o.data, o.before) for o in outcomes if o.data is not None]
     writes += [w for w, status in runtime_plan if status == "removed"]
     gone = [p.point_id for f in files for p in f.points if p.status is Status.REMOVED]
     manifest = Manifest.load(base)
@@ -70,6 +76,7 @@ def remove(
 class _Removal:
     result: FileResult
     data: bytes | None = None  # the new bytes, when the file changes
+    before: bytes | None = None  # the bytes they replace
     others_remain: bool = False  # points outside the selection are still in this file
 
 
@@ -83,7 +90,7 @@ def _file_job(item: tuple[str, str, frozenset[str], bool]) -> _Removal:
     result = _remove_in_file(work, points, force)
     others = any(p.id not in selected and not work.state(p).untouched for p in work.points)
     data = result.updated.encode(encoding_of(work.source.data)) if result.changed and not result.error else None
-    return _Removal(result, data, others)
+    return _Removal(result, data, work.source.data, others)
 
 
 def _with_all_extras(selection: Selection, catalog: Catalog) -> Selection:

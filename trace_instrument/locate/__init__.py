@@ -16,9 +16,12 @@ __all__ = ["AnchorFailure", "Block", "FileLocator", "Placement", "PointState"]
 class FileLocator:
     """Recognition and anchor finding for the catalog points of one parsed file."""
 
-    def __init__(self, tree: ast.Module, points: Iterable[Point], helper_names: frozenset[str]):
+    def __init__(
+        self, tree: ast.Module, points: Iterable[Point], helper_names: frozenset[str], source: str | None = None
+    ):
+        """`source`, the text the tree was parsed from, is optional; with it some lookups are faster."""
         self.tree = tree
-        self.index = FileIndex(tree)
+        self.index = FileIndex(tree, source)
         self.recognition = Recognition(self.index, points, helper_names)
         self.finder = AnchorFinder(self.index, self.recognition)
 

@@ -63,7 +63,14 @@ class AnchorFinder:
                     line=matches[0].stmts[0].lineno,
                 )
             if matches:
-                return self._placement(point, edit, matches[0])
+                crowded = [s for s in matches[0].stmts if not self.index.alone_on_its_line(s)]
+                if crowded:
+                    return _crowded(crowded[0])
+                placed = self._placement(point, edit, matches[0])
+                neighbour = getattr(placed, "neighbor", None)
+                if neighbour is not None and not self.index.alone_on_its_line(neighbour):
+                    return _crowded(neighbour)
+                return placed
         return AnchorFailure(
             Status.ANCHOR_LOST,
             f"anchor not found in {point.scope}: {_first_line(edit.anchors[0].target.text)}",
@@ -205,6 +212,15 @@ class AnchorFinder:
                     scored.append(Candidate(site.node.lineno, text, round(score, 2)))
         scored.sort(key=lambda c: (-c.score, c.line))
         return tuple(scored[:limit])
+
+
+def _crowded(stmt: ast.stmt) -> AnchorFailure:
+    return AnchorFailure(
+        Status.ANCHOR_LOST,
+        f"line {stmt.lineno} holds more than one statement (`a; b` or a one-line block); "
+        "put the statement on a line of its own to instrument it",
+        line=stmt.lineno,
+    )
 
 
 def _position(items: list[ast.stmt], wanted: ast.stmt) -> int:

@@ -20,6 +20,24 @@ def fingerprint(stmt: ast.stmt) -> str:
     return hashlib.sha1(canonical(header_only(stmt)).encode()).hexdigest()[:12]
 
 
+# Same code text, same syntax tree: fingerprints are remembered by text, so a file's
+# unchanged statements cost nothing the second time (apply fingerprints input and output).
+_BY_TEXT: dict[tuple[str, str], str] = {}
+
+
+def _fingerprint_of(real: ast.stmt, view: ast.stmt, index) -> str:
+    text = index.text_of(real) if view is real else None
+    if text is None:
+        return fingerprint(view)
+    key = (type(real).__name__, text)
+    found = _BY_TEXT.get(key)
+    if found is None:
+        if len(_BY_TEXT) > 200_000:
+            _BY_TEXT.clear()
+        found = _BY_TEXT[key] = fingerprint(view)
+    return found
+
+
 def business_statements(
     recognition: Recognition, added_imports: frozenset[str] = frozenset()
 ) -> list[tuple[ast.stmt, ast.stmt]]:
@@ -66,7 +84,8 @@ def _captured(recognition: Recognition) -> set[int]:
 
 def business_fingerprints(recognition: Recognition, added_imports: frozenset[str] = frozenset()) -> list[tuple[str, int]]:
     """(fingerprint, line) of each business statement; lines are those of the file as it is."""
-    return [(fingerprint(view), real.lineno) for real, view in business_statements(recognition, added_imports)]
+    index = recognition.index
+    return [(_fingerprint_of(real, view, index), real.lineno) for real, view in business_statements(recognition, added_imports)]
 
 
 def declared_removals(recognition: Recognition) -> set[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import collections
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,12 +29,15 @@ class Site:
 
 
 class FileIndex:
-    def __init__(self, tree: ast.Module):
+    def __init__(self, tree: ast.Module, source: str | None = None):
         self.tree = tree
+        self.lines = source.splitlines() if source is not None else None
         self.sites: list[Site] = []
         self.scopes: dict[str, list[ast.AST]] = {}
         self._site_of: dict[int, Site] = {}
         self._walk(tree, (), "")
+        starts = collections.Counter(site.node.lineno for site in self.sites)
+        self.shared_lines = frozenset(line for line, count in starts.items() if count > 1)
 
     def _walk(self, owner: ast.AST, ancestors: tuple[ast.AST, ...], scope: str) -> None:
         for field in BLOCK_FIELDS:
@@ -52,6 +56,38 @@ class FileIndex:
                     self._walk(child, (*ancestors, child), inner_scope)
                 elif isinstance(child, (ast.ExceptHandler, ast.match_case)):
                     self._walk(child, (*ancestors, child), scope)
+
+    def text_of(self, node: ast.stmt) -> str | None:
+        """The statement's own code (a block's header), whitespace-trimmed per line; None if unknown."""
+        if self.lines is None:
+            return None
+        first = node.lineno - 1
+        decorators = getattr(node, "decorator_list", None)
+        if decorators:
+            first = min(d.lineno for d in decorators) - 1  # decorators are part of the def's tree
+        if is_block(node):
+            children = [c for name in BLOCK_FIELDS for c in getattr(node, name, None) or [] if hasattr(c, "lineno")]
+            end = min((c.lineno for c in children), default=node.end_lineno + 1) - 1
+            if end <= first:
+                return None  # a one-line block: header and body share the line
+            return "\n".join(line.strip() for line in self.lines[first:end])
+        if node.end_lineno is None or node.lineno != node.end_lineno:
+            chunk = self.lines[first : node.end_lineno]
+            if not chunk:
+                return None
+            chunk = [chunk[0][node.col_offset :], *chunk[1:-1], chunk[-1][: node.end_col_offset]] if len(chunk) > 1 else chunk
+            return "\n".join(line.strip() for line in chunk)
+        return self.lines[first][node.col_offset : node.end_col_offset].strip()
+
+    def mentions(self, node: ast.stmt, pattern) -> bool:
+        """Does the statement's source mention the regex `pattern`? (True when the source is unknown)"""
+        if self.lines is None:
+            return True
+        return any(pattern.search(line) for line in self.lines[node.lineno - 1 : node.end_lineno or node.lineno])
+
+    def alone_on_its_line(self, node: ast.stmt) -> bool:
+        """False for `a; b` and one-line blocks (`if x: y`): such statements are not edited."""
+        return node.lineno not in self.shared_lines
 
     def site(self, node: ast.stmt) -> Site:
         return self._site_of[id(node)]

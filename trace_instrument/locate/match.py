@@ -183,15 +183,21 @@ class Matcher:
             return False
         if not all(self.node(p, n, caps) for p, n in zip(args, node.args)):
             return False
-        by_name = {kw.arg: kw for kw in node.keywords}
+        # named keywords match by name (their order does not matter to Python), `**x` unpackings in order
+        by_name = {kw.arg: kw for kw in node.keywords if kw.arg is not None}
         for kw in pattern.keywords:
+            if kw.arg is None:
+                continue
             other = by_name.get(kw.arg)
             if other is None or not self.node(kw.value, other.value, caps):
                 return False
-        if not open_ended:
-            # keyword order is irrelevant to Python, positional **kwargs splats are not
-            return [kw.arg for kw in pattern.keywords if kw.arg is None] == [kw.arg for kw in node.keywords if kw.arg is None]
-        return True
+        pattern_splats = [kw.value for kw in pattern.keywords if kw.arg is None]
+        node_splats = [kw.value for kw in node.keywords if kw.arg is None]
+        if open_ended:
+            node_splats = node_splats[: len(pattern_splats)]
+        return len(pattern_splats) == len(node_splats) and all(
+            self.node(p, n, caps) for p, n in zip(pattern_splats, node_splats)
+        )
 
 
 def _merge(into: Captures, other: Captures) -> None:

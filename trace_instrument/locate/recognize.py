@@ -13,13 +13,14 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from trace_instrument.locate.index import FileIndex, Site, is_block
 from trace_instrument.locate.match import Captures, Matcher
-from trace_instrument.model import Edit, EditKind, Point
-from trace_instrument.spec.signatures import signatures_in
+from trace_instrument.model import TRACING_NAMES, Edit, EditKind, Point
+from trace_instrument.spec.signatures import TRACKER_METHODS, signatures_in
 
 
 @dataclass(eq=False)
@@ -71,6 +72,8 @@ class Recognition:
         self.virtual: dict[int, ast.stmt] = {}
         self.own_leading: dict[int, int] = {}  # first statement of a block -> comment lines its template brings
         self._signatures: dict[str, list[Site]] | None = None
+        names = sorted(TRACING_NAMES | TRACKER_METHODS | helper_names)
+        self._mention = re.compile("|".join(re.escape(n) for n in names)) if names else re.compile("(?!)")
         points = list(points)
         for point in points:
             self.states[point.id] = PointState(point)
@@ -185,6 +188,8 @@ class Recognition:
                     continue
                 if is_block(node):
                     continue  # a block carries its children's calls; the children are indexed instead
+                if not self.index.mentions(node, self._mention):
+                    continue  # no tracing name in its text: skip the walk
                 for signature in {sig for sig, _ in signatures_in([node], self.helper_names, loose=True)}:
                     index.setdefault(signature, []).append(site)
             self._signatures = index
