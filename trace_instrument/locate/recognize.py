@@ -72,6 +72,7 @@ class Recognition:
         self.virtual: dict[int, ast.stmt] = {}
         self.own_leading: dict[int, int] = {}  # first statement of a block -> comment lines its template brings
         self._signatures: dict[str, list[Site]] | None = None
+        self._by_key: dict[tuple, list[Site]] | None = None
         names = sorted(TRACING_NAMES | TRACKER_METHODS | helper_names)
         self._mention = re.compile("|".join(re.escape(n) for n in names)) if names else re.compile("(?!)")
         points = list(points)
@@ -93,16 +94,26 @@ class Recognition:
     def _find_insert(self, point: Point, edit: Edit) -> None:
         template = list(edit.template.stmts)
         matcher = Matcher()
-        for scope_node in self.index.scope_nodes(point.scope):
-            for _owner, _field, body in self.index.bodies_in(scope_node):
-                for start in range(len(body) - len(template) + 1):
-                    run = body[start : start + len(template)]
-                    if any(id(s) in self.rank_of for s in run):
-                        continue
-                    if all(matcher.statement(t, s) for t, s in zip(template, run)):
-                        self._record(Block(point, edit, run, run), edit.rank)
-                        return
+        scopes = self.index.scope_nodes(point.scope)
+        for site in self._sites_by_key().get(statement_key(template[0]), ()):
+            if not _in_scopes(site, scopes, self.index):
+                continue
+            run = site.siblings[site.index : site.index + len(template)]
+            if len(run) < len(template) or any(id(s) in self.rank_of for s in run):
+                continue
+            if all(matcher.statement(t, s) for t, s in zip(template, run)):
+                self._record(Block(point, edit, run, run), edit.rank)
+                return
         self.states[point.id].absent.append(edit)
+
+    def _sites_by_key(self) -> dict[tuple, list[Site]]:
+        """Statements grouped by a cheap key, so a template's first statement meets few candidates."""
+        if self._by_key is None:
+            grouped: dict[tuple, list[Site]] = {}
+            for site in self.index.sites:
+                grouped.setdefault(statement_key(site.node), []).append(site)
+            self._by_key = grouped
+        return self._by_key
 
     # -- pass 2: rewrites and expression replacements -----------------------------------
 
@@ -227,6 +238,20 @@ def _region_sizes(template: list[ast.stmt], available: int) -> range:
 
 def _index_of(items: list[ast.stmt], wanted: ast.stmt) -> int:
     return next(i for i, item in enumerate(items) if item is wanted)
+
+
+def statement_key(node: ast.stmt) -> tuple:
+    """Equal statements have equal keys (the converse need not hold)."""
+    value = getattr(node, "value", None)
+    if isinstance(node, ast.Expr) and isinstance(value, ast.Call):
+        func = value.func
+        return ("call", getattr(func, "id", None) or getattr(func, "attr", None))
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+        return (type(node).__name__, type(target).__name__, getattr(target, "id", None) or getattr(target, "attr", None))
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return ("def", node.name)
+    return (type(node).__name__,)
 
 
 def _in_scopes(site: Site, scopes: list[ast.AST], index: FileIndex) -> bool:
