@@ -134,3 +134,17 @@ def _catalog():
     from trace_instrument.spec import load_catalog
 
     return load_catalog()
+
+
+def test_remove_keeps_a_users_own_import_that_apply_did_not_add(checkout_090):
+    target = checkout_090 / "verl/experimental/agent_loop/agent_loop.py"
+    text = target.read_text()
+    assert "import time\n" not in text
+    target.write_text(text.replace("import random\n", "import random\nimport time\n", 1))  # unused, the user's
+    mine = target.read_bytes()
+    catalog = _catalog()
+    apply(checkout_090, catalog)
+    from trace_instrument.engine.remove import remove
+
+    remove(checkout_090, catalog)
+    assert target.read_bytes() == mine

@@ -149,12 +149,16 @@ STATUS_STYLE = {
 }
 
 
-def _print_point(p: PointResult, *, show_ok: bool) -> None:
+def _print_point(p: PointResult, *, show_ok: bool, planned_only: bool = False) -> None:
+    """One point; with planned_only (a dry run, or a run that wrote nothing) "applied" reads "would apply"."""
     if not show_ok and p.status in (Status.APPLIED, Status.PRESENT, Status.REMOVED):
         return
     where = f"{p.file}:{p.line}" if p.line else p.file
+    label = p.status.value
+    if planned_only and p.status in (Status.APPLIED, Status.REMOVED):
+        label = "would " + ("apply" if p.status is Status.APPLIED else "remove")
     line = Text("  ")
-    line.append(f"{p.status.value:<15}", style=STATUS_STYLE.get(p.status, ""))
+    line.append(f"{label:<15}", style=STATUS_STYLE.get(p.status, ""))
     line.append(f"{p.point_id:<42} ", style="bold")
     line.append(where, style="cyan")
     out.print(line)
@@ -179,10 +183,11 @@ def _print_files(result: RunResult, verb: str) -> None:
     out.print(table)
 
 
-def _print_runtime(result: RunResult) -> None:
+def _print_runtime(result: RunResult, planned_only: bool = False) -> None:
     if not result.runtime_files:
         return
-    counts = Counter(status for _, status in result.runtime_files)
+    would = {"created": "to create", "removed": "to remove"} if planned_only else {}
+    counts = Counter(would.get(status, status) for _, status in result.runtime_files)
     folder = result.runtime_files[0][0].rsplit("/", 1)[0]
     out.print(f"runtime package {folder}/: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
 
@@ -230,9 +235,10 @@ def apply(
     write = not dry_run and patch is None
     result = run_apply(path, catalog, selection, write=write, keep_going=keep_going)
     text = unified_patch(result)
-    if patch is not None and not result.error:
-        patch.write_text(text, encoding="utf-8")
     code = _apply_exit(result)
+    complete = not result.error and (keep_going or not any(f.error for f in result.files))
+    if patch is not None and complete:
+        patch.write_text(text, encoding="utf-8")
     if fmt is Format.json:
         out.print(_json("apply", result, dry_run=not write), soft_wrap=True)
         raise typer.Exit(code)
@@ -243,10 +249,11 @@ def apply(
         _print_diff(text)
     _print_files(result, "written" if result.written else "would change")
     for p in result.points:
-        _print_point(p, show_ok=True)
-    _print_runtime(result)
+        _print_point(p, show_ok=True, planned_only=not result.written)
+    _print_runtime(result, planned_only=not result.written)
     if patch is not None:
-        out.print(f"patch written to {patch} ({text.count(chr(10))} lines)")
+        written = f"patch written to {patch} ({text.count(chr(10))} lines)"
+        out.print(written if complete else "no patch written: a file failed (--keep-going makes a patch of the rest)")
     state = "written" if result.written else ("dry run, nothing written" if not write else "nothing to write")
     if any(f.error for f in result.files) and not keep_going:
         state = "nothing written (a file failed; --keep-going writes the others)"
@@ -297,7 +304,7 @@ def check(
 
 
 def _check_exit(result: RunResult) -> int:
-    if result.error:
+    if result.error or any(f.error for f in result.files):
         return ERROR
     clean = (Status.PRESENT, Status.NOT_APPLICABLE)
     runtime_ok = all(status == "present" for _, status in result.runtime_files)
@@ -386,9 +393,10 @@ def remove(
     catalog = _catalog(anchors)
     selection = _selection(catalog, facility, only, skip, [])
     result = run_remove(path, catalog, selection, write=not dry_run, force=force)
-    code = ERROR if result.error or any(f.error for f in result.files) else (
-        DRIFT if any(p.status is Status.DRIFTED for p in result.points) else OK
+    kept = any(p.status is Status.DRIFTED for p in result.points) or any(
+        status.startswith("kept: ") and "edited by hand" in status for _, status in result.runtime_files
     )
+    code = ERROR if result.error or any(f.error for f in result.files) else (DRIFT if kept else OK)
     if fmt is Format.json:
         out.print(_json("remove", result, dry_run=dry_run), soft_wrap=True)
         raise typer.Exit(code)
@@ -400,8 +408,8 @@ def remove(
     _print_files(result, "written" if result.written else "would change")
     for p in result.points:
         if p.status is not Status.MISSING:
-            _print_point(p, show_ok=False)
-    _print_runtime(result)
+            _print_point(p, show_ok=False, planned_only=not result.written)
+    _print_runtime(result, planned_only=not result.written)
     state = "written" if result.written else ("dry run, nothing written" if dry_run else "nothing to write")
     out.print(f"remove: {_counts_line(result, [Status.REMOVED, Status.MISSING, Status.DRIFTED])} — {state}")
     raise typer.Exit(code)

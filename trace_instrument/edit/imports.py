@@ -78,16 +78,28 @@ def _import_region(body: list[cst.CSTNode]) -> list[tuple[int, ast.stmt]]:
     return region
 
 
-def render_from_import(module: str, names: Iterable[str], like: cst.SimpleStatementLine | None = None) -> cst.SimpleStatementLine:
-    ordered = sorted(set(names), key=_name_key)
-    one_line = f"from {module} import {', '.join(ordered)}"
+Alias = tuple[str, "str | None"]  # (name, asname)
+
+
+def render_from_import(
+    module: str, names: Iterable[str | Alias], like: cst.SimpleStatementLine | None = None
+) -> cst.SimpleStatementLine:
+    """`from module import ...`, names sorted like isort; one line, or one name per line past the line length."""
+    aliases = {(n, None) if isinstance(n, str) else n for n in names}
+    ordered = sorted(aliases, key=lambda a: (_name_key(a[0]), a[1] or ""))
+    texts = [name if asname is None else f"{name} as {asname}" for name, asname in ordered]
+    one_line = f"from {module} import {', '.join(texts)}"
     if len(one_line) > LINE_LENGTH:
-        inner = "".join(f"    {name},\n" for name in ordered)
+        inner = "".join(f"    {text},\n" for text in texts)
         one_line = f"from {module} import (\n{inner})"
     line = cst.parse_statement(one_line + "\n")
     if like is not None:
         line = line.with_changes(leading_lines=like.leading_lines, trailing_whitespace=like.trailing_whitespace)
     return line
+
+
+def _aliases(node: ast.ImportFrom) -> list[Alias]:
+    return [(alias.name, alias.asname) for alias in node.names]
 
 
 def _imported_names(node: ast.stmt) -> set[str]:
@@ -106,10 +118,10 @@ def add_imports(module: cst.Module, changes: ImportChanges) -> cst.Module:
 def _merge_tracing(body: list[cst.CSTNode], names: frozenset[str]) -> list[cst.CSTNode]:
     for index, node in _import_region(body):
         if isinstance(node, ast.ImportFrom) and node.module == TRACING_MODULE and node.level == 0:
-            have = {alias.name for alias in node.names}
-            if names <= have:
+            bound = _imported_names(node)
+            if names <= bound:
                 return body
-            body[index] = render_from_import(TRACING_MODULE, have | names, like=body[index])
+            body[index] = render_from_import(TRACING_MODULE, [*_aliases(node), *(names - bound)], like=body[index])
             return body
     return _insert_sorted(body, render_from_import(TRACING_MODULE, names))
 
@@ -178,7 +190,7 @@ def prune_imports(module: cst.Module, changes: ImportChanges) -> cst.Module:
         node = _as_ast(line)
         replacement = line
         if isinstance(node, ast.ImportFrom) and node.module == TRACING_MODULE and node.level == 0:
-            keep = {alias.name for alias in node.names if (alias.asname or alias.name) in used}
+            keep = [(name, asname) for name, asname in _aliases(node) if (asname or name) in used]
             if not keep:
                 replacement = None
             elif len(keep) < len(node.names):

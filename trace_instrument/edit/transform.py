@@ -154,7 +154,7 @@ def _plan_removal(plan: _Plan, mapping: CstMap, block: Block) -> None:
     edit = block.edit
     if edit.kind.inserts:
         first = mapping.statement(block.top[0])
-        plan.removed[id(first)] = own_leading_count(edit.template)
+        plan.removed[id(first)] = own_leading_count(edit.template) if block.exact else 0
         for stmt in block.top[1:]:
             plan.removed[id(mapping.statement(stmt))] = -1
         plan.targets.update(id(mapping.statement(s)) for s in block.top)

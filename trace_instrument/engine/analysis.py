@@ -46,8 +46,8 @@ def analyse(root: Path, relative: str, catalog: Catalog) -> FileWork | FileProbl
         tree = ast.parse(source.data, filename=relative)
     except SyntaxError as exc:
         return FileProblem(relative, f"line {exc.lineno}: {describe_syntax_error(exc)}; fix the file or --skip its points")
-    except ValueError as exc:  # e.g. NUL bytes
-        return FileProblem(relative, f"cannot parse: {exc}")
+    except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurdly deep nesting
+        return FileProblem(relative, f"cannot parse: {type(exc).__name__}: {exc}")
     try:
         text = decode(source.data)  # the parser lets bad bytes in comments through; the writer would not
     except (UnicodeDecodeError, SyntaxError) as exc:

@@ -20,6 +20,8 @@ from trace_instrument.engine.common import (
     locked,
     drift_message,
     encoding_of,
+    file_size,
+    internal_error,
     is_stale,
     point_result,
     problem_results,
@@ -77,7 +79,8 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, write: bool, keep
         in_place = [catalog.point(p.point_id) for f in files for p in f.points if p.status.in_place]
         manifest = Manifest.load(base)
         baselines = {o.result.path: o.baseline for o in outcomes.values() if o.baseline is not None}
-        updated = manifest.updated(in_place, gone=[], baselines=baselines)
+        imports = {o.result.path: o.added_imports for o in outcomes.values() if o.added_imports}
+        updated = manifest.updated(in_place, gone=[], baselines=baselines, imports=imports)
         if updated != manifest:
             writes.append(updated.write(f"trace-instrument {__version__}"))
     return commit(base, result, writes, write=write)
@@ -89,25 +92,28 @@ class _Outcome:
     data: bytes | None = None  # the new bytes, when the file changes
     before: bytes | None = None  # the bytes they replace (refused if the file changes meanwhile)
     baseline: tuple[str, ...] | None = None  # business fingerprints, for the manifest
+    added_imports: tuple[str, ...] = ()  # plain imports this run added, for the manifest
 
 
 def _run_jobs(base: Path, catalog: Catalog, selected: frozenset[str], jobs: dict[str, frozenset[str]]) -> dict[str, _Outcome]:
     """Each file's apply, on several cores when there are enough files; in catalog order."""
     items = [(str(base), path, selected, excluded) for path, excluded in jobs.items()]
-    weights = [_size(base / path) for path in jobs]
+    weights = [file_size(base / path) for path in jobs]
     results = map_in_order(_file_job, items, weights, {"catalog": catalog})
     return dict(zip(jobs, results))
 
 
-def _size(path: Path) -> float:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
 def _file_job(item: tuple[str, str, frozenset[str], frozenset[str]]) -> _Outcome:
-    root, relative, selected, excluded = item
+    """One file's apply; whatever goes wrong becomes that file's error, never the run's crash."""
+    try:
+        return _apply_to_file(*item)
+    except Exception as exc:  # noqa: BLE001 - contain it to the file
+        catalog: Catalog = SHARED["catalog"]
+        points = [p for p in catalog.points if p.file == item[1] and p.id in item[2]]
+        return _Outcome(internal_error(item[1], points, exc))
+
+
+def _apply_to_file(root: str, relative: str, selected: frozenset[str], excluded: frozenset[str]) -> _Outcome:
     catalog: Catalog = SHARED["catalog"]
     base = Path(root)
     work = analyse(base, relative, catalog)
@@ -129,7 +135,20 @@ def _file_job(item: tuple[str, str, frozenset[str], frozenset[str]]) -> _Outcome
     except UnicodeEncodeError as exc:
         failed = FileResult(result.path, result.points, original=result.original, error=f"cannot encode the result in the file's declared encoding: {exc}")
         return _Outcome(failed)
-    return _Outcome(result, data, work.source.data, baseline)
+    return _Outcome(result, data, work.source.data, baseline, _new_imports(work, plans))
+
+
+def _new_imports(work: FileWork, plans: list[_PointPlan]) -> tuple[str, ...]:
+    """The plain imports the planned points need that the file did not have (so remove may take them)."""
+    bound = set()
+    for node in work.tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+    needed = dict.fromkeys(i for p in plans if p.planned for i in p.point.imports)
+    return tuple(
+        text for text in needed
+        if not {a.asname or a.name.split(".")[0] for a in ast.parse(text).body[0].names} <= bound
+    )
 
 
 def excluded_reason(point: Point, catalog: Catalog, selected: frozenset[str]) -> str:

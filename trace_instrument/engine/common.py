@@ -43,6 +43,12 @@ def problem_results(work: FileProblem, points: list[Point]) -> FileResult:
     return FileResult(work.path, results, error="" if work.missing else work.message)
 
 
+def internal_error(path: str, points: list[Point], exc: BaseException) -> FileResult:
+    """A failure of the tool itself on one file, reported as that file's error."""
+    message = f"internal error ({type(exc).__name__}: {exc}); please report it"
+    return FileResult(path, tuple(point_result(p, Status.ERROR, message=message) for p in points), error=message)
+
+
 def drift_message(state: PointState) -> str:
     present = len(state.blocks)
     total = present + len(state.absent)
@@ -59,6 +65,14 @@ def added_imports(catalog: Catalog) -> frozenset[str]:
 def business_baseline(work: FileWork, catalog: Catalog) -> tuple[str, ...]:
     """Fingerprints of a file's business code, for verify's zero-intrusion proof."""
     return tuple(f for f, _ in business_fingerprints(work.locator.recognition, added_imports(catalog)))
+
+
+def file_size(path: Path) -> float:
+    """Bytes in a file (0 when it cannot be read): how heavy its job is."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def encoding_of(data: bytes) -> str:

@@ -24,6 +24,7 @@ MANIFEST_NAME = ".trace-instrument.json"
 class Manifest:
     points: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # id -> (file, templates)
     baselines: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> business fingerprints
+    imports: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> plain imports apply added
 
     @classmethod
     def load(cls, root: Path) -> Manifest:
@@ -31,7 +32,8 @@ class Manifest:
             data = json.loads((root / MANIFEST_NAME).read_text(encoding="utf-8"))
             points = {str(k): (str(v["file"]), tuple(v["templates"])) for k, v in data.get("points", {}).items()}
             baselines = {str(k): _unpack(v) for k, v in data.get("baselines", {}).items()}
-            return cls(points, baselines)
+            imports = {str(k): tuple(str(i) for i in v) for k, v in data.get("imports", {}).items()}
+            return cls(points, baselines, imports)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, zlib.error):
             return cls()
 
@@ -42,12 +44,25 @@ class Manifest:
             return None
         return entry[1]
 
-    def updated(self, in_place: list[Point], gone: list[str], baselines: dict[str, tuple[str, ...]]) -> Manifest:
+    def updated(
+        self,
+        in_place: list[Point],
+        gone: list[str],
+        baselines: dict[str, tuple[str, ...]],
+        imports: dict[str, tuple[str, ...]] | None = None,
+    ) -> Manifest:
         points = {k: v for k, v in self.points.items() if k not in gone}
         points.update({p.id: (p.file, templates_of(p)) for p in in_place})
         files = {file for file, _ in points.values()}
         merged = {**self.baselines, **baselines}
-        return Manifest(points, {f: v for f, v in merged.items() if f in files})
+        added = dict(self.imports)
+        for file, texts in (imports or {}).items():
+            added[file] = tuple(dict.fromkeys([*added.get(file, ()), *texts]))
+        return Manifest(
+            points,
+            {f: v for f, v in merged.items() if f in files},
+            {f: v for f, v in added.items() if f in files and v},
+        )
 
     def write(self, tool: str) -> PendingWrite:
         if not self.points:
@@ -57,6 +72,7 @@ class Manifest:
             "note": "written by trace-instrument apply; check and verify read it",
             "points": {k: {"file": f, "templates": list(t)} for k, (f, t) in sorted(self.points.items())},
             "baselines": {k: _pack(v) for k, v in sorted(self.baselines.items())},
+            "imports": {k: list(v) for k, v in sorted(self.imports.items())},
         }
         return PendingWrite(MANIFEST_NAME, (json.dumps(body, indent=1, ensure_ascii=False) + "\n").encode())
 

@@ -21,8 +21,8 @@ def unified_patch(result: RunResult, context: int = 3) -> str:
 
 
 def file_patch(path: str, before: str | None, after: str | None, context: int = 3) -> str:
-    old = (before or "").splitlines(keepends=True)
-    new = (after or "").splitlines(keepends=True)
+    old = _lines(before or "")
+    new = _lines(after or "")
     header = [f"diff --git a/{path} b/{path}\n"]
     if before is None:
         header.append("new file mode 100644\n")
@@ -40,6 +40,13 @@ def file_patch(path: str, before: str | None, after: str | None, context: int = 
     if not body:
         return ""
     return "".join(header) + "".join(_mark_missing_newlines(body))
+
+
+def _lines(text: str) -> list[str]:
+    """Lines as git sees them: split at \n only (str.splitlines also splits at form feeds)."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    return lines + [parts[-1]] if parts[-1] else lines
 
 
 def _mark_missing_newlines(lines: list[str]) -> Iterator[str]:

@@ -29,10 +29,10 @@ COUNTED_CALLS = ("trace_flow", "log_progress")
 def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = None) -> VerifyResult:
     try:
         base = checkout_root(root)
+        baseline_root = checkout_root(baseline) if baseline is not None else None
     except CheckoutError as exc:
         return VerifyResult(str(root), (), error=str(exc))
     manifest = Manifest.load(base)
-    baseline_root = checkout_root(baseline) if baseline is not None else None
     findings: list[Finding] = []
     counts: list[tuple[str, str, int, int]] = []
     facilities: collections.Counter = collections.Counter()

@@ -34,6 +34,7 @@ class Block:
     captures: Captures | None = None
     virtual: dict[int, ast.stmt] = field(default_factory=dict)  # real statement -> its pre-edit form
     expr: ast.expr | None = None  # REPLACE_EXPR: the replacement in the code
+    exact: bool = True  # False for hand-edited code found by its markers: its comment lines are the user's
 
     @property
     def line(self) -> int:
