@@ -148,3 +148,17 @@ def test_remove_keeps_a_users_own_import_that_apply_did_not_add(checkout_090):
 
     remove(checkout_090, catalog)
     assert target.read_bytes() == mine
+
+
+def test_a_crlf_file_stays_crlf_even_inside_inserted_docstrings(checkout_090):
+    target = checkout_090 / "verl/trainer/ppo/v1/trainer_base.py"  # gets a helper with a multi-line docstring
+    original = target.read_bytes().replace(b"\n", b"\r\n")
+    target.write_bytes(original)
+    catalog = _catalog()
+    apply(checkout_090, catalog)
+    data = target.read_bytes()
+    assert b"_trace_ids_from_batch" in data and data.count(b"\r\n") == data.count(b"\n")
+    from trace_instrument.engine.remove import remove
+
+    remove(checkout_090, catalog)
+    assert target.read_bytes() == original

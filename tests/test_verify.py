@@ -66,3 +66,12 @@ def test_counts_and_imports_catch_a_lost_call_and_a_double_import(checkout_090, 
     counts = _failures(result, "counts")
     assert [f.message for f in counts] == ["log_progress: 26 call sites, catalog expects 27"]
     assert any("imported 2 times" in f.message for f in _failures(result, "imports"))
+
+
+def test_a_lost_manifest_is_written_again_by_apply(checkout_090, catalog):
+    apply(checkout_090, catalog)
+    manifest = checkout_090 / ".trace-instrument.json"
+    manifest.unlink()
+    result = apply(checkout_090, catalog)
+    assert manifest.exists() and result.written
+    assert verify(checkout_090, catalog).ok

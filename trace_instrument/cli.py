@@ -23,6 +23,7 @@ from trace_instrument.engine.apply import apply as run_apply
 from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.patch import unified_patch
 from trace_instrument.engine.remove import remove as run_remove
+from trace_instrument.engine.report import OUTPUTS as REPORT_OUTPUTS
 from trace_instrument.engine.verify import verify as run_verify
 from trace_instrument.model import EXTRAS, FACILITIES, Catalog, PointResult, RunResult, Selection, Status
 from trace_instrument.spec import SpecError, load_catalog
@@ -492,14 +493,6 @@ def points(
     )
 
 
-OUTPUTS = (
-    ("sample flow (CSV, no header)", "$VERL_TRACE_DIR/sample/{hostname}-pid{pid}.csv"),
-    ("progress lines (hourly files)", "$VERL_TRACE_DIR/progress/{YYYYMMDD-HH}.log"),
-    ("trajectories (JSONL, 100 MB rotation)", "$VERL_TRACE_DIR/trajectory/trajectory_{instance}_{ts}.jsonl"),
-    ("stdout", "[FLOW_TRACE] lines (only with VERL_TRACE_DIR set) and the bare progress lines (always)"),
-)
-
-
 @app.command()
 def demo(
     version: Annotated[str, typer.Option("--version", help="verl release to fetch from PyPI.")] = "0.9.0",
@@ -571,7 +564,7 @@ def _demo_report(applied: RunResult, checked: RunResult, excerpt: int) -> None:
     order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.DRIFTED]
     out.print(f"check after apply: {_counts_line(checked, order)}")
     out.print(Text("\nswitch it on with `export VERL_TRACE_DIR=/path/to/traces`; the outputs land in:", style="bold"))
-    for what, where in OUTPUTS:
+    for what, where in REPORT_OUTPUTS:
         out.print(f"  {what:<38} {where}")
     out.print(f"instrumented: {_counts_line(applied, [Status.APPLIED, Status.PRESENT, Status.NOT_APPLICABLE])}")
 

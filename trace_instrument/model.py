@@ -98,10 +98,6 @@ class CodePattern:
     stmts: tuple[ast.stmt, ...]
     source: SpecSource
 
-    @property
-    def expr(self) -> ast.expr:
-        return self.stmts[0].value  # type: ignore[attr-defined]
-
 
 @dataclass(frozen=True, eq=False)
 class Template:
@@ -256,10 +252,6 @@ class RunResult:
     @property
     def points(self) -> tuple[PointResult, ...]:
         return tuple(p for f in self.files for p in f.points)
-
-    @property
-    def file_errors(self) -> tuple[FileResult, ...]:
-        return tuple(f for f in self.files if f.error)
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,6 @@ class CstMap:
         except KeyError:
             raise PairingError(f"no LibCST statement for line {getattr(node, 'lineno', '?')}") from None
 
-    def ancestors(self, node: cst.CSTNode) -> tuple[int, ...]:
-        return self.path_of.get(id(node), ())
-
 
 def pair(module: cst.Module, tree: ast.Module) -> CstMap:
     mapping = CstMap()

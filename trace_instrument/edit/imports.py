@@ -70,10 +70,7 @@ def _import_region(body: list[cst.CSTNode]) -> list[tuple[int, ast.stmt]]:
         if node is not None:
             region.append((index, node))
             continue
-        is_docstring = index == 0 and isinstance(line, cst.SimpleStatementLine) and isinstance(
-            getattr(line.body[0], "value", None), (cst.SimpleString, cst.ConcatenatedString)
-        )
-        if not is_docstring:
+        if not (index == 0 and _is_docstring_line(line)):
             break
     return region
 

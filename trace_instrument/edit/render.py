@@ -119,3 +119,21 @@ def restore_originals(
         else:
             restored.append(pattern)
     return restored
+
+
+class _Newlines(cst.CSTTransformer):
+    def __init__(self, newline: str):
+        self.newline = newline
+
+    def leave_SimpleString(self, original_node, updated_node):
+        value = updated_node.value
+        if "\n" in value and self.newline not in value:
+            return updated_node.with_changes(value=value.replace("\n", self.newline))
+        return updated_node
+
+
+def native_newlines(stmts: Statements, newline: str) -> Statements:
+    """Line breaks inside multi-line string literals written the way the file writes them (CRLF files)."""
+    if newline == "\n":
+        return stmts
+    return list(cst.Module(body=stmts).visit(_Newlines(newline)).body)

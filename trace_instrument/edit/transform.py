@@ -21,6 +21,7 @@ from trace_instrument.edit.render import (
     fill_template,
     own_leading_count,
     pattern_statements,
+    native_newlines,
     restore_originals,
     with_leading,
 )
@@ -47,6 +48,7 @@ class _Plan:
     swaps: dict[int, cst.BaseExpression] = field(default_factory=dict)  # expression -> replacement
     targets: set[int] = field(default_factory=set)  # statements the pass must reach
     deep: set[int] = field(default_factory=set)  # statements whose whole subtree the pass must visit
+    newline: str = "\n"  # the file's line ending, for line breaks inside inserted string literals
 
 
 def edit_module(
@@ -57,7 +59,7 @@ def edit_module(
     imports: ImportChanges | None = None,
 ) -> cst.Module:
     mapping = pair(module, tree)
-    plan = _Plan()
+    plan = _Plan(newline=module.default_newline)
     for placement in placements:
         _plan_placement(plan, mapping, placement)
     for block in removals:
@@ -80,7 +82,7 @@ def _plan_placement(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
     if edit.kind.inserts:
         neighbour = mapping.statement(placement.neighbor)
         _require_line(neighbour, placement)
-        stmts = list(edit.template.cst)
+        stmts = native_newlines(list(edit.template.cst), plan.newline)
         if placement.after:
             plan.after.setdefault(id(neighbour), []).append((edit.rank, stmts))
         else:
@@ -114,7 +116,7 @@ def _plan_rewrite(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
             else:
                 pending.extend(expand(line))
         captured = _captures_for_apply(template, anchored, updated_of, expand, travelling)
-        produced = fill_template(template, captured)
+        produced = native_newlines(fill_template(template, captured), plan.newline)
         kept_whole = {id(anchored[i]) for i, role in placeholders(template.stmts) if role in ("", "value")}
         if id(region[0]) not in kept_whole:
             # comments above a replaced statement stay above its replacement

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,10 +65,12 @@ def describe_syntax_error(exc: SyntaxError) -> str:
     return f"syntax error: {exc.msg}"
 
 
-def decode(data: bytes) -> str:
-    """Text of a file for diffs and reports (the file parsed, so its encoding is sound)."""
-    import io
-    import tokenize
-
+def encoding_of(data: bytes) -> str:
+    """The source encoding Python itself would use for these bytes (BOM, coding cookie, UTF-8)."""
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    return data.decode(encoding)
+    return encoding
+
+
+def decode(data: bytes) -> str:
+    """Text of a file for diffs and reports."""
+    return data.decode(encoding_of(data))

@@ -75,8 +75,8 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, write: bool, keep
         return result
     writes = [PendingWrite(o.result.path, o.data, o.before) for o in outcomes.values() if o.data is not None]
     writes += [w for w, status in runtime_plan if status == "created"]
-    if writes:
-        in_place = [catalog.point(p.point_id) for f in files for p in f.points if p.status.in_place]
+    in_place = [catalog.point(p.point_id) for f in files for p in f.points if p.status.in_place]
+    if writes or in_place:  # a lost or outdated manifest is written again even when nothing else changes
         manifest = Manifest.load(base)
         baselines = {o.result.path: o.baseline for o in outcomes.values() if o.baseline is not None}
         imports = {o.result.path: o.added_imports for o in outcomes.values() if o.added_imports}
@@ -122,14 +122,18 @@ def _apply_to_file(root: str, relative: str, selected: frozenset[str], excluded:
     plans = [_plan_point(work, point, manifest) for point in points]
     for plan in plans:
         if plan.point.id in excluded and plan.planned:
-            message = excluded_reason(plan.point, catalog, selected)
+            message = excluded_reason(plan.point, selected)
             plan.result = point_result(plan.point, Status.SKIPPED, line=plan.result.line, message=message)
             plan.placements = []
     _settle_dependencies({relative: plans}, selected)
     _refuse_overlaps({relative: plans})
     result, baseline = _edit_file(work, plans, catalog)
-    if isinstance(work, FileProblem) or not result.changed or result.error:
+    if isinstance(work, FileProblem) or result.error:
         return _Outcome(result)
+    if not result.changed:
+        # points already in place and no baseline recorded (manifest lost): record the business code as it is
+        in_place = any(p.status.in_place for p in result.points)
+        return _Outcome(result, baseline=business_baseline(work, catalog) if in_place and relative not in manifest.baselines else None)
     try:
         data = result.updated.encode(encoding_of(work.source.data))
     except UnicodeEncodeError as exc:
@@ -151,7 +155,7 @@ def _new_imports(work: FileWork, plans: list[_PointPlan]) -> tuple[str, ...]:
     )
 
 
-def excluded_reason(point: Point, catalog: Catalog, selected: frozenset[str]) -> str:
+def excluded_reason(point: Point, selected: frozenset[str]) -> str:
     missing = [r for r in point.requires if r not in selected]
     return f"requires {', '.join(point.requires)}, which is not in place" if not missing else f"requires {missing[0]} (not selected)"
 

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import io
-import tokenize
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_lock, write_all
 from trace_instrument.locate import FileLocator, PointState
 from trace_instrument.locate.business import business_fingerprints
@@ -73,11 +71,6 @@ def file_size(path: Path) -> float:
         return path.stat().st_size
     except OSError:
         return 0
-
-
-def encoding_of(data: bytes) -> str:
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    return encoding
 
 
 def names_used(tree: ast.Module) -> frozenset[str]:

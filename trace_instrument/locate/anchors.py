@@ -6,7 +6,7 @@ import ast
 import difflib
 from dataclasses import dataclass
 
-from trace_instrument.locate.index import FileIndex, Site, docstring_of, header_only
+from trace_instrument.locate.index import FileIndex, Site, docstring_of, header_only, position
 from trace_instrument.locate.match import Captures, Matcher, is_wild_body
 from trace_instrument.locate.recognize import Recognition, find_expression
 from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Status
@@ -115,7 +115,7 @@ class AnchorFinder:
         line = match.stmts[0].lineno
         if kind is EditKind.REWRITE:
             siblings = match.site.siblings
-            first, last = _position(siblings, match.stmts[0]), _position(siblings, match.stmts[-1])
+            first, last = position(siblings, match.stmts[0]), position(siblings, match.stmts[-1])
             region = tuple(siblings[first : last + 1])
             return Placement(point, edit, line, region=region, anchored=tuple(match.stmts))
         if kind is EditKind.REPLACE_EXPR:
@@ -147,11 +147,11 @@ class AnchorFinder:
         else:
             siblings = match.site.siblings
             if kind is EditKind.AFTER:
-                anchor_pos = _position(siblings, match.stmts[-1])
+                anchor_pos = position(siblings, match.stmts[-1])
                 gap_start = anchor_pos + 1
                 gap_end = self._next_business(siblings, gap_start)
             else:
-                anchor_pos = _position(siblings, match.stmts[0])
+                anchor_pos = position(siblings, match.stmts[0])
                 gap_end = anchor_pos
                 gap_start = self._previous_business_end(siblings, gap_end)
             body = siblings
@@ -221,10 +221,6 @@ def _crowded(stmt: ast.stmt) -> AnchorFailure:
         "put the statement on a line of its own to instrument it",
         line=stmt.lineno,
     )
-
-
-def _position(items: list[ast.stmt], wanted: ast.stmt) -> int:
-    return next(i for i, item in enumerate(items) if item is wanted)
 
 
 def _count(stmt: ast.stmt, anchor: Anchor) -> int:

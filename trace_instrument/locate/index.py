@@ -145,3 +145,8 @@ def header_only(stmt: ast.stmt) -> ast.stmt:
         if isinstance(getattr(shallow, name, None), list):
             setattr(shallow, name, [])
     return shallow
+
+
+def position(items: list[ast.stmt], wanted: ast.stmt) -> int:
+    """Index of a statement in its list, by identity (ast nodes have no equality)."""
+    return next(i for i, item in enumerate(items) if item is wanted)

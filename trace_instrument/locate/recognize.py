@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from trace_instrument.locate.index import FileIndex, Site, is_block
+from trace_instrument.locate.index import FileIndex, Site, is_block, position
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import TRACING_NAMES, Edit, EditKind, Point
 from trace_instrument.spec.signatures import TRACKER_METHODS, signatures_in
@@ -151,7 +151,7 @@ class Recognition:
         for index, stmt in caps.statements.items():
             if not Matcher().statement(anchor.target.stmts[index], stmt):
                 return None
-        top = siblings[site.index : _index_of(siblings, last) + 1]
+        top = siblings[site.index : position(siblings, last) + 1]
         matcher._record_attachments(top, caps)
         value_holders = {id(holder) for _, holder in caps.values.values()}
         instrumentation = [s for s in caps.holders.values() if id(s) not in value_holders]
@@ -235,10 +235,6 @@ def _region_sizes(template: list[ast.stmt], available: int) -> range:
     if not stretches:
         return range(len(template), len(template) + 1) if available >= len(template) else range(0)
     return range(max(1, len(template) - 1), available + 1)
-
-
-def _index_of(items: list[ast.stmt], wanted: ast.stmt) -> int:
-    return next(i for i, item in enumerate(items) if item is wanted)
 
 
 def statement_key(node: ast.stmt) -> tuple:
