@@ -99,7 +99,7 @@ def _run_jobs(base: Path, catalog: Catalog, selected: frozenset[str], jobs: dict
     """Each file's apply, on several cores when there are enough files; in catalog order."""
     items = [(str(base), path, selected, excluded) for path, excluded in jobs.items()]
     weights = [file_size(base / path) for path in jobs]
-    results = map_in_order(_file_job, items, weights, {"catalog": catalog})
+    results = map_in_order(_file_job, items, weights, {"catalog": catalog, "manifest": Manifest.load(base)})
     return dict(zip(jobs, results))
 
 
@@ -118,7 +118,7 @@ def _apply_to_file(root: str, relative: str, selected: frozenset[str], excluded:
     base = Path(root)
     work = analyse(base, relative, catalog)
     points = [p for p in catalog.points if p.file == relative and p.id in selected]
-    manifest = Manifest.load(base)
+    manifest: Manifest = SHARED["manifest"]
     plans = [_plan_point(work, point, manifest) for point in points]
     for plan in plans:
         if plan.point.id in excluded and plan.planned:
@@ -298,7 +298,9 @@ def _check_result(
     """The output must parse, every point just applied must be recognised in it, and its
     business code must be the input's but for the rewrites the catalog declares."""
     tree = ast.parse(updated, filename=work.path)
-    locator = FileLocator(tree, work.points, work.locator.recognition.helper_names, updated)
+    # only the points found edited by hand in the input can carry markers in the output
+    touched = frozenset(p.id for p in work.points if work.state(p).marker_nodes)
+    locator = FileLocator(tree, work.points, work.locator.recognition.helper_names, updated, markers_for=touched)
     for plan in planned:
         if not locator.state(plan.point).complete:
             raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")

@@ -17,12 +17,18 @@ class FileLocator:
     """Recognition and anchor finding for the catalog points of one parsed file."""
 
     def __init__(
-        self, tree: ast.Module, points: Iterable[Point], helper_names: frozenset[str], source: str | None = None
+        self,
+        tree: ast.Module,
+        points: Iterable[Point],
+        helper_names: frozenset[str],
+        source: str | None = None,
+        markers_for: frozenset[str] | None = None,
     ):
-        """`source`, the text the tree was parsed from, is optional; with it some lookups are faster."""
+        """`source`, the text the tree was parsed from, makes some lookups faster; `markers_for`
+        limits the search for hand-edited code to these points (None: all)."""
         self.tree = tree
         self.index = FileIndex(tree, source)
-        self.recognition = Recognition(self.index, points, helper_names)
+        self.recognition = Recognition(self.index, points, helper_names, markers_for)
         self.finder = AnchorFinder(self.index, self.recognition)
 
     def state(self, point: Point) -> PointState:

@@ -65,7 +65,14 @@ class PointState:
 class Recognition:
     """Recognise every catalog point of one file."""
 
-    def __init__(self, index: FileIndex, points: Iterable[Point], helper_names: frozenset[str]):
+    def __init__(
+        self,
+        index: FileIndex,
+        points: Iterable[Point],
+        helper_names: frozenset[str],
+        markers_for: frozenset[str] | None = None,
+    ):
+        """markers_for limits the marker pass to these point ids (None: all points)."""
         self.index = index
         self.helper_names = helper_names
         self.states: dict[str, PointState] = {}
@@ -88,7 +95,8 @@ class Recognition:
                 if not edit.kind.inserts:
                     self._find_rewrite(point, edit)
         for point in points:
-            self._find_markers(point)
+            if markers_for is None or point.id in markers_for:
+                self._find_markers(point)
 
     # -- pass 1: inserted statements ---------------------------------------------------
 
