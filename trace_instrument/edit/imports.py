@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 

@@ -19,9 +19,9 @@ from trace_instrument.edit.render import (
     Captured,
     Statements,
     fill_template,
+    native_newlines,
     own_leading_count,
     pattern_statements,
-    native_newlines,
     restore_originals,
     with_leading,
 )

@@ -1,4 +1,4 @@
-"""apply: put every selected point in place, all files or none."""
+"""apply: put every selected point in place; a file that fails stops every write (unless keep_going)."""
 
 from __future__ import annotations
 
@@ -17,18 +17,18 @@ from trace_instrument.engine.common import (
     added_imports,
     business_baseline,
     commit,
-    locked,
     drift_message,
     encoding_of,
     file_size,
     internal_error,
     is_stale,
+    locked,
     point_result,
     problem_results,
 )
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root
-from trace_instrument.engine.parallel import SHARED, map_in_order
 from trace_instrument.engine.manifest import Manifest
+from trace_instrument.engine.parallel import SHARED, map_in_order
 from trace_instrument.locate import AnchorFailure, FileLocator, Placement
 from trace_instrument.locate.business import business_fingerprints, declared_removals
 from trace_instrument.model import Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
@@ -125,8 +125,8 @@ def _apply_to_file(root: str, relative: str, selected: frozenset[str], excluded:
             message = excluded_reason(plan.point, selected)
             plan.result = point_result(plan.point, Status.SKIPPED, line=plan.result.line, message=message)
             plan.placements = []
-    _settle_dependencies({relative: plans}, selected)
     _refuse_overlaps({relative: plans})
+    _settle_dependencies({relative: plans}, selected)
     result, baseline = _edit_file(work, plans, catalog)
     if isinstance(work, FileProblem) or result.error:
         return _Outcome(result)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_lock, write_all
 from trace_instrument.locate import FileLocator, PointState
 from trace_instrument.locate.business import business_fingerprints

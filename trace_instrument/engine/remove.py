@@ -15,18 +15,18 @@ from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, decode
 from trace_instrument.engine.common import (
     commit,
+    drift_message,
+    encoding_of,
     file_size,
     internal_error,
     locked,
-    drift_message,
-    encoding_of,
     names_used,
     point_result,
     problem_results,
 )
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root
-from trace_instrument.engine.parallel import SHARED, map_in_order
 from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest
+from trace_instrument.engine.parallel import SHARED, map_in_order
 from trace_instrument.locate import Block
 from trace_instrument.model import Catalog, FileResult, Point, RunResult, Selection, Status
 

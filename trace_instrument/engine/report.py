@@ -131,7 +131,7 @@ def _stages(root: Path, catalog: Catalog) -> tuple[tuple[str, bool], ...]:
 
 
 def as_markdown(rep: Report) -> str:
-    lines = [f"## verl trace instrumentation report", ""]
+    lines = ["## verl trace instrumentation report", ""]
     if rep.error:
         return "\n".join([*lines, f"error: {rep.error}"])
     lines += [

@@ -11,6 +11,7 @@ from trace_instrument.locate.match import Captures, Matcher, is_wild_body
 from trace_instrument.locate.recognize import Recognition, find_expression
 from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Status
 
+
 @dataclass(eq=False)
 class Placement:
     """Where one edit goes in the current code."""

@@ -16,6 +16,7 @@ from trace_instrument.locate.match import canonical
 from trace_instrument.locate.recognize import Recognition
 from trace_instrument.model import TRACING_MODULE
 
+
 def fingerprint(stmt: ast.stmt) -> str:
     return hashlib.sha1(canonical(header_only(stmt)).encode()).hexdigest()[:12]
 
