@@ -12,13 +12,12 @@ from trace_instrument import __version__
 from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
-from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, decode
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, decode, encoding_of
 from trace_instrument.engine.common import (
     added_imports,
     business_baseline,
     commit,
     drift_message,
-    encoding_of,
     file_size,
     internal_error,
     is_stale,
