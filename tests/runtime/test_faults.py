@@ -196,7 +196,7 @@ def test_stdout_that_cannot_encode_gets_escapes(traced, trace_dir, load_runtime,
 
 def test_broken_stdout_pipe_in_a_real_process(script, tmp_path):
     trace_dir = tmp_path / "trace"
-    proc_code = f"""
+    proc_code = """
         import os, sys
         import verl.utils.tracing as tracing
         sys.stdout.flush()
