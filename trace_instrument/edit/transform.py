@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from trace_instrument.edit.cstmap import CstMap, PairingError, pair
+from trace_instrument.edit.cstmap import CstMap, pair
 from trace_instrument.edit.imports import ImportChanges, add_imports, prune_imports
 from trace_instrument.edit.render import (
     Captured,
@@ -30,13 +30,16 @@ from trace_instrument.locate.match import canonical
 from trace_instrument.model import EditKind
 from trace_instrument.spec.code import placeholders
 
-EditError = PairingError
+
+class EditError(Exception):
+    """An edit that cannot be made safely here (a crowded line, an expression found twice)."""
+
 
 
 @dataclass(eq=False)
 class _Rewrite:
     region: list[cst.CSTNode]  # original statements replaced, in order
-    render: object  # callable(updated_of) -> Statements
+    render: object  # callable(updated_of, expand) -> Statements
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pathlib import Path
 import libcst as cst
 
 from trace_instrument import __version__
+from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
@@ -280,7 +281,7 @@ def _edit_file(work: FileWork | FileProblem, plans: list[_PointPlan], catalog: C
         edited = edit_module(module, work.tree, placements, imports=ImportChanges(names, extra_imports))
         updated = edited.code
         _check_result(work, updated, planned, baseline, catalog)
-    except (EditError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
+    except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
         results = tuple(
             point_result(p.point, Status.ERROR, line=p.result.line, message=f"not applied: {exc}")
             if p.planned

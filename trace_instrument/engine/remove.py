@@ -9,6 +9,7 @@ from pathlib import Path
 import libcst as cst
 
 from trace_instrument import __version__
+from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges, prune_imports
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
@@ -158,7 +159,7 @@ def _remove_in_file(
         return FileResult(work.path, tuple(results), original=original)
     try:
         updated = _without(work, blocks, added)
-    except (EditError, cst.ParserSyntaxError, SyntaxError) as exc:
+    except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError) as exc:
         by_id = {p.id: p for p in points}
         failed = tuple(
             point_result(by_id[r.point_id], Status.ERROR, line=r.line, message=f"not removed: {exc}")

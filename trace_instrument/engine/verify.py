@@ -42,11 +42,12 @@ def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = 
             if not work.missing:
                 findings.append(Finding("compile", relative, False, work.message))
             continue
-        file_counts = _counts(work)
+        expected_points = [p for p in work.points if _expected_here(work, p)]  # anchor search once per point
+        file_counts = _counts(work, expected_points)
         counts.extend(file_counts)
         findings.extend(_count_findings(relative, file_counts))
         findings.extend(_point_findings(work))
-        facilities.update(_facility_tally(work))
+        facilities.update(_facility_tally(work, expected_points))
         findings.extend(_import_findings(work))
         findings.append(_compile_finding(relative, work.source.data))
         findings.extend(_intrusion_findings(work, catalog, manifest, baseline_root))
@@ -68,12 +69,11 @@ def _calls(nodes, names=COUNTED_CALLS) -> collections.Counter:
     return found
 
 
-def _counts(work: FileWork) -> list[tuple[str, str, int, int]]:
+def _counts(work: FileWork, expected_points) -> list[tuple[str, str, int, int]]:
     """(file, call, expected, actual): expected from the points whose anchors this file has."""
     expected = collections.Counter()
-    for point in work.points:
-        if _expected_here(work, point):
-            expected.update(_calls(s for e in point.edits for s in e.template.stmts))
+    for point in expected_points:
+        expected.update(_calls(s for e in point.edits for s in e.template.stmts))
     actual = _calls([work.tree])
     return [(work.path, name, expected[name], actual[name]) for name in COUNTED_CALLS if expected[name] or actual[name]]
 
@@ -106,12 +106,11 @@ def _expected_here(work: FileWork, point) -> bool:
     return anchored and point.extra is None
 
 
-def _facility_tally(work: FileWork) -> collections.Counter:
+def _facility_tally(work: FileWork, expected_points) -> collections.Counter:
     tally: collections.Counter = collections.Counter()
-    for point in work.points:
-        if _expected_here(work, point):
-            tally[(point.facility, "expected")] += 1
-            tally[(point.facility, "in place")] += work.state(point).complete
+    for point in expected_points:
+        tally[(point.facility, "expected")] += 1
+        tally[(point.facility, "in place")] += work.state(point).complete
     return tally
 
 
