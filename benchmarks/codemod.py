@@ -55,7 +55,9 @@ def _one(operation: str, root: str) -> None:
 
 def _touched(catalog, root: Path) -> list[str]:
     """The files a default apply touches (the opt-in extras' file is left alone)."""
-    return [f for f in catalog.files if (root / f).exists() and any(p.file == f and p.extra is None for p in catalog.points)]
+    return [
+        f for f in catalog.files if (root / f).exists() and any(p.file == f and p.extra is None for p in catalog.points)
+    ]
 
 
 def _child(operation: str, root: Path) -> dict:
@@ -105,8 +107,12 @@ def main() -> int:
 
     floor = statistics.median(floors)
     lines = sum(len((pristine / f).read_text(encoding="utf-8").splitlines()) for f in files)
-    print(f"verl {args.version}: {len(files)} touched files, {lines} lines; medians of {args.repeat} runs, each in a fresh process")
-    print(f"floor: LibCST parses the touched files once in {floor * 1000:.0f} ms (median, fresh processes like the rest)")
+    print(
+        f"verl {args.version}: {len(files)} touched files, {lines} lines; medians of {args.repeat} runs, each in a fresh process"
+    )
+    print(
+        f"floor: LibCST parses the touched files once in {floor * 1000:.0f} ms (median, fresh processes like the rest)"
+    )
     print(f"{'operation':<10}{'median':>10}{'/ parse':>10}{'target':>10}{'peak RSS':>12}  result")
     failed = False
     for operation, runs in results.items():

@@ -125,7 +125,7 @@ class PerSampleBaseline:
     def __init__(self, path):
         self._queue = queue.Queue()  # unbounded, so that every row is written, as in ours
         self._batch_written = threading.Event()
-        self._file = open(path, "a", newline="", encoding="utf-8")
+        self._file = open(path, "a", newline="", encoding="utf-8")  # noqa: SIM115 - closed by close()
         threading.Thread(target=self._write_rows, daemon=True).start()
 
     def _write_rows(self):
@@ -149,8 +149,10 @@ class PerSampleBaseline:
         job_id = os.environ.get("DLC_JOB_ID", "ENV_NOTFOUND_DLC_JOB_ID")
         content = f"from={from_module}|to={to_module}|stage={stage}|global_step={global_step}|detail={detail}"
         for uid, traj_uid in zip(uids, traj_uids):
-            print(f"[FLOW_TRACE] {stamp} | uid={uid} | traj_uid={traj_uid} | from={from_module} | "
-                  f"to={to_module} | stage={stage} | global_step={global_step} | detail={detail}")
+            print(
+                f"[FLOW_TRACE] {stamp} | uid={uid} | traj_uid={traj_uid} | from={from_module} | "
+                f"to={to_module} | stage={stage} | global_step={global_step} | detail={detail}"
+            )
             sample_id = f"{uid}/{traj_uid}" if str(traj_uid).isdigit() else f"{uid}/sample"
             self._queue.put([job_id, "sample", sample_id, status, now_ms, content])
 
@@ -192,16 +194,34 @@ def make_trajectory(runtime, index):
     turns = []
     for turn_index in range(3):
         turn = runtime.Turn(
-            turn_index=turn_index, prompt_token_count=512 + 300 * turn_index, completion_text="tokens " * 150,
-            completion_token_ids=list(range(300)), completion_token_count=300, finish_reason="stop",
-            observation_text="tool output " * 20, observation_token_ids=list(range(60)), start_ts=1.0, end_ts=2.0,
-            completion_time_ms=1000.0, observation_time_ms=50.0, sglang_time_ms=900.0, sglang_decode_time_ms=800.0,
+            turn_index=turn_index,
+            prompt_token_count=512 + 300 * turn_index,
+            completion_text="tokens " * 150,
+            completion_token_ids=list(range(300)),
+            completion_token_count=300,
+            finish_reason="stop",
+            observation_text="tool output " * 20,
+            observation_token_ids=list(range(60)),
+            start_ts=1.0,
+            end_ts=2.0,
+            completion_time_ms=1000.0,
+            observation_time_ms=50.0,
+            sglang_time_ms=900.0,
+            sglang_decode_time_ms=800.0,
         )
         turns.append(turn)
     return runtime.Trajectory(
-        request_id=str(index % 8), prompt_uid=str(uuid.uuid4()), sample_index=index % 8, n_samples=8,
-        global_step=3, created_at_ts=1.0, completed_at_ts=4.0, total_time_ms=3000.0, turns=turns,
-        initial_prompt_text="system prompt " * 40, initial_prompt_token_ids=list(range(512)),
+        request_id=str(index % 8),
+        prompt_uid=str(uuid.uuid4()),
+        sample_index=index % 8,
+        n_samples=8,
+        global_step=3,
+        created_at_ts=1.0,
+        completed_at_ts=4.0,
+        total_time_ms=3000.0,
+        turns=turns,
+        initial_prompt_text="system prompt " * 40,
+        initial_prompt_token_ids=list(range(512)),
         agent_metrics={"generate_sequences": 2.5, "tool_calls": 0.1, "num_preempted": -1},
     )
 
@@ -238,8 +258,10 @@ def main():
         ours_rate, baseline_rate = bench_throughput(runtime, uids, traj_uids, work_dir)
         store_rate, line_bytes = bench_store(runtime, work_dir)
 
-    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPU(s); "
-          f"batch: {BATCH_SIZE} samples as {batch_kind}; medians of repeated runs")
+    print(
+        f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPU(s); "
+        f"batch: {BATCH_SIZE} samples as {batch_kind}; medians of repeated runs"
+    )
     header = f"{'measurement':<52}{'runtime':>16}{'baseline':>16}{'ratio':>9}  {'target':<9}result"
     print(header)
     print("-" * len(header))
@@ -247,14 +269,20 @@ def main():
     for form, (ours_ns, empty_ns) in disabled.items():
         ratio = ours_ns / empty_ns
         results.append(ratio <= DISABLED_TARGET)
-        print(f"{'1. disabled trace_flow, ' + form + ' (ns/call)':<52}{ours_ns:>16.1f}{empty_ns:>16.1f}"
-              f"{ratio:>8.2f}x  {'<= 2.5x':<9}{verdict(results[-1])}")
+        print(
+            f"{'1. disabled trace_flow, ' + form + ' (ns/call)':<52}{ours_ns:>16.1f}{empty_ns:>16.1f}"
+            f"{ratio:>8.2f}x  {'<= 2.5x':<9}{verdict(results[-1])}"
+        )
     ratio = ours_rate / baseline_rate
     results.append(ratio >= THROUGHPUT_TARGET)
-    print(f"{'2. enabled trace_flow, 16384-sample batch (rows/s)':<52}{ours_rate:>16,.0f}{baseline_rate:>16,.0f}"
-          f"{ratio:>8.1f}x  {'>= 5x':<9}{verdict(results[-1])}")
-    print(f"{'3. TrajectoryStore.write + close (traj/s)':<52}{store_rate:>16,.0f}{'-':>16}{'-':>9}  "
-          f"{'-':<9}info ({line_bytes:,} bytes/line)")
+    print(
+        f"{'2. enabled trace_flow, 16384-sample batch (rows/s)':<52}{ours_rate:>16,.0f}{baseline_rate:>16,.0f}"
+        f"{ratio:>8.1f}x  {'>= 5x':<9}{verdict(results[-1])}"
+    )
+    print(
+        f"{'3. TrajectoryStore.write + close (traj/s)':<52}{store_rate:>16,.0f}{'-':>16}{'-':>9}  "
+        f"{'-':<9}info ({line_bytes:,} bytes/line)"
+    )
     print(f"overall: {verdict(all(results))}")
     return 0 if all(results) else 1
 

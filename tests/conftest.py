@@ -10,11 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import copy_tree
 
 from trace_instrument.engine.wheels import WheelError, verl_tree
-from support import copy_tree
 from trace_instrument.spec import load_catalog
-
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
+from support import tree_bytes
 from typer.testing import CliRunner
 
-from support import tree_bytes
 from trace_instrument.cli import app
 from trace_instrument.engine.apply import apply
 from trace_instrument.model import Status
@@ -79,7 +79,9 @@ def test_non_utf8_bytes_are_reported(checkout_090):
 
 def test_a_declared_encoding_is_kept(checkout_090):
     target = checkout_090 / "verl/trainer/ppo/v1/trainer_sync.py"
-    text = target.read_text(encoding="utf-8").replace("# update weights after", "# m\u00e9triques: update weights after", 1)
+    text = target.read_text(encoding="utf-8").replace(
+        "# update weights after", "# m\u00e9triques: update weights after", 1
+    )
     target.write_bytes(b"# -*- coding: latin-1 -*-\n" + text.encode("latin-1", errors="strict"))
     result = apply(checkout_090, _catalog())
     assert result.written

@@ -38,7 +38,12 @@ def test_present_and_missing(checkout_090, catalog):
 
 def test_drifted_shows_a_diff_and_is_never_duplicated(checkout_090, catalog):
     apply(checkout_090, catalog)
-    _edit(checkout_090, RAY_TRAINER, "from_module='DataLoader', to_module='RayPPOTrainer'", "from_module='Loader', to_module='RayPPOTrainer'")
+    _edit(
+        checkout_090,
+        RAY_TRAINER,
+        "from_module='DataLoader', to_module='RayPPOTrainer'",
+        "from_module='Loader', to_module='RayPPOTrainer'",
+    )
     result = _status(check(checkout_090, catalog), UID_POINT)
     assert result.status is Status.DRIFTED
     assert "-           from_module='DataLoader'" in result.diff and "+           from_module='Loader'" in result.diff
@@ -57,7 +62,12 @@ def test_drifted_shows_a_diff_and_is_never_duplicated(checkout_090, catalog):
 def test_stale_when_the_code_is_an_older_template(checkout_090, catalog):
     apply(checkout_090, catalog)
     older = "trace_flow(uid=batch.non_tensor_batch[\"uid\"], traj_uid='N/A',\n           from_module='DataLoader', to_module='RayPPOTrainer',\n           stage='DATA_PREPROCESS', detail='uid_generated')\n"
-    _edit(checkout_090, RAY_TRAINER, "detail='uid_generated',\n                           global_step=self.global_steps)", "detail='uid_generated')")
+    _edit(
+        checkout_090,
+        RAY_TRAINER,
+        "detail='uid_generated',\n                           global_step=self.global_steps)",
+        "detail='uid_generated')",
+    )
     manifest_path = checkout_090 / ".trace-instrument.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["points"][UID_POINT]["templates"] = [older]
@@ -68,7 +78,12 @@ def test_stale_when_the_code_is_an_older_template(checkout_090, catalog):
 
 
 def test_anchor_lost_names_the_nearest_candidates(checkout_090, catalog):
-    _edit(checkout_090, RAY_TRAINER, '                batch.non_tensor_batch["uid"] = np.array(', '                batch.non_tensor_batch["uid"] = numpy.array(')
+    _edit(
+        checkout_090,
+        RAY_TRAINER,
+        '                batch.non_tensor_batch["uid"] = np.array(',
+        '                batch.non_tensor_batch["uid"] = numpy.array(',
+    )
     result = _status(check(checkout_090, catalog), UID_POINT)
     assert result.status is Status.ANCHOR_LOST
     assert result.candidates and "numpy.array" in result.candidates[0].code
@@ -99,8 +114,16 @@ def test_not_applicable_when_the_file_is_absent(checkout_090, catalog):
 def test_unexpected_tracing_calls(checkout_090, catalog):
     apply(checkout_090, catalog)
     main_ppo = checkout_090 / "verl/trainer/main_ppo.py"
-    main_ppo.write_text(main_ppo.read_text() + "\ntrace_flow(uid='x', traj_uid='0', from_module='A', to_module='B', stage='CUSTOM')\n")
-    _edit(checkout_090, RAY_TRAINER, "                batch_dict", "                log_progress('my own line')\n                batch_dict", 0)
+    main_ppo.write_text(
+        main_ppo.read_text() + "\ntrace_flow(uid='x', traj_uid='0', from_module='A', to_module='B', stage='CUSTOM')\n"
+    )
+    _edit(
+        checkout_090,
+        RAY_TRAINER,
+        "                batch_dict",
+        "                log_progress('my own line')\n                batch_dict",
+        0,
+    )
     result = check(checkout_090, catalog)
     unexpected = [p for p in result.points if p.status is Status.UNEXPECTED]
     assert [(p.file, "CUSTOM" in p.message) for p in unexpected] == [("verl/trainer/main_ppo.py", True)]
@@ -110,7 +133,11 @@ def test_github_and_junit_formats(checkout_090, catalog):
     apply(checkout_090, catalog, Selection(facilities=frozenset({"sample_flow", "runtime"})))
     result = check(checkout_090, catalog)
     annotations = formats.github_annotations(result)
-    assert re.search(r"^::error file=verl/trainer/ppo/ray_trainer.py,line=\d+,title=missing%3A progress\.v0\.", annotations, re.M)
+    assert re.search(
+        r"^::error file=verl/trainer/ppo/ray_trainer.py,line=\d+,title=missing%3A progress\.v0\.",
+        annotations,
+        re.MULTILINE,
+    )
     suite = ElementTree.fromstring(formats.junit_xml(result))
     cases = suite.findall("testcase")
     assert len(cases) == len(result.points) + len(result.runtime_files)

@@ -6,9 +6,9 @@ import json
 import subprocess
 import sys
 
+from support import tree_bytes
 from typer.testing import CliRunner
 
-from support import tree_bytes
 from trace_instrument.cli import app
 
 runner = CliRunner()
@@ -34,7 +34,9 @@ def test_apply_check_remove_exit_codes(checkout_090, verl_090):
 def test_dry_run_prints_a_diff_and_writes_nothing(checkout_090, verl_090):
     result = _run("apply", "--dry-run", checkout_090)
     assert result.exit_code == 0
-    assert "+from verl.utils.tracing import log_gen_throughput, log_progress, log_step_window, trace_flow" in result.output
+    assert (
+        "+from verl.utils.tracing import log_gen_throughput, log_progress, log_step_window, trace_flow" in result.output
+    )
     assert result.output.strip().endswith("dry run, nothing written")
     assert tree_bytes(checkout_090) == tree_bytes(verl_090)
 
@@ -63,10 +65,15 @@ def test_points_lists_the_catalog_and_marks_extras():
     body = json.loads(_run("points", "--format", "json").output)
     assert len(body["points"]) == 97 and body["validated_on"]
     assert {p["id"] for p in body["points"] if not p["default"]} == {
-        "extra.sglang-timing", "extra.reward-score.field", "extra.reward-score.carry", "extra.reward-score.aggregate"
+        "extra.sglang-timing",
+        "extra.reward-score.field",
+        "extra.reward-score.carry",
+        "extra.reward-score.aggregate",
     }
 
 
 def test_python_dash_m_runs_the_cli():
-    done = subprocess.run([sys.executable, "-m", "trace_instrument", "--version"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "trace_instrument", "--version"], check=False, capture_output=True, text=True
+    )
     assert done.returncode == 0 and done.stdout.startswith("trace-instrument ")

@@ -8,8 +8,8 @@ import shutil
 import subprocess
 
 import pytest
-
 from support import TESTS, copy_tree, tree_bytes
+
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.patch import unified_patch
@@ -41,8 +41,8 @@ def _compare_to_golden(name: str, changed: dict[str, bytes], base: str | None) -
                 (GOLDEN / name / path).write_bytes(data)
     expected = {**under, **_golden(name)}
     assert sorted(changed) == sorted(expected)
-    for path in expected:
-        assert changed[path] == expected[path], f"{path} differs from its golden snapshot"
+    for path, data in expected.items():
+        assert changed[path] == data, f"{path} differs from its golden snapshot"
 
 
 @pytest.mark.parametrize(
@@ -174,4 +174,4 @@ def test_import_lines_are_merged_once(checkout_090, catalog):
     apply(checkout_090, catalog)
     for path in {p.file for p in catalog.points}:
         text = (checkout_090 / path).read_text(encoding="utf-8")
-        assert len(re.findall(r"^from verl\.utils\.tracing import", text, re.M)) <= 1, path
+        assert len(re.findall(r"^from verl\.utils\.tracing import", text, re.MULTILINE)) <= 1, path

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from support import copy_tree, tree_bytes
+
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.remove import remove
@@ -46,7 +46,11 @@ def test_v1_helper_moved_on_091_is_placed_by_its_anchor(verl_091, tmp_path, cata
     apply(root, catalog)
     text = (root / "verl/trainer/ppo/v1/trainer_base.py").read_text()
     helper = text.index("def _trace_ids_from_batch(")
-    assert text.index('logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))') < helper < text.index("def _count_tq_prompt_groups(")
+    assert (
+        text.index('logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))')
+        < helper
+        < text.index("def _count_tq_prompt_groups(")
+    )
 
 
 def test_alternative_anchors_on_080(verl_080, tmp_path, catalog):
@@ -55,5 +59,9 @@ def test_alternative_anchors_on_080(verl_080, tmp_path, catalog):
     constants = (root / "verl/trainer/constants_ppo.py").read_text()
     assert constants.index('for key in ("VERL_TRACE_DIR",):') < constants.index("    return runtime_env")
     tools = (root / "verl/experimental/agent_loop/tool_agent_loop.py").read_text()
-    assert tools.index("new_images_this_turn: list[Any] = []") < tools.index("_trace_pre_msg_len = len(agent_data.messages)")
-    assert tools.index("_trace_pre_msg_len = len(agent_data.messages)") < tools.index("agent_data.messages.extend(add_messages)")
+    assert tools.index("new_images_this_turn: list[Any] = []") < tools.index(
+        "_trace_pre_msg_len = len(agent_data.messages)"
+    )
+    assert tools.index("_trace_pre_msg_len = len(agent_data.messages)") < tools.index(
+        "agent_data.messages.extend(add_messages)"
+    )

@@ -8,7 +8,17 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).parent.parent / "trace_instrument"
-LAYERS = {"model": 0, "spec": 1, "locate": 2, "edit": 3, "engine": 4, "formats": 5, "cli": 5, "__main__": 6, "__init__": 0}
+LAYERS = {
+    "model": 0,
+    "spec": 1,
+    "locate": 2,
+    "edit": 3,
+    "engine": 4,
+    "formats": 5,
+    "cli": 5,
+    "__main__": 6,
+    "__init__": 0,
+}
 UI_LIBRARIES = {"typer", "rich", "click"}
 
 
@@ -36,6 +46,6 @@ def test_imports_only_point_down(path: Path, module: str):
             root = name.split(".")[0]
             if root in UI_LIBRARIES:
                 assert module in ("trace_instrument.cli",), f"{module} imports {name}: only the CLI may"
-            if root == "trace_instrument" and name not in ("trace_instrument", "trace_instrument.__version__"):
-                if name.split(".")[1] in LAYERS:
-                    assert _layer(name) <= own, f"{module} (layer {own}) imports {name} (layer {_layer(name)})"
+            own_module = root == "trace_instrument" and name not in ("trace_instrument", "trace_instrument.__version__")
+            if own_module and name.split(".")[1] in LAYERS:
+                assert _layer(name) <= own, f"{module} (layer {own}) imports {name} (layer {_layer(name)})"

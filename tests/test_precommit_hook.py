@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from support import TESTS, copy_tree
+
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.wheels import cache_dir
 
@@ -15,15 +16,34 @@ PROJECT = TESTS.parent
 
 
 def _git(cwd: Path, *args: str) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
 
 
 def _try_repo(cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PRE_COMMIT_HOME": str(cache_dir() / "pre-commit")}
-    return subprocess.run(
-        [sys.executable, "-m", "pre_commit", "try-repo", str(PROJECT), "trace-instrument-check", "--all-files", "--verbose"],
-        cwd=cwd, capture_output=True, text=True, env=env, timeout=900,
+    return subprocess.run(  # noqa: PLW1510 - the caller asserts the exit code
+        [
+            sys.executable,
+            "-m",
+            "pre_commit",
+            "try-repo",
+            str(PROJECT),
+            "trace-instrument-check",
+            "--all-files",
+            "--verbose",
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
     )
 
 
@@ -38,7 +58,9 @@ def test_hook_passes_on_an_instrumented_checkout_and_fails_on_drift(verl_090, tm
     assert "check: 93 present — clean" in clean.stdout
 
     trainer = repo / "verl/trainer/ppo/ray_trainer.py"
-    trainer.write_text(trainer.read_text().replace("stage='TRAIN_REWARD', detail='reward_extracted'", "stage='TRAIN_REWARD'"))
+    trainer.write_text(
+        trainer.read_text().replace("stage='TRAIN_REWARD', detail='reward_extracted'", "stage='TRAIN_REWARD'")
+    )
     _git(repo, "commit", "-qam", "hand edit")
     drifted = _try_repo(repo)
     assert drifted.returncode == 1, drifted.stdout + drifted.stderr

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from support import copy_tree
+
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.verify import verify
 from trace_instrument.locate.index import FileIndex
@@ -38,11 +39,13 @@ def _sites(root, catalog) -> collections.Counter:
 def _reformat(root, catalog) -> None:
     files = [str(root / f) for f in catalog.files if (root / f).exists()]
     config = ["--config", "line-length = 79", "--config", "format.quote-style = 'single'"]
-    subprocess.run([sys.executable, "-m", "ruff", "format", "--no-cache", *config, *files], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--no-cache", *config, *files], check=True, capture_output=True
+    )
     trainer = root / "verl/trainer/ppo/ray_trainer.py"
     text = trainer.read_text()
     # comments and blank lines right above the anchors
-    text = re.sub(r"^(\s*)(with marked_timer\()", r"\1# timed stage\n\n\1\2", text, flags=re.M)
+    text = re.sub(r"^(\s*)(with marked_timer\()", r"\1# timed stage\n\n\1\2", text, flags=re.MULTILINE)
     trainer.write_text(text)
 
 
@@ -51,10 +54,16 @@ def test_reformatted_checkout_gets_the_same_call_sites(verl_090, tmp_path, catal
     apply(original, catalog)
     reformatted = copy_tree(verl_090, tmp_path / "reformatted")
     _reformat(reformatted, catalog)
-    changed = [f for f in catalog.files if (verl_090 / f).exists() and (verl_090 / f).read_bytes() != (reformatted / f).read_bytes()]
+    changed = [
+        f
+        for f in catalog.files
+        if (verl_090 / f).exists() and (verl_090 / f).read_bytes() != (reformatted / f).read_bytes()
+    ]
     assert len(changed) >= 10, "the reformatting must really change the files"
     result = apply(reformatted, catalog)
-    assert {p.status for p in result.points} == {Status.APPLIED}, [p for p in result.points if p.status is not Status.APPLIED]
+    assert {p.status for p in result.points} == {Status.APPLIED}, [
+        p for p in result.points if p.status is not Status.APPLIED
+    ]
     assert _sites(reformatted, catalog) == _sites(original, catalog)
     assert sum(_sites(reformatted, catalog).values()) > 150
     assert verify(reformatted, catalog).ok

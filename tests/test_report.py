@@ -16,7 +16,7 @@ def test_report_on_a_complete_result(checkout_090, catalog):
     apply(checkout_090, catalog)
     rep = report(checkout_090, catalog)
     assert rep.ok and rep.verl_version == "0.9.0"
-    assert dict((c, (f, e)) for c, f, e in rep.calls) == {"trace_flow": (31, 31), "log_progress": (82, 82)}
+    assert {c: (f, e) for c, f, e in rep.calls} == {"trace_flow": (31, 31), "log_progress": (82, 82)}
     assert [s for s, covered in rep.stages if not covered] == ["update prompt2accs"]
     text = as_markdown(rep)
     for expected in (

@@ -60,7 +60,9 @@ def test_code_that_does_not_parse_names_its_line(tmp_path):
 
 
 def test_template_file_that_does_not_parse(tmp_path):
-    body = "file: verl/target.py\npoints:" + GOOD_POINT.replace("    code: |\n      log_progress('x')\n", "    template: points/bad.py\n")
+    body = "file: verl/target.py\npoints:" + GOOD_POINT.replace(
+        "    code: |\n      log_progress('x')\n", "    template: points/bad.py\n"
+    )
     problems = _problems(tmp_path, body, files={"points/bad.py": "log_progress(\n"})
     assert any("templates/points/bad.py" in p and "does not parse" in p for p in problems), problems
 
@@ -72,7 +74,9 @@ def test_target_files_outside_the_checkout_are_refused(tmp_path, target):
 
 
 def test_template_path_traversal_is_refused(tmp_path):
-    body = "file: verl/target.py\npoints:" + GOOD_POINT.replace("    code: |\n      log_progress('x')\n", "    template: ../../etc/passwd\n")
+    body = "file: verl/target.py\npoints:" + GOOD_POINT.replace(
+        "    code: |\n      log_progress('x')\n", "    template: ../../etc/passwd\n"
+    )
     assert any("(template)" in p and "inside templates/" in p for p in _problems(tmp_path, body))
 
 
@@ -82,8 +86,10 @@ def test_duplicate_ids_name_both_places(tmp_path):
 
 
 def test_unknown_facility_extra_and_requires(tmp_path):
-    body = "file: verl/target.py\npoints:" + GOOD_POINT.replace("facility: progress", "facility: telemetry") + (
-        "    requires: [no.such.point]\n    extra: turbo\n"
+    body = (
+        "file: verl/target.py\npoints:"
+        + GOOD_POINT.replace("facility: progress", "facility: telemetry")
+        + ("    requires: [no.such.point]\n    extra: turbo\n")
     )
     problems = "\n".join(_problems(tmp_path, body))
     assert "unknown facility 'telemetry'" in problems
@@ -132,6 +138,10 @@ def test_the_shipped_catalog_loads_and_is_complete():
     assert {p.facility for p in core} == {"sample_flow", "progress", "trajectory", "env"}
     assert {p.extra for p in catalog.points if p.extra} == {"sglang-timing", "reward-score-metric"}
     assert [name for name, _ in catalog.runtime.files] == [
-        "__init__.py", "trace.py", "trajectory_store.py", "trajectory_tracker.py", "trajectory_types.py"
+        "__init__.py",
+        "trace.py",
+        "trajectory_store.py",
+        "trajectory_tracker.py",
+        "trajectory_types.py",
     ]
     assert catalog.validated_on

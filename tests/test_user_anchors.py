@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 from support import TESTS, tree_bytes
+
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.remove import remove
@@ -25,7 +26,9 @@ def test_the_example_instruments_a_custom_agent_loop(checkout_090):
     text = (checkout_090 / TARGET).read_text()
     assert "from verl.utils.tracing import TurnRecord, trace_flow" in text
     assert text.index("detail='sending_generate_request'") < text.index("_rec = TurnRecord(prompt_ids)")
-    assert text.index("self._traj_tracker.append_turn_record(_traj_key, _rec)") < text.index("detail='received_generate_response'")
+    assert text.index("self._traj_tracker.append_turn_record(_traj_key, _rec)") < text.index(
+        "detail='received_generate_response'"
+    )
     compile(text, TARGET, "exec")
     assert {p.status for p in check(checkout_090, catalog).points} == {Status.PRESENT}
     remove(checkout_090, catalog)

@@ -18,7 +18,14 @@ def test_clean_result_verifies(checkout_090, catalog):
     assert result.ok, _failures(result)
     totals = {call: sum(a for _, c, _, a in result.counts if c == call) for call in ("trace_flow", "log_progress")}
     assert totals == {"trace_flow": 31, "log_progress": 82}
-    assert {f.check for f in result.findings} == {"counts", "facilities", "imports", "compile", "zero-intrusion", "runtime"}
+    assert {f.check for f in result.findings} == {
+        "counts",
+        "facilities",
+        "imports",
+        "compile",
+        "zero-intrusion",
+        "runtime",
+    }
     assert {f.subject: f.message for f in result.findings if f.check == "facilities"} == {
         "sample_flow": "36 of 36 points in place",
         "progress": "50 of 50 points in place",
@@ -31,7 +38,12 @@ def test_zero_intrusion_catches_a_changed_business_line(checkout_090, catalog):
     apply(checkout_090, catalog)
     path = checkout_090 / TRAINER
     text = path.read_text()
-    path.write_text(text.replace("rollout_n = self.config.actor_rollout_ref.rollout.n", "rollout_n = 2 * self.config.actor_rollout_ref.rollout.n"))
+    path.write_text(
+        text.replace(
+            "rollout_n = self.config.actor_rollout_ref.rollout.n",
+            "rollout_n = 2 * self.config.actor_rollout_ref.rollout.n",
+        )
+    )
     failures = _failures(verify(checkout_090, catalog), "zero-intrusion")
     line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if "rollout_n = 2 *" in l)
     assert [(f.subject, f.line) for f in failures] == [(TRAINER, line)]
@@ -60,7 +72,9 @@ def test_counts_and_imports_catch_a_lost_call_and_a_double_import(checkout_090, 
     path = checkout_090 / TRAINER
     text = path.read_text()
     text = text.replace("                log_progress('end record metrics')\n", "")
-    text = text.replace("from verl.utils.tracing import", "from verl.utils.tracing import trace_flow\nfrom verl.utils.tracing import", 1)
+    text = text.replace(
+        "from verl.utils.tracing import", "from verl.utils.tracing import trace_flow\nfrom verl.utils.tracing import", 1
+    )
     path.write_text(text)
     result = verify(checkout_090, catalog)
     counts = _failures(result, "counts")

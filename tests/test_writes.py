@@ -9,8 +9,8 @@ import sys
 import time
 
 import pytest
-
 from support import tree_bytes
+
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.files import LOCK_NAME, PAUSE_ENV, CheckoutError, checkout_lock
 from trace_instrument.model import Status
@@ -52,10 +52,8 @@ def test_a_second_run_waits_for_the_lock(checkout_090, catalog):
         assert not result.written and "another trace-instrument run" in result.error
     assert apply(checkout_090, catalog).written
     assert not (checkout_090 / LOCK_NAME).exists()
-    with pytest.raises(CheckoutError):
-        with checkout_lock(checkout_090):
-            with checkout_lock(checkout_090):
-                pass
+    with pytest.raises(CheckoutError), checkout_lock(checkout_090), checkout_lock(checkout_090):
+        pass
 
 
 @pytest.mark.parametrize("renamed_before_kill", [1, 4, 9])
@@ -71,7 +69,9 @@ def test_sigkill_during_writes_leaves_each_file_original_or_complete(
     env = {**os.environ, PAUSE_ENV: "0.3"}
     process = subprocess.Popen(
         [sys.executable, "-m", "trace_instrument", "apply", str(checkout_090)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -54,15 +54,17 @@ class CheckFormat(str, Enum):
 
 PathArg = Annotated[Path, typer.Argument(help="The verl checkout: the folder that holds verl/.")]
 FacilityOpt = Annotated[
-    Optional[list[str]], typer.Option("--facility", help=f"Only these facilities ({', '.join(FACILITIES)}).")
+    list[str] | None, typer.Option("--facility", help=f"Only these facilities ({', '.join(FACILITIES)}).")
 ]
-OnlyOpt = Annotated[Optional[list[str]], typer.Option("--only", help="Only these point ids.")]
-SkipOpt = Annotated[Optional[list[str]], typer.Option("--skip", help="Leave these point ids out.")]
+OnlyOpt = Annotated[list[str] | None, typer.Option("--only", help="Only these point ids.")]
+SkipOpt = Annotated[list[str] | None, typer.Option("--skip", help="Leave these point ids out.")]
 ExtrasOpt = Annotated[
-    Optional[list[str]], typer.Option("--extras", help=f"Opt-in extras that change verl's behaviour ({', '.join(EXTRAS)}).")
+    list[str] | None,
+    typer.Option("--extras", help=f"Opt-in extras that change verl's behaviour ({', '.join(EXTRAS)})."),
 ]
 AnchorsOpt = Annotated[
-    Optional[list[Path]], typer.Option("--anchors", help="A folder of your own anchor specs (YAML), added to the catalog.")
+    list[Path] | None,
+    typer.Option("--anchors", help="A folder of your own anchor specs (YAML), added to the catalog."),
 ]
 
 
@@ -166,7 +168,9 @@ def _print_point(p: PointResult, *, show_ok: bool, planned_only: bool = False) -
     if p.message:
         out.print(Text(f"      {p.message}"))
     for candidate in p.candidates:
-        out.print(Text(f"      nearest: line {candidate.line}: {candidate.code}  (similarity {candidate.score})", style="dim"))
+        out.print(
+            Text(f"      nearest: line {candidate.line}: {candidate.code}  (similarity {candidate.score})", style="dim")
+        )
     if p.diff:
         _print_diff(p.diff, indent="      ")
 
@@ -221,12 +225,17 @@ def _counts_line(result: RunResult, order: list[Status]) -> str:
 def apply(
     path: PathArg,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff, write nothing.")] = False,
-    patch: Annotated[Optional[Path], typer.Option("--patch", help="Write the change as a patch `git apply` accepts; write nothing else.")] = None,
+    patch: Annotated[
+        Path | None,
+        typer.Option("--patch", help="Write the change as a patch `git apply` accepts; write nothing else."),
+    ] = None,
     facility: FacilityOpt = None,
     only: OnlyOpt = None,
     skip: SkipOpt = None,
     extras: ExtrasOpt = None,
-    keep_going: Annotated[bool, typer.Option("--keep-going", help="Write the files that worked even if others failed.")] = False,
+    keep_going: Annotated[
+        bool, typer.Option("--keep-going", help="Write the files that worked even if others failed.")
+    ] = False,
     anchors: AnchorsOpt = None,
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
 ) -> None:
@@ -278,7 +287,9 @@ def check(
     skip: SkipOpt = None,
     extras: ExtrasOpt = None,
     anchors: AnchorsOpt = None,
-    fmt: Annotated[CheckFormat, typer.Option("--format", help="text, json, github (annotations) or junit (XML).")] = CheckFormat.text,
+    fmt: Annotated[
+        CheckFormat, typer.Option("--format", help="text, json, github (annotations) or junit (XML).")
+    ] = CheckFormat.text,
 ) -> None:
     """CI drift check: is every point in place as the catalog says? Writes nothing."""
     catalog = _catalog(anchors)
@@ -316,7 +327,8 @@ def _check_exit(result: RunResult) -> int:
 def verify(
     path: PathArg,
     baseline: Annotated[
-        Optional[Path], typer.Option("--baseline", help="A pristine tree to prove zero intrusion against (default: the manifest).")
+        Path | None,
+        typer.Option("--baseline", help="A pristine tree to prove zero intrusion against (default: the manifest)."),
     ] = None,
     anchors: AnchorsOpt = None,
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
@@ -376,14 +388,18 @@ def _print_verify(result) -> None:
             where = f"{finding.subject}:{finding.line}" if finding.line else finding.subject
             out.print(Text(f"  FAIL {finding.check}: {where}: {finding.message}", style="red"))
     failed = sum(1 for f in result.findings if not f.ok)
-    out.print(f"verify: {len(result.findings) - failed} checks passed, {failed} failed — {'ok' if result.ok else 'not ok'}")
+    out.print(
+        f"verify: {len(result.findings) - failed} checks passed, {failed} failed — {'ok' if result.ok else 'not ok'}"
+    )
 
 
 @app.command()
 def remove(
     path: PathArg,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff, write nothing.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Also remove points edited by hand, as far as they are recognised.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Also remove points edited by hand, as far as they are recognised.")
+    ] = False,
     facility: FacilityOpt = None,
     only: OnlyOpt = None,
     skip: SkipOpt = None,
@@ -496,7 +512,7 @@ def points(
 @app.command()
 def demo(
     version: Annotated[str, typer.Option("--version", help="verl release to fetch from PyPI.")] = "0.9.0",
-    keep: Annotated[Optional[Path], typer.Option("--keep", help="Leave the instrumented copy in this folder.")] = None,
+    keep: Annotated[Path | None, typer.Option("--keep", help="Leave the instrumented copy in this folder.")] = None,
     excerpt: Annotated[int, typer.Option("--excerpt", help="Lines of diff to show.")] = 40,
 ) -> None:
     """Fetch verl from PyPI, instrument a copy, verify it, and show what changed."""
@@ -531,7 +547,9 @@ def demo(
             step = progress.add_task("checking every point", total=None)
             checked = run_check(workdir, catalog)
             progress.update(step, description="checked", completed=1, total=1)
-            step = progress.add_task("verifying (counts, imports, compile, zero intrusion, runtime self-check)", total=None)
+            step = progress.add_task(
+                "verifying (counts, imports, compile, zero intrusion, runtime self-check)", total=None
+            )
             verified = run_verify(workdir, catalog)
             progress.update(step, description="verified", completed=1, total=1)
         _demo_report(applied, checked, excerpt)
@@ -549,10 +567,14 @@ def demo(
 def _demo_report(applied: RunResult, checked: RunResult, excerpt: int) -> None:
     patch = unified_patch(applied)
     lines = patch.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("diff --git a/verl/trainer/ppo/ray_trainer.py")), 0)
+    start = next(
+        (i for i, line in enumerate(lines) if line.startswith("diff --git a/verl/trainer/ppo/ray_trainer.py")), 0
+    )
     out.print(Text("\nan excerpt of the change:", style="bold"))
     _print_diff("\n".join(lines[start : start + excerpt]))
-    out.print(Text(f"... {len(lines)} diff lines in all (`trace-instrument apply --dry-run` shows them)\n", style="dim"))
+    out.print(
+        Text(f"... {len(lines)} diff lines in all (`trace-instrument apply --dry-run` shows them)\n", style="dim")
+    )
     _print_files(applied, "instrumented")
     by_facility = Counter((p.facility, p.status.value) for p in applied.points)
     out.print(Text("\npoints per facility:", style="bold"))

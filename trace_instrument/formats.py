@@ -35,10 +35,20 @@ def check_json(result: RunResult) -> str:
     points = check_points(result)
     body = {
         "points": [
-            {"id": p.point_id, "facility": p.facility, "status": p.status.value, "file": p.file, "line": p.line,
-             "message": p.message, **({"diff": p.diff} if p.diff else {}),
-             **({"candidates": [{"line": c.line, "code": c.code, "score": c.score} for c in p.candidates]}
-                if p.candidates else {})}
+            {
+                "id": p.point_id,
+                "facility": p.facility,
+                "status": p.status.value,
+                "file": p.file,
+                "line": p.line,
+                "message": p.message,
+                **({"diff": p.diff} if p.diff else {}),
+                **(
+                    {"candidates": [{"line": c.line, "code": c.code, "score": c.score} for c in p.candidates]}
+                    if p.candidates
+                    else {}
+                ),
+            }
             for p in points
         ],
         "summary": {
@@ -73,7 +83,9 @@ def github_annotations(result: RunResult) -> str:
             message += "\n" + p.diff
         lines.append(f"::error {where},title={title}::{_escape_data(message)}")
     counts = Counter(p.status.value for p in check_points(result))
-    lines.append(f"::notice title=trace-instrument check::{_escape_data(', '.join(f'{n} {s}' for s, n in sorted(counts.items())))}")
+    lines.append(
+        f"::notice title=trace-instrument check::{_escape_data(', '.join(f'{n} {s}' for s, n in sorted(counts.items())))}"
+    )
     return "\n".join(lines)
 
 
@@ -98,6 +110,8 @@ def junit_xml(result: RunResult) -> str:
         if p.status is Status.NOT_APPLICABLE:
             ElementTree.SubElement(case, "skipped", message=p.message or "not applicable")
         elif p.status not in CLEAN:
-            failure = ElementTree.SubElement(case, "failure", message=f"{p.status.value}: {p.message}", type=p.status.value)
+            failure = ElementTree.SubElement(
+                case, "failure", message=f"{p.status.value}: {p.message}", type=p.status.value
+            )
             failure.text = p.diff or p.message
     return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True)

@@ -153,9 +153,7 @@ class Point:
         names: set[str] = set()
         for edit in self.edits:
             for stmt in edit.template.stmts:
-                names.update(
-                    n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in TRACING_NAMES
-                )
+                names.update(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and n.id in TRACING_NAMES)
         return frozenset(names)
 
 

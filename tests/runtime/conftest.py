@@ -146,7 +146,7 @@ class ScriptRunner:
 
     def run(self, code: str, timeout: float = 60, stdout=subprocess.PIPE, **env_overrides):
         """Run ``code``; returns (CompletedProcess, time.monotonic() when it ended)."""
-        proc = subprocess.run(
+        proc = subprocess.run(  # noqa: PLW1510 - the caller asserts the exit code
             [sys.executable, "-c", textwrap.dedent(code)],
             env=self.env(**env_overrides),
             cwd=self.tmp_path,
@@ -168,8 +168,10 @@ def real_discovery_files_untouched():
     """Guard: no test may write the real /tmp discovery files."""
 
     def snapshot():
-        return {path: (path.lstat().st_mtime_ns, path.lstat().st_ino) if path.is_symlink() or path.exists() else None
-                for path in REAL_DISCOVERY_FILES}
+        return {
+            path: (path.lstat().st_mtime_ns, path.lstat().st_ino) if path.is_symlink() or path.exists() else None
+            for path in REAL_DISCOVERY_FILES
+        }
 
     before = snapshot()
     yield

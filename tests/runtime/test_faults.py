@@ -172,8 +172,9 @@ def _closed_stream():
     ],
     ids=["none", "closed", "broken-pipe", "eio", "no-write-method"],
 )
-def test_unusable_stdout_never_raises_and_files_are_still_written(traced, trace_dir, load_runtime, monkeypatch,
-                                                                   make_stdout):
+def test_unusable_stdout_never_raises_and_files_are_still_written(
+    traced, trace_dir, load_runtime, monkeypatch, make_stdout
+):
     monkeypatch.setattr("sys.stdout", make_stdout())
     store = exercise_everything(traced, trace_dir / "trajectory")
     store.close(10)
@@ -235,8 +236,21 @@ class Unhashable(list):
 
 
 ODD_VALUES = [
-    None, 5, 3.5, object(), Unprintable(), (x for x in "ab"), {"k": 1}, {1, 2}, b"bytes", [["nested"]],
-    np.array([["2d", "array"]]), np.array(7), np.float32(0.1), float("nan"), "",
+    None,
+    5,
+    3.5,
+    object(),
+    Unprintable(),
+    (x for x in "ab"),
+    {"k": 1},
+    {1, 2},
+    b"bytes",
+    [["nested"]],
+    np.array([["2d", "array"]]),
+    np.array(7),
+    np.float32(0.1),
+    float("nan"),
+    "",
 ]
 
 
@@ -296,8 +310,13 @@ class PydanticLike:
 
 def test_unserializable_agent_metrics_are_converted(traced, trace_dir):
     metrics = {
-        "pydantic": PydanticLike(), "dataclass": Timing(0.5), "array": np.arange(3), "np_float": np.float32(2.5),
-        "set": {7}, "opaque": Opaque(), "unprintable": Unprintable(),
+        "pydantic": PydanticLike(),
+        "dataclass": Timing(0.5),
+        "array": np.arange(3),
+        "np_float": np.float32(2.5),
+        "set": {7},
+        "opaque": Opaque(),
+        "unprintable": Unprintable(),
     }
     store = traced.TrajectoryStore(str(trace_dir / "trajectory"), 1)
     store.write(traced.Trajectory(request_id="0", agent_metrics=metrics))
@@ -306,8 +325,12 @@ def test_unserializable_agent_metrics_are_converted(traced, trace_dir):
     (path,) = (trace_dir / "trajectory").glob("*.jsonl")
     first, second = [json.loads(json.loads(line)["raw_message"]) for line in path.read_text().splitlines()]
     assert first["agent_metrics"] == {
-        "pydantic": {"generate_sequences": 1.0, "tool_calls": 0.0}, "dataclass": {"seconds": 0.5},
-        "array": [0, 1, 2], "np_float": 2.5, "set": [7], "opaque": "<opaque>",
+        "pydantic": {"generate_sequences": 1.0, "tool_calls": 0.0},
+        "dataclass": {"seconds": 0.5},
+        "array": [0, 1, 2],
+        "np_float": 2.5,
+        "set": [7],
+        "opaque": "<opaque>",
         "unprintable": "<unserializable Unprintable>",
     }
     assert second["agent_metrics"] == {"generate_sequences": 1.0, "tool_calls": 0.0}

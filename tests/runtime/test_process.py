@@ -116,13 +116,18 @@ def test_fork_while_writers_are_busy(script, tmp_path, hook, first):
     child_file_name = f"{socket.gethostname()}-pid{child_pid}.csv"
     (parent_file,) = [path for path in (trace_dir / "sample").iterdir() if path.name != child_file_name]
     assert [row.split(b",")[2] for row in parent_file.read_bytes().splitlines()] == [
-        b"parent/0", b"parent/1", b"parent/2", b"parent/3"
+        b"parent/0",
+        b"parent/1",
+        b"parent/2",
+        b"parent/3",
     ]
     (progress_file,) = (trace_dir / "progress").iterdir()
     assert sorted(progress_file.read_text().splitlines()) == ["child progress", "parent progress"]
     trajectory_files = sorted(
-        [(json.loads(json.loads(line)["raw_message"])["request_id"], json.loads(line)["prompt_uid"])
-         for line in path.read_text().splitlines()]
+        [
+            (json.loads(json.loads(line)["raw_message"])["request_id"], json.loads(line)["prompt_uid"])
+            for line in path.read_text().splitlines()
+        ]
         for path in (trace_dir / "trajectory").iterdir()
     )
     assert trajectory_files == [[("0", "child")], [("0", "parent"), ("1", "parent")]]

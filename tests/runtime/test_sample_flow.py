@@ -169,8 +169,12 @@ def test_job_id_comes_from_dlc_job_id(load_runtime, trace_dir):
 
 @pytest.mark.parametrize(
     ("stage", "status"),
-    [("TRAIN_UPDATE", b"COMPLETE"), ("FILTER_TRAJECTORIES", b"COMPLETE"), ("TRAIN_REWARD", b"RUNNING"),
-     ("train_update", b"RUNNING")],
+    [
+        ("TRAIN_UPDATE", b"COMPLETE"),
+        ("FILTER_TRAJECTORIES", b"COMPLETE"),
+        ("TRAIN_REWARD", b"RUNNING"),
+        ("train_update", b"RUNNING"),
+    ],
 )
 def test_sample_status_depends_on_stage(load_runtime, traced, trace_dir, stage, status):
     traced.trace_flow("u", "1", "A", "B", stage)
@@ -215,6 +219,7 @@ def test_one_stdout_write_and_one_queue_item_per_call(traced, monkeypatch):
     submits = []
     writer_class = traced.trace._BackgroundWriter
     original_submit = writer_class.submit
+
     def counting_submit(self, text, n_records=1):
         submits.append(n_records)
         return original_submit(self, text, n_records)

@@ -120,8 +120,9 @@ def test_build_trajectory(traced):
     traced.trace._clock = lambda: 1010.0
     tracker, item, key, traj_uid = three_turn_tracker(traced)
     metrics = {"generate_sequences": 1.2}
-    trajectory = tracker.build_trajectory(item, key, traj_uid, 1000.0, FakeTokenizer(), 4242, make_config(n=4),
-                                          agent_metrics=metrics)
+    trajectory = tracker.build_trajectory(
+        item, key, traj_uid, 1000.0, FakeTokenizer(), 4242, make_config(n=4), agent_metrics=metrics
+    )
     assert [turn.turn_index for turn in trajectory.turns] == [0, 1, 2]
     assert [turn.template_overhead_tokens for turn in trajectory.turns] == [None, 2, -7]
     # the overhead starts right after turn 0's prompt + completion, i.e. at index 5

@@ -74,8 +74,14 @@ def sample_trajectory(runtime):
         runtime.Turn(turn_index=1, observation_text="工具", observation_token_ids=[7], turn_total_time_ms=3.5),
     ]
     return runtime.Trajectory(
-        request_id="3", prompt_uid="u", sample_index=3, n_samples=4, global_step=2, turns=turns,
-        initial_prompt_token_ids=[1, 2, 3], agent_metrics={"generate_sequences": 1.5, "nested": {"a": [1, 2]}},
+        request_id="3",
+        prompt_uid="u",
+        sample_index=3,
+        n_samples=4,
+        global_step=2,
+        turns=turns,
+        initial_prompt_token_ids=[1, 2, 3],
+        agent_metrics={"generate_sequences": 1.5, "nested": {"a": [1, 2]}},
     )
 
 
@@ -115,8 +121,12 @@ def test_json_round_trip(traced):
 
 
 def test_from_dict_ignores_unknown_keys_and_does_not_mutate_input(traced):
-    data = {"request_id": "1", "rank_id": 1234, "future_field": True,
-            "turns": [{"turn_index": 0, "old_turn_field": "x", "finish_reason": "stop"}]}
+    data = {
+        "request_id": "1",
+        "rank_id": 1234,
+        "future_field": True,
+        "turns": [{"turn_index": 0, "old_turn_field": "x", "finish_reason": "stop"}],
+    }
     snapshot = json.loads(json.dumps(data))
     trajectory = traced.Trajectory.from_dict(data)
     assert trajectory.request_id == "1"

@@ -56,9 +56,12 @@ def _name_key(name: str) -> tuple[int, str]:
 
 
 def _as_ast(line: cst.CSTNode) -> ast.stmt | None:
-    if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
-        if isinstance(line.body[0], (cst.Import, cst.ImportFrom)):
-            return ast.parse(cst.Module(body=[line]).code.strip()).body[0]
+    if (
+        isinstance(line, cst.SimpleStatementLine)
+        and len(line.body) == 1
+        and isinstance(line.body[0], (cst.Import, cst.ImportFrom))
+    ):
+        return ast.parse(cst.Module(body=[line]).code.strip()).body[0]
     return None
 
 
@@ -127,9 +130,9 @@ def _ensure(body: list[cst.CSTNode], text: str) -> list[cst.CSTNode]:
     wanted = ast.parse(text).body[0]
     bound = _imported_names(wanted)
     for _index, node in _import_region(body):
-        if type(node) is type(wanted) and bound <= _imported_names(node):
-            if getattr(node, "module", None) == getattr(wanted, "module", None):
-                return body
+        same_module = getattr(node, "module", None) == getattr(wanted, "module", None)
+        if type(node) is type(wanted) and bound <= _imported_names(node) and same_module:
+            return body
     return _insert_sorted(body, cst.parse_statement(text + "\n"))
 
 

@@ -28,7 +28,7 @@ def own_leading_count(template: Template) -> int:
     return len(getattr(first, "leading_lines", ()))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def pattern_statements(pattern: CodePattern) -> tuple[cst.BaseStatement, ...]:
     """The anchor pattern as LibCST statements (its text is the original code)."""
     return tuple(cst.parse_module(pattern.text + "\n").body)
@@ -67,9 +67,13 @@ class _Fill(cst.CSTTransformer):
         if isinstance(name, cst.Name):
             match = PLACEHOLDER.match(name.value)
             if match and match.group(2) is None:
-                return cst.FlattenSentinel(with_leading(self.captured.statements[int(match.group(1))], updated.leading_lines))
+                return cst.FlattenSentinel(
+                    with_leading(self.captured.statements[int(match.group(1))], updated.leading_lines)
+                )
             if match and match.group(2) == "body":
-                return cst.FlattenSentinel(with_leading(self.captured.bodies[int(match.group(1))], updated.leading_lines))
+                return cst.FlattenSentinel(
+                    with_leading(self.captured.bodies[int(match.group(1))], updated.leading_lines)
+                )
         value = getattr(small, "value", None)
         if isinstance(value, cst.Name):
             match = PLACEHOLDER.match(value.value)

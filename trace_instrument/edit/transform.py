@@ -35,7 +35,6 @@ class EditError(Exception):
     """An edit that cannot be made safely here (a crowded line, an expression found twice)."""
 
 
-
 @dataclass(eq=False)
 class _Rewrite:
     region: list[cst.CSTNode]  # original statements replaced, in order
@@ -279,7 +278,7 @@ class _Editor(cst.CSTTransformer):
             return updated.with_changes(body=self._rebuild(original.body, updated.body))
         if isinstance(original, cst.Module):
             return updated.with_changes(body=self._rebuild(original.body, updated.body))
-        if isinstance(original, cst.BaseStatement) or isinstance(original, cst.BaseSmallStatement):
+        if isinstance(original, (cst.BaseStatement, cst.BaseSmallStatement)):
             self.updated[id(original)] = updated
         return updated
 

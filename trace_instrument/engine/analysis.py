@@ -47,7 +47,9 @@ def analyse(root: Path, relative: str, catalog: Catalog) -> FileWork | FileProbl
     try:
         tree = ast.parse(source.data, filename=relative)
     except SyntaxError as exc:
-        return FileProblem(relative, f"line {exc.lineno}: {describe_syntax_error(exc)}; fix the file or --skip its points")
+        return FileProblem(
+            relative, f"line {exc.lineno}: {describe_syntax_error(exc)}; fix the file or --skip its points"
+        )
     except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurdly deep nesting
         return FileProblem(relative, f"cannot parse: {type(exc).__name__}: {exc}")
     try:

@@ -95,7 +95,9 @@ class _Outcome:
     added_imports: tuple[str, ...] = ()  # plain imports this run added, for the manifest
 
 
-def _run_jobs(base: Path, catalog: Catalog, selected: frozenset[str], jobs: dict[str, frozenset[str]]) -> dict[str, _Outcome]:
+def _run_jobs(
+    base: Path, catalog: Catalog, selected: frozenset[str], jobs: dict[str, frozenset[str]]
+) -> dict[str, _Outcome]:
     """Each file's apply, on several cores when there are enough files; in catalog order."""
     items = [(str(base), path, selected, excluded) for path, excluded in jobs.items()]
     weights = [file_size(base / path) for path in jobs]
@@ -133,11 +135,19 @@ def _apply_to_file(root: str, relative: str, selected: frozenset[str], excluded:
     if not result.changed:
         # points already in place and no baseline recorded (manifest lost): record the business code as it is
         in_place = any(p.status.in_place for p in result.points)
-        return _Outcome(result, baseline=business_baseline(work, catalog) if in_place and relative not in manifest.baselines else None)
+        return _Outcome(
+            result,
+            baseline=business_baseline(work, catalog) if in_place and relative not in manifest.baselines else None,
+        )
     try:
         data = result.updated.encode(encoding_of(work.source.data))
     except UnicodeEncodeError as exc:
-        failed = FileResult(result.path, result.points, original=result.original, error=f"cannot encode the result in the file's declared encoding: {exc}")
+        failed = FileResult(
+            result.path,
+            result.points,
+            original=result.original,
+            error=f"cannot encode the result in the file's declared encoding: {exc}",
+        )
         return _Outcome(failed)
     return _Outcome(result, data, work.source.data, baseline, _new_imports(work, plans))
 
@@ -150,17 +160,24 @@ def _new_imports(work: FileWork, plans: list[_PointPlan]) -> tuple[str, ...]:
             bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
     needed = dict.fromkeys(i for p in plans if p.planned for i in p.point.imports)
     return tuple(
-        text for text in needed
+        text
+        for text in needed
         if not {a.asname or a.name.split(".")[0] for a in ast.parse(text).body[0].names} <= bound
     )
 
 
 def excluded_reason(point: Point, selected: frozenset[str]) -> str:
     missing = [r for r in point.requires if r not in selected]
-    return f"requires {', '.join(point.requires)}, which is not in place" if not missing else f"requires {missing[0]} (not selected)"
+    return (
+        f"requires {', '.join(point.requires)}, which is not in place"
+        if not missing
+        else f"requires {missing[0]} (not selected)"
+    )
 
 
-def _settle_across_files(base: Path, catalog: Catalog, selected: frozenset[str], outcomes: dict[str, _Outcome]) -> dict[str, _Outcome]:
+def _settle_across_files(
+    base: Path, catalog: Catalog, selected: frozenset[str], outcomes: dict[str, _Outcome]
+) -> dict[str, _Outcome]:
     """Redo the files whose points need a point another file could not place (rare)."""
     while True:
         status = {p.point_id: p.status for o in outcomes.values() for p in o.result.points}
@@ -264,7 +281,9 @@ class _NotRecognised(Exception):
     pass
 
 
-def _edit_file(work: FileWork | FileProblem, plans: list[_PointPlan], catalog: Catalog) -> tuple[FileResult, tuple[str, ...] | None]:
+def _edit_file(
+    work: FileWork | FileProblem, plans: list[_PointPlan], catalog: Catalog
+) -> tuple[FileResult, tuple[str, ...] | None]:
     """The file with the planned points in place, and its business fingerprints (the baseline)."""
     if isinstance(work, FileProblem):
         return problem_results(work, [p.point for p in plans]), None

@@ -57,9 +57,14 @@ def _status(work: FileWork, point: Point, manifest: Manifest) -> PointResult:
         return point_result(point, Status.MISSING, line=line, message="not applied; `apply` would add it here")
     if is_stale(work, point, manifest):
         return point_result(
-            point, Status.STALE, line=state.line, message="applied with an older template; `remove` then `apply` to update"
+            point,
+            Status.STALE,
+            line=state.line,
+            message="applied with an older template; `remove` then `apply` to update",
         )
-    return point_result(point, Status.DRIFTED, line=state.line, message=drift_message(state), diff=_drift_diff(work, point, state))
+    return point_result(
+        point, Status.DRIFTED, line=state.line, message=drift_message(state), diff=_drift_diff(work, point, state)
+    )
 
 
 def _drift_diff(work: FileWork, point: Point, state) -> str:

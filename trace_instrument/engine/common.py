@@ -114,14 +114,16 @@ def locked(root: Path, write: bool) -> Iterator[None]:
         yield
 
 
-def is_stale(work: FileWork, point: Point, manifest: "Manifest") -> bool:
+def is_stale(work: FileWork, point: Point, manifest: Manifest) -> bool:
     """Is the point's code exactly what an older template of it produced (per the manifest)?"""
     texts = manifest.recorded(point)
     if texts is None or len(texts) != len(point.edits):
         return False
     try:
         edits = tuple(
-            replace(edit, template=parse_template(edit.template.name, text, expression=edit.kind is EditKind.REPLACE_EXPR))
+            replace(
+                edit, template=parse_template(edit.template.name, text, expression=edit.kind is EditKind.REPLACE_EXPR)
+            )
             for edit, text in zip(point.edits, texts)
         )
     except CodeError:

@@ -25,7 +25,9 @@ def worker_count(jobs: int) -> int:
     return min(cores, jobs)
 
 
-def map_in_order(function: Callable[[T], R], items: Sequence[T], weights: Sequence[float], shared: dict[str, Any]) -> list[R]:
+def map_in_order(
+    function: Callable[[T], R], items: Sequence[T], weights: Sequence[float], shared: dict[str, Any]
+) -> list[R]:
     """function(item) for every item, heaviest first across workers; results in the items' order."""
     workers = worker_count(len(items))
     SHARED.update(shared)

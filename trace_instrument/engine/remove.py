@@ -68,7 +68,9 @@ def _remove(base: Path, catalog: Catalog, selection: Selection, write: bool, for
             runtime_plan = [(w, "kept: instrumented code still imports it") for w, _ in runtime_plan]
         elif edited:
             # half a package is worse than none removed: keep it whole, and say why
-            runtime_plan = [(w, f"kept: {', '.join(edited)} edited by hand (--force removes it)") for w, _ in runtime_plan]
+            runtime_plan = [
+                (w, f"kept: {', '.join(edited)} edited by hand (--force removes it)") for w, _ in runtime_plan
+            ]
     result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, s) for w, s in runtime_plan))
     if any(f.error for f in files):
         return result
@@ -98,7 +100,7 @@ class _Removal:
     others_remain: bool = False  # points outside the selection are still in this file
 
 
-def _file_job(item: tuple[str, str, frozenset[str], bool, "tuple[str, ...] | None"]) -> _Removal:
+def _file_job(item: tuple[str, str, frozenset[str], bool, tuple[str, ...] | None]) -> _Removal:
     """One file's removal; whatever goes wrong becomes that file's error, never the run's crash."""
     try:
         return _remove_from_file(*item)
@@ -123,7 +125,9 @@ def _remove_from_file(
     try:
         data = result.updated.encode(encoding_of(work.source.data))
     except UnicodeEncodeError as exc:
-        failed = FileResult(result.path, result.points, original=result.original, error=f"cannot encode in the file's encoding: {exc}")
+        failed = FileResult(
+            result.path, result.points, original=result.original, error=f"cannot encode in the file's encoding: {exc}"
+        )
         return _Removal(failed)
     return _Removal(result, data, work.source.data, others)
 

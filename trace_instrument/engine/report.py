@@ -36,7 +36,10 @@ OUTPUTS = (
     ("progress log (hourly)", "$VERL_TRACE_DIR/progress/{YYYYMMDD-HH}.log"),
     ("trajectory JSONL (100 MB rotation)", "$VERL_TRACE_DIR/trajectory/trajectory_{instance}_{ts}.jsonl"),
     ("stdout", "[FLOW_TRACE] lines (tracing on only) and the bare progress lines (always)"),
-    ("discovery files", "/tmp/verl_trace_sample_path.txt, /tmp/verl_trace_trajectory_path.txt, /tmp/verl_progress_path.txt"),
+    (
+        "discovery files",
+        "/tmp/verl_trace_sample_path.txt, /tmp/verl_trace_trajectory_path.txt, /tmp/verl_progress_path.txt",
+    ),
 )
 
 
@@ -76,7 +79,9 @@ def report(root: str | Path, catalog: Catalog) -> Report:
         calls=_calls(proof),
         stages=_stages(base, catalog),
         not_in_place=tuple(
-            p for p in checked.points if p.status not in (Status.PRESENT, Status.NOT_APPLICABLE) and _is_core(p, catalog)
+            p
+            for p in checked.points
+            if p.status not in (Status.PRESENT, Status.NOT_APPLICABLE) and _is_core(p, catalog)
         ),
         verify=proof,
     )
@@ -146,7 +151,13 @@ def as_markdown(rep: Report) -> str:
     missing = [stage for stage, ok in rep.stages if not ok]
     lines.append(
         f"- progress stages covered: {len(covered)}/{len(rep.stages)}"
-        + (f" (not covered: {', '.join(missing)}" + (" — no implementation in verl" if missing == ["update prompt2accs"] else "") + ")" if missing else "")
+        + (
+            f" (not covered: {', '.join(missing)}"
+            + (" — no implementation in verl" if missing == ["update prompt2accs"] else "")
+            + ")"
+            if missing
+            else ""
+        )
     )
     if rep.not_in_place:
         lines.append("- not in place:")

@@ -41,20 +41,42 @@ t.flush(5)
 """
 
 RAW_KEYS = {
-    "request_id", "n_samples", "global_step", "created_at_ts", "completed_at_ts",
-    "total_time_ms", "turns", "initial_prompt_text", "agent_metrics",
+    "request_id",
+    "n_samples",
+    "global_step",
+    "created_at_ts",
+    "completed_at_ts",
+    "total_time_ms",
+    "turns",
+    "initial_prompt_text",
+    "agent_metrics",
 }
 TURN_KEYS = {
-    "turn_index", "prompt_token_count", "completion_text", "completion_token_count", "finish_reason",
-    "observation_text", "start_ts", "end_ts", "observation_start_ts", "observation_end_ts",
-    "turn_total_time_ms", "completion_time_ms", "observation_time_ms", "sglang_time_ms",
-    "sglang_queue_time_ms", "sglang_ttft_ms", "sglang_prefill_ms", "sglang_decode_time_ms",
-    "template_overhead_tokens", "template_overhead_text",
+    "turn_index",
+    "prompt_token_count",
+    "completion_text",
+    "completion_token_count",
+    "finish_reason",
+    "observation_text",
+    "start_ts",
+    "end_ts",
+    "observation_start_ts",
+    "observation_end_ts",
+    "turn_total_time_ms",
+    "completion_time_ms",
+    "observation_time_ms",
+    "sglang_time_ms",
+    "sglang_queue_time_ms",
+    "sglang_ttft_ms",
+    "sglang_prefill_ms",
+    "sglang_decode_time_ms",
+    "template_overhead_tokens",
+    "template_overhead_text",
 }
 FLOW_LINE = re.compile(
     r"^\[FLOW_TRACE\] \d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2} \| uid=u1 \| traj_uid=0 \| from=SelfCheck \| to=Disk"
     r" \| stage=TRAIN_UPDATE \| global_step=3 \| detail=self_check$",
-    re.M,
+    re.MULTILINE,
 )
 
 
@@ -74,9 +96,13 @@ def runtime_self_check(root: Path, catalog: Catalog, timeout: float = 60.0) -> l
         env = {k: v for k, v in os.environ.items() if k not in ("DLC_JOB_ID", "PYTHONPATH")}
         env.update(VERL_TRACE_DIR=str(traces), VERL_TRACE_DISCOVERY_DIR=str(discovery), PYTHONDONTWRITEBYTECODE="1")
         try:
-            run = subprocess.run(
+            run = subprocess.run(  # noqa: PLW1510 - the exit code is a finding
                 [sys.executable, "-c", _SCRIPT, str(stage), str(traces / "trajectory")],
-                capture_output=True, text=True, timeout=timeout, env=env, cwd=scratch,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env=env,
+                cwd=scratch,
             )
         except subprocess.TimeoutExpired:
             return [Finding("runtime", "self-check", False, f"the self-check did not finish within {timeout:.0f}s")]
@@ -99,7 +125,9 @@ def _sample_findings(folder: Path, stdout: str) -> list[Finding]:
     files = sorted(folder.glob("*.csv")) if folder.is_dir() else []
     problems = []
     if len(files) != 1 or not re.fullmatch(r".+-pid\d+\.csv", files[0].name if files else ""):
-        return [_finding("sample CSV", [f"expected one {{hostname}}-pid{{pid}}.csv, found {[f.name for f in files]}"], "")]
+        return [
+            _finding("sample CSV", [f"expected one {{hostname}}-pid{{pid}}.csv, found {[f.name for f in files]}"], "")
+        ]
     with files[0].open(newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
     if [len(r) for r in rows] != [6, 6, 6]:
@@ -122,7 +150,11 @@ def _sample_findings(folder: Path, stdout: str) -> list[Finding]:
             problems.append(f"content column wrong: {[r[5] for r in rows]}")
     if not FLOW_LINE.search(stdout):
         problems.append("no [FLOW_TRACE] stdout line in the expected format")
-    return [_finding("sample CSV", problems, "3 rows: columns, sample_id rule, status, content and stdout echo as specified")]
+    return [
+        _finding(
+            "sample CSV", problems, "3 rows: columns, sample_id rule, status, content and stdout echo as specified"
+        )
+    ]
 
 
 def _progress_findings(folder: Path, stdout: str) -> list[Finding]:
@@ -144,7 +176,9 @@ def _trajectory_findings(folder: Path) -> list[Finding]:
     files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
     problems = []
     if len(files) != 1 or not re.fullmatch(r"trajectory_7_\d{8}_\d{6}_\d{3}\.jsonl", files[0].name):
-        return [_finding("trajectory JSONL", [f"expected trajectory_7_{{ts}}.jsonl, found {[f.name for f in files]}"], "")]
+        return [
+            _finding("trajectory JSONL", [f"expected trajectory_7_{{ts}}.jsonl, found {[f.name for f in files]}"], "")
+        ]
     lines = files[0].read_text(encoding="utf-8").splitlines()
     try:
         record = json.loads(lines[0]) if len(lines) == 1 else None
@@ -152,16 +186,24 @@ def _trajectory_findings(folder: Path) -> list[Finding]:
     except (ValueError, KeyError, TypeError):
         record = raw = None
     if record is None or raw is None:
-        return [_finding("trajectory JSONL", [f"expected one JSON line with a raw_message string, got {len(lines)} lines"], "")]
+        return [
+            _finding(
+                "trajectory JSONL", [f"expected one JSON line with a raw_message string, got {len(lines)} lines"], ""
+            )
+        ]
     if list(record) != ["prompt_uid", "sample_index", "raw_message"]:
         problems.append(f"top-level keys {list(record)}")
     if (record.get("prompt_uid"), record.get("sample_index")) != ("u1", 0):
         problems.append("prompt_uid / sample_index values wrong")
     if set(raw) != RAW_KEYS:
-        problems.append(f"raw_message keys differ: extra {sorted(set(raw) - RAW_KEYS)}, missing {sorted(RAW_KEYS - set(raw))}")
+        problems.append(
+            f"raw_message keys differ: extra {sorted(set(raw) - RAW_KEYS)}, missing {sorted(RAW_KEYS - set(raw))}"
+        )
     turns = raw.get("turns") or [{}]
     if set(turns[0]) != TURN_KEYS:
-        problems.append(f"turn keys differ: extra {sorted(set(turns[0]) - TURN_KEYS)}, missing {sorted(TURN_KEYS - set(turns[0]))}")
+        problems.append(
+            f"turn keys differ: extra {sorted(set(turns[0]) - TURN_KEYS)}, missing {sorted(TURN_KEYS - set(turns[0]))}"
+        )
     elif turns[0]["sglang_time_ms"] != 500.0 or turns[0]["turn_total_time_ms"] is None:
         problems.append("sglang timing / turn total not derived")
     return [_finding("trajectory JSONL", problems, "file name, top-level keys and raw_message fields as specified")]

@@ -118,7 +118,9 @@ def _facility_findings(tally: collections.Counter) -> list[Finding]:
     findings = []
     for facility in dict.fromkeys(f for f, _ in tally):
         expected, in_place = tally[(facility, "expected")], tally[(facility, "in place")]
-        findings.append(Finding("facilities", facility, in_place == expected, f"{in_place} of {expected} points in place"))
+        findings.append(
+            Finding("facilities", facility, in_place == expected, f"{in_place} of {expected} points in place")
+        )
     return findings
 
 
@@ -170,7 +172,9 @@ def _runtime_compile_findings(base: Path, catalog: Catalog) -> list[Finding]:
 # -- zero intrusion -------------------------------------------------------------------------------
 
 
-def _intrusion_findings(work: FileWork, catalog: Catalog, manifest: Manifest, baseline_root: Path | None) -> list[Finding]:
+def _intrusion_findings(
+    work: FileWork, catalog: Catalog, manifest: Manifest, baseline_root: Path | None
+) -> list[Finding]:
     if all(work.state(p).untouched for p in work.points):
         return []
     original = _baseline(work, catalog, manifest, baseline_root)
@@ -194,23 +198,28 @@ def _intrusion_findings(work: FileWork, catalog: Catalog, manifest: Manifest, ba
         added = current[b1:b2]
         what = "changed from the original" if missing else "added to the business code"
         for _, line in added:
-            findings.append(Finding("zero-intrusion", work.path, False, f"a statement {what} (not tracing code)", line=line))
+            findings.append(
+                Finding("zero-intrusion", work.path, False, f"a statement {what} (not tracing code)", line=line)
+            )
         if len(missing) > len(added):
             line = current[b1][1] if b1 < len(current) else (current[-1][1] if current else 0)
             lost = len(missing) - len(added)
-            findings.append(Finding("zero-intrusion", work.path, False, f"{lost} original statement(s) missing here", line=line))
+            findings.append(
+                Finding("zero-intrusion", work.path, False, f"{lost} original statement(s) missing here", line=line)
+            )
     if not findings:
-        findings.append(Finding("zero-intrusion", work.path, True, f"{len(current)} business statements as in the original"))
+        findings.append(
+            Finding("zero-intrusion", work.path, True, f"{len(current)} business statements as in the original")
+        )
     return findings
 
 
-def _baseline(work: FileWork, catalog: Catalog, manifest: Manifest, baseline_root: Path | None) -> tuple[str, ...] | None:
+def _baseline(
+    work: FileWork, catalog: Catalog, manifest: Manifest, baseline_root: Path | None
+) -> tuple[str, ...] | None:
     if baseline_root is not None:
         pristine = analyse(baseline_root, work.path, catalog)
         if isinstance(pristine, FileProblem):
             return None
         return tuple(f for f, _ in business_fingerprints(pristine.locator.recognition, added_imports(catalog)))
     return manifest.baselines.get(work.path)
-
-
-

@@ -23,7 +23,9 @@ class WheelError(Exception):
 
 
 def cache_dir() -> Path:
-    base = os.environ.get(CACHE_ENV) or os.path.join(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "trace-instrument")
+    base = os.environ.get(CACHE_ENV) or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "trace-instrument"
+    )
     return Path(base)
 
 
@@ -55,14 +57,27 @@ def find_wheel(version: str) -> Path:
         candidate = Path(local) / name
         if candidate.is_file():
             return candidate
-        raise WheelError(f"{WHEEL_DIR_ENV}={local} has no {name}; download it with `pip download --no-deps verl=={version}`")
+        raise WheelError(
+            f"{WHEEL_DIR_ENV}={local} has no {name}; download it with `pip download --no-deps verl=={version}`"
+        )
     wheels = _ensure(cache_dir() / "wheels")
     cached = wheels / name
     if cached.is_file():
         return cached
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(wheels), f"verl=={version}"]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "-q",
+        "-d",
+        str(wheels),
+        f"verl=={version}",
+    ]
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        completed = subprocess.run(command, check=False, capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise WheelError(f"could not run pip to download verl=={version}: {exc}") from None
     if completed.returncode != 0 or not cached.is_file():

@@ -83,10 +83,10 @@ class AnchorFinder:
     def _matches(self, anchor: Anchor, scope_node: ast.AST) -> list[_Match]:
         pattern = list(anchor.target.stmts)
         found = []
-        if anchor.kind in (EditKind.BODY_START, EditKind.BODY_END) and isinstance(scope_node, ast.stmt):
-            # the scope's own def may be the block: `body_end: def method(self): ...`
-            if self._same(pattern[0], scope_node):
-                found.append(_Match(anchor, [scope_node], self.index.site(scope_node)))
+        # the scope's own def may be the block: `body_end: def method(self): ...`
+        body_kind = anchor.kind in (EditKind.BODY_START, EditKind.BODY_END)
+        if body_kind and isinstance(scope_node, ast.stmt) and self._same(pattern[0], scope_node):
+            found.append(_Match(anchor, [scope_node], self.index.site(scope_node)))
         for _owner, _field, body in self.index.bodies_in(scope_node):
             business = [s for s in body if id(s) not in self.skip]
             for start in range(len(business) - len(pattern) + 1):
@@ -169,7 +169,9 @@ class AnchorFinder:
             # a later point's block already sits in the gap; a before-insert takes over the lines
             # above it that are not that block's own, just as if both were inserted in one run
             own = self.recognition.own_leading.get(id(higher[0]), 0)
-            return Placement(point, edit, line, neighbor=higher[0], after=False, take_leading=before_kind, keep_leading=own)
+            return Placement(
+                point, edit, line, neighbor=higher[0], after=False, take_leading=before_kind, keep_leading=own
+            )
         if before_kind and next_stmt is not None:
             return Placement(point, edit, line, neighbor=next_stmt, after=False, take_leading=True)
         if prev_stmt is not None:
@@ -192,9 +194,7 @@ class AnchorFinder:
 
     def _scope_lost(self, point: Point) -> AnchorFailure:
         similar = self.index.similar_scopes(point.scope)
-        candidates = tuple(
-            Candidate(self.index.scopes[name][0].lineno, f"def/class {name}", 0.0) for name in similar
-        )
+        candidates = tuple(Candidate(self.index.scopes[name][0].lineno, f"def/class {name}", 0.0) for name in similar)
         return AnchorFailure(Status.ANCHOR_LOST, f"scope {point.scope} not found in the file", candidates)
 
     def nearest(self, anchor: Anchor, scope_nodes: list[ast.AST], limit: int = 3) -> tuple[Candidate, ...]:

@@ -83,10 +83,15 @@ def _captured(recognition: Recognition) -> set[int]:
     return kept
 
 
-def business_fingerprints(recognition: Recognition, added_imports: frozenset[str] = frozenset()) -> list[tuple[str, int]]:
+def business_fingerprints(
+    recognition: Recognition, added_imports: frozenset[str] = frozenset()
+) -> list[tuple[str, int]]:
     """(fingerprint, line) of each business statement; lines are those of the file as it is."""
     index = recognition.index
-    return [(_fingerprint_of(real, view, index), real.lineno) for real, view in business_statements(recognition, added_imports)]
+    return [
+        (_fingerprint_of(real, view, index), real.lineno)
+        for real, view in business_statements(recognition, added_imports)
+    ]
 
 
 def declared_removals(recognition: Recognition) -> set[str]:

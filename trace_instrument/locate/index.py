@@ -75,7 +75,11 @@ class FileIndex:
             chunk = self.lines[first : node.end_lineno]
             if not chunk:
                 return None
-            chunk = [chunk[0][node.col_offset :], *chunk[1:-1], chunk[-1][: node.end_col_offset]] if len(chunk) > 1 else chunk
+            chunk = (
+                [chunk[0][node.col_offset :], *chunk[1:-1], chunk[-1][: node.end_col_offset]]
+                if len(chunk) > 1
+                else chunk
+            )
             return "\n".join(line.strip() for line in chunk)
         return self.lines[first][node.col_offset : node.end_col_offset].strip()
 
@@ -125,9 +129,9 @@ class FileIndex:
 
 
 def docstring_of(body: list[ast.stmt]) -> ast.stmt | None:
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        if isinstance(body[0].value.value, str):
-            return body[0]
+    first = body[0] if body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        return first
     return None
 
 

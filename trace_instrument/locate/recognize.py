@@ -253,7 +253,11 @@ def statement_key(node: ast.stmt) -> tuple:
         return ("call", getattr(func, "id", None) or getattr(func, "attr", None))
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-        return (type(node).__name__, type(target).__name__, getattr(target, "id", None) or getattr(target, "attr", None))
+        return (
+            type(node).__name__,
+            type(target).__name__,
+            getattr(target, "id", None) or getattr(target, "attr", None),
+        )
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return ("def", node.name)
     return (type(node).__name__,)
@@ -273,7 +277,7 @@ def _nested_in(site, ids: set[int]) -> bool:
     return any(id(a) in ids for a in site.ancestors)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def applied_form(edit: Edit) -> ast.stmt | None:
     """The anchor statement of a replace-expression edit with the replacement made."""
     anchor = edit.anchors[0]

@@ -180,7 +180,9 @@ def _read_point(ctx: _Context, node: Node, target: str, display: str) -> Point |
         ctx.problem(data["id"].where("id"), f"{point_id!r}: ids are lower-case letters, digits, '.', '_', '-'")
     facility = data["facility"].text
     if facility not in FACILITIES:
-        ctx.problem(data["facility"].where("facility"), f"unknown facility {facility!r} (one of {', '.join(FACILITIES)})")
+        ctx.problem(
+            data["facility"].where("facility"), f"unknown facility {facility!r} (one of {', '.join(FACILITIES)})"
+        )
     scope = data["scope"].text
     if not SCOPE.match(scope):
         ctx.problem(data["scope"].where("scope"), f"{scope!r} is not a dotted Class.method path or <module>")
@@ -243,7 +245,9 @@ def _read_edit(ctx: _Context, node: Node, data: dict[str, Node], target: str) ->
             if alt is None:
                 return None
             if alt.kind.inserts != primary.kind.inserts or (not alt.kind.inserts and alt.kind is not primary.kind):
-                ctx.problem(alt.source, f"an alternative of a '{primary.kind.value}' anchor must do the same kind of edit")
+                ctx.problem(
+                    alt.source, f"an alternative of a '{primary.kind.value}' anchor must do the same kind of edit"
+                )
                 return None
             anchors.append(alt)
     template = _read_template(ctx, node, data, primary.kind)
@@ -348,7 +352,9 @@ def _check_template_fits(ctx: _Context, node: Node, primary: Anchor, anchors: li
     for anchor in anchors:
         count = len(anchor.target.stmts)
         if any(index >= count for index in indexes):
-            ctx.problem(where, f"captures beyond the {count} anchored statements (__anchor_0__ .. __anchor_{count - 1}__)")
+            ctx.problem(
+                where, f"captures beyond the {count} anchored statements (__anchor_0__ .. __anchor_{count - 1}__)"
+            )
             return False
         for index, role in used:
             stmt = anchor.target.stmts[index]
