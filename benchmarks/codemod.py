@@ -78,7 +78,7 @@ def main() -> int:
         return 0
 
     from trace_instrument.engine.apply import apply
-    from trace_instrument.engine.wheels import verl_tree
+    from trace_instrument.wheels import verl_tree
     from trace_instrument.spec import load_catalog
 
     catalog = load_catalog()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support import copy_tree
 
-from trace_instrument.engine.wheels import WheelError, verl_tree
+from trace_instrument.wheels import WheelError, verl_tree
 from trace_instrument.spec import load_catalog
 
 

@@ -54,7 +54,7 @@ def test_symlink_leading_outside_is_refused(checkout_090, tmp_path):
     os.symlink(outside, target)
     result = apply(checkout_090, _catalog())
     trainer = next(f for f in result.files if f.path == TRAINER)
-    assert "outside the checkout; refusing" in trainer.error
+    assert "outside the checkout; refusing" in str(trainer.error)
     assert not result.written
     assert outside.read_bytes().count(b"trace_flow") == 0
 
@@ -73,7 +73,7 @@ def test_non_utf8_bytes_are_reported(checkout_090):
     target.write_bytes(target.read_bytes().replace(b"# training metrics", b"# training m\xe9trics", 1))
     result = apply(checkout_090, _catalog())
     trainer = next(f for f in result.files if f.path == TRAINER)
-    assert "not valid text in its declared encoding" in trainer.error
+    assert "not valid text in its declared encoding" in str(trainer.error)
     assert not result.written
 
 
@@ -101,6 +101,7 @@ points:
     title: my own wrapper around the same two statements C1 rewrites
     scope: AgentLoopWorker._run_agent_loop
     changes_behaviour: times the agent run
+    imports: ["from contextlib import nullcontext as my_timer"]
     rewrite: |
       output: AgentLoopOutput = await agent_loop.run(sampling_params, **kwargs)
     code: |

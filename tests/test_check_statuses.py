@@ -9,11 +9,11 @@ from xml.etree import ElementTree
 
 import pytest
 
-from trace_instrument import formats
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.remove import remove
-from trace_instrument.model import Selection, Status
+from trace_instrument.model import RuntimeStatus, Selection, Status
+from trace_instrument.render import ci
 
 RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
 UID_POINT = "flow.v0.uid-generated"
@@ -51,9 +51,9 @@ def test_drifted_shows_a_diff_and_is_never_duplicated(checkout_090, catalog):
     assert _status(again, UID_POINT).status is Status.DRIFTED and not again.written
     assert (checkout_090 / RAY_TRAINER).read_text().count("detail='uid_generated'") == 1
     kept = remove(checkout_090, catalog)
-    assert _status(kept, UID_POINT).status is Status.DRIFTED
+    assert _status(kept, UID_POINT).status is Status.KEPT
     assert "detail='uid_generated'" in (checkout_090 / RAY_TRAINER).read_text()
-    assert any(status.startswith("kept") for _, status in kept.runtime_files)
+    assert {f.status for f in kept.runtime_files} == {RuntimeStatus.KEPT_IN_USE}
     forced = remove(checkout_090, catalog, force=True)
     assert _status(forced, UID_POINT).status is Status.REMOVED
     assert "trace_flow" not in (checkout_090 / RAY_TRAINER).read_text()
@@ -132,13 +132,13 @@ def test_unexpected_tracing_calls(checkout_090, catalog):
 def test_github_and_junit_formats(checkout_090, catalog):
     apply(checkout_090, catalog, Selection(facilities=frozenset({"sample_flow", "runtime"})))
     result = check(checkout_090, catalog)
-    annotations = formats.github_annotations(result)
+    annotations = ci.github_annotations(result)
     assert re.search(
         r"^::error file=verl/trainer/ppo/ray_trainer.py,line=\d+,title=missing%3A progress\.v0\.",
         annotations,
         re.MULTILINE,
     )
-    suite = ElementTree.fromstring(formats.junit_xml(result))
+    suite = ElementTree.fromstring(ci.junit_xml(result))
     cases = suite.findall("testcase")
     assert len(cases) == len(result.points) + len(result.runtime_files)
     failed = [c.get("name") for c in cases if c.find("failure") is not None]

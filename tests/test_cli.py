@@ -43,7 +43,7 @@ def test_dry_run_prints_a_diff_and_writes_nothing(checkout_090, verl_090):
 
 def test_json_output(checkout_090):
     body = json.loads(_run("apply", "--format", "json", "--only", "flow.v0.uid-generated", checkout_090).output)
-    assert body["summary"] == {"applied": 1}
+    assert body["summary"]["by_status"] == {"applied": 1}
     assert body["points"][0]["id"] == "flow.v0.uid-generated" and body["points"][0]["line"] > 0
     check = json.loads(_run("check", "--format", "json", "--only", "flow.v0.uid-generated", checkout_090).output)
     assert [p["status"] for p in check["points"] if p["id"] != "runtime"] == ["present"]

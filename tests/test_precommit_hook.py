@@ -10,7 +10,7 @@ from pathlib import Path
 from support import TESTS, copy_tree
 
 from trace_instrument.engine.apply import apply
-from trace_instrument.engine.wheels import cache_dir
+from trace_instrument.wheels import cache_dir
 
 PROJECT = TESTS.parent
 

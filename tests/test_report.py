@@ -8,7 +8,8 @@ from typer.testing import CliRunner
 
 from trace_instrument.cli import app
 from trace_instrument.engine.apply import apply
-from trace_instrument.engine.report import as_markdown, report
+from trace_instrument.engine.report import report
+from trace_instrument.render.markdown import report as as_markdown
 from trace_instrument.model import Selection
 
 
@@ -16,8 +17,8 @@ def test_report_on_a_complete_result(checkout_090, catalog):
     apply(checkout_090, catalog)
     rep = report(checkout_090, catalog)
     assert rep.ok and rep.verl_version == "0.9.0"
-    assert {c: (f, e) for c, f, e in rep.calls} == {"trace_flow": (31, 31), "log_progress": (82, 82)}
-    assert [s for s, covered in rep.stages if not covered] == ["update prompt2accs"]
+    assert {c.call: (c.found, c.expected) for c in rep.calls} == {"trace_flow": (31, 31), "log_progress": (82, 82)}
+    assert [s.stage for s in rep.stages if not s.covered] == ["update prompt2accs"]
     text = as_markdown(rep)
     for expected in (
         "- sample_flow: 36/36 points in place",

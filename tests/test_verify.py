@@ -16,12 +16,13 @@ def test_clean_result_verifies(checkout_090, catalog):
     apply(checkout_090, catalog)
     result = verify(checkout_090, catalog)
     assert result.ok, _failures(result)
-    totals = {call: sum(a for _, c, _, a in result.counts if c == call) for call in ("trace_flow", "log_progress")}
+    totals = {call: sum(c.actual for c in result.counts if c.call == call) for call in ("trace_flow", "log_progress")}
     assert totals == {"trace_flow": 31, "log_progress": 82}
-    assert {f.check for f in result.findings} == {
+    assert {f.check.value for f in result.findings} == {
         "counts",
         "facilities",
         "imports",
+        "names",
         "compile",
         "zero-intrusion",
         "runtime",

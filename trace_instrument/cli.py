@@ -1,43 +1,89 @@
-"""Command line: the only place that prints, colours and exits.
+"""Command line: parses options, runs an operation, prints what render/ built, exits with its code.
 
-Exit codes: 0 clean, 1 drift / would change / not everything placed, 2 error.
+Exit codes: 0 clean, 1 drift / not everything placed / something kept, 2 error,
+130 / 143 interrupted by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
 
-import json
+import difflib
+import os
+import signal
 import sys
-from collections import Counter
-from dataclasses import asdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from types import FrameType
+from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from rich.console import Console, RenderableType
 from rich.text import Text
 
-from trace_instrument import __version__, formats
+from trace_instrument import __version__
 from trace_instrument.engine.apply import apply as run_apply
 from trace_instrument.engine.check import check as run_check
+from trace_instrument.engine.files import InterruptedAfterWrite, Terminated
 from trace_instrument.engine.patch import unified_patch
 from trace_instrument.engine.remove import remove as run_remove
 from trace_instrument.engine.report import OUTPUTS as REPORT_OUTPUTS
 from trace_instrument.engine.verify import verify as run_verify
-from trace_instrument.model import EXTRAS, FACILITIES, Catalog, PointResult, RunResult, Selection, Status
+from trace_instrument.model import EXTRAS, FACILITIES, Catalog, RunResult, Selection, Status
+from trace_instrument.render import ci, exits, jsonout, markdown, text
+from trace_instrument.render.items import counts_line
 from trace_instrument.spec import SpecError, load_catalog
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     help="Instrument a verl checkout with sample-flow, progress and trajectory tracing, deterministically.",
 )
-# piped output (CI logs) gets a wide fixed width instead of rich's 80 columns
-out = Console(soft_wrap=True, highlight=False, width=None if sys.stdout.isatty() else 200)
-err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
-OK, DRIFT, ERROR = 0, 1, 2
+
+def _console(stderr: bool) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    tty = stream.isatty()
+    plain = bool(os.environ.get("NO_COLOR")) or not tty
+    # piped output (CI logs, files) gets a wide fixed width and no escape codes at all
+    return Console(
+        file=stream,
+        soft_wrap=True,
+        highlight=False,
+        width=None if tty else 200,
+        color_system=None if plain else "auto",
+        no_color=plain,
+        emoji=False,
+    )
+
+
+class _State:
+    debug = False
+
+
+def _out() -> Console:
+    return _console(stderr=False)
+
+
+def _err() -> Console:
+    return _console(stderr=True)
+
+
+def _print(renderables: Iterable[RenderableType]) -> None:
+    console = _out()
+    for item in renderables:
+        console.print(item)
+
+
+def _print_raw(body: str) -> None:
+    """Machine-readable output, byte for byte (no markup, no wrapping)."""
+    sys.stdout.write(body if body.endswith("\n") else body + "\n")
+    sys.stdout.flush()
+
+
+def _fail(message: str, code: int = exits.ERROR) -> NoReturn:
+    _err().print(Text(f"error: {message}", style="bold red"))
+    raise typer.Exit(code)
 
 
 class Format(str, Enum):
@@ -50,6 +96,12 @@ class CheckFormat(str, Enum):
     json = "json"
     github = "github"
     junit = "junit"
+
+
+class ReportFormat(str, Enum):
+    text = "text"
+    markdown = "markdown"
+    json = "json"
 
 
 PathArg = Annotated[Path, typer.Argument(help="The verl checkout: the folder that holds verl/.")]
@@ -69,7 +121,26 @@ AnchorsOpt = Annotated[
 
 
 def main() -> None:
-    app()
+    """The console entry point: SIGTERM ends a run as Ctrl-C does, cleanly."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        app()
+    except (KeyboardInterrupt, Terminated, InterruptedAfterWrite) as exc:
+        _interrupted(exc)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
+def _interrupted(exc: BaseException) -> NoReturn:
+    written = isinstance(exc, InterruptedAfterWrite)
+    cause = exc.interruption if isinstance(exc, InterruptedAfterWrite) else exc
+    name = "SIGTERM" if isinstance(cause, Terminated) else "SIGINT"
+    state = "the changes had been written completely" if written else "nothing was written"
+    sys.stderr.write(f"trace-instrument: interrupted ({name}); {state}\n")
+    sys.stderr.flush()
+    sys.exit(exits.INTERRUPTED[name])
 
 
 # -- shared helpers --------------------------------------------------------------------------------
@@ -79,23 +150,36 @@ def _catalog(anchors: list[Path] | None) -> Catalog:
     try:
         return load_catalog(anchors_dirs=anchors or [])
     except SpecError as exc:
+        err = _err()
         err.print(Text("anchor specs are invalid:", style="bold red"))
         for problem in exc.problems:
             err.print(f"  {problem}")
-        raise typer.Exit(ERROR) from None
+        raise typer.Exit(exits.ERROR) from None
 
 
-def _selection(catalog: Catalog, facility, only, skip, extras) -> Selection:
-    known_ids = {p.id for p in catalog.points}
+def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _selection(
+    catalog: Catalog,
+    facility: list[str] | None,
+    only: list[str] | None,
+    skip: list[str] | None,
+    extras: list[str] | None,
+) -> Selection:
     for name in facility or []:
         if name not in FACILITIES:
-            _usage(f"unknown facility {name!r}; choose from {', '.join(FACILITIES)}")
+            _fail(f"unknown facility {name!r}{_did_you_mean(name, FACILITIES)} (choose from {', '.join(FACILITIES)})")
     for name in extras or []:
         if name not in EXTRAS:
-            _usage(f"unknown extra {name!r}; choose from {', '.join(EXTRAS)}")
+            _fail(f"unknown extra {name!r}{_did_you_mean(name, EXTRAS)} (choose from {', '.join(EXTRAS)})")
+    known_ids = [p.id for p in catalog.points]
     for point_id in [*(only or []), *(skip or [])]:
         if point_id not in known_ids:
-            _usage(f"unknown point id {point_id!r}; `trace-instrument points` lists them")
+            hint = _did_you_mean(point_id, known_ids)
+            _fail(f"unknown point id {point_id!r}{hint} (`trace-instrument points` lists them)")
     return Selection(
         facilities=frozenset(facility) if facility else frozenset(FACILITIES),
         only=frozenset(only or []),
@@ -104,118 +188,22 @@ def _selection(catalog: Catalog, facility, only, skip, extras) -> Selection:
     )
 
 
-def _usage(message: str) -> None:
-    err.print(Text(f"error: {message}", style="red"))
-    raise typer.Exit(ERROR)
+def _tracebacks(result: RunResult) -> dict[str, str]:
+    """File path -> the tool's own traceback, for --debug."""
+    if not _State.debug:
+        return {}
+    return {f.path: f.error.traceback for f in result.files if f.error is not None and f.error.traceback}
 
 
-def _point_json(p: PointResult) -> dict:
-    data = asdict(p)
-    data["id"] = data.pop("point_id")
-    data["status"] = p.status.value
-    data["candidates"] = [asdict(c) for c in p.candidates]
-    return data
-
-
-def _summary(result: RunResult) -> dict[str, int]:
-    return dict(Counter(p.status.value for p in result.points))
-
-
-def _json(command: str, result: RunResult, **extra) -> str:
-    body = {
-        "command": command,
-        "root": result.root,
-        "error": result.error,
-        "written": result.written,
-        "points": [_point_json(p) for p in result.points],
-        "files": [{"path": f.path, "changed": f.changed, "error": f.error} for f in result.files],
-        "runtime": [{"path": path, "status": status} for path, status in result.runtime_files],
-        "summary": _summary(result),
-        **extra,
-    }
-    return json.dumps(body, indent=2)
-
-
-STATUS_STYLE = {
-    Status.APPLIED: "green",
-    Status.PRESENT: "green",
-    Status.REMOVED: "green",
-    Status.MISSING: "yellow",
-    Status.DRIFTED: "yellow",
-    Status.STALE: "yellow",
-    Status.NOT_APPLICABLE: "dim",
-    Status.SKIPPED: "yellow",
-    Status.ANCHOR_LOST: "red",
-    Status.AMBIGUOUS: "red",
-    Status.UNEXPECTED: "red",
-    Status.ERROR: "bold red",
-}
-
-
-def _print_point(p: PointResult, *, show_ok: bool, planned_only: bool = False) -> None:
-    """One point; with planned_only (a dry run, or a run that wrote nothing) "applied" reads "would apply"."""
-    if not show_ok and p.status in (Status.APPLIED, Status.PRESENT, Status.REMOVED):
-        return
-    where = f"{p.file}:{p.line}" if p.line else p.file
-    label = p.status.value
-    if planned_only and p.status in (Status.APPLIED, Status.REMOVED):
-        label = "would " + ("apply" if p.status is Status.APPLIED else "remove")
-    line = Text("  ")
-    line.append(f"{label:<15}", style=STATUS_STYLE.get(p.status, ""))
-    line.append(f"{p.point_id:<42} ", style="bold")
-    line.append(where, style="cyan")
-    out.print(line)
-    if p.message:
-        out.print(Text(f"      {p.message}"))
-    for candidate in p.candidates:
-        out.print(
-            Text(f"      nearest: line {candidate.line}: {candidate.code}  (similarity {candidate.score})", style="dim")
-        )
-    if p.diff:
-        _print_diff(p.diff, indent="      ")
-
-
-def _print_files(result: RunResult, verb: str) -> None:
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    table.add_column("file")
-    table.add_column("points", justify="right")
-    table.add_column("result")
-    for f in result.files:
-        counts = Counter(p.status.value for p in f.points)
-        detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        state = f"[red]{f.error}[/red]" if f.error else (verb if f.changed else "unchanged")
-        table.add_row(f.path, str(len(f.points)), f"{detail} — {state}" if detail else state)
-    out.print(table)
-
-
-def _print_runtime(result: RunResult, planned_only: bool = False) -> None:
-    if not result.runtime_files:
-        return
-    would = {"created": "to create", "removed": "to remove"} if planned_only else {}
-    counts = Counter(would.get(status, status) for _, status in result.runtime_files)
-    folder = result.runtime_files[0][0].rsplit("/", 1)[0]
-    out.print(f"runtime package {folder}/: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-
-
-def _print_diff(patch: str, indent: str = "") -> None:
-    for line in patch.splitlines():
-        style = ""
-        if line.startswith(("diff --git", "---", "+++", "new file", "deleted file")):
-            style = "bold"
-        elif line.startswith("@@"):
-            style = "cyan"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        out.print(Text(indent + line, style=style))
-
-
-def _counts_line(result: RunResult, order: list[Status]) -> str:
-    counts = Counter(p.status for p in result.points)
-    parts = [f"{counts[s]} {s.value}" for s in order if counts[s]]
-    parts += [f"{n} {s.value}" for s, n in counts.items() if s not in order and n]
-    return ", ".join(parts) if parts else "no points selected"
+def _write_patch(destination: Path, patch: str) -> str:
+    if str(destination) == "-":
+        sys.stdout.write(patch)
+        return "patch written to standard output"
+    try:
+        destination.write_text(patch, encoding="utf-8")
+    except OSError as exc:
+        _fail(f"cannot write the patch to {destination}: {exc.strerror or exc}")
+    return f"patch written to {destination} ({patch.count(chr(10))} lines)"
 
 
 # -- commands -------------------------------------------------------------------------------------------
@@ -227,8 +215,13 @@ def apply(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff, write nothing.")] = False,
     patch: Annotated[
         Path | None,
-        typer.Option("--patch", help="Write the change as a patch `git apply` accepts; write nothing else."),
+        typer.Option(
+            "--patch", help="Write the change as a patch `git apply` accepts (- for stdout); write nothing else."
+        ),
     ] = None,
+    update: Annotated[
+        bool, typer.Option("--update", help="Refresh points applied with an older template, in place.")
+    ] = False,
     facility: FacilityOpt = None,
     only: OnlyOpt = None,
     skip: SkipOpt = None,
@@ -239,44 +232,46 @@ def apply(
     anchors: AnchorsOpt = None,
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
 ) -> None:
-    """Instrument the checkout: put every selected point in place."""
+    """Instrument the checkout: put every selected point in place, repair what present points need."""
     catalog = _catalog(anchors)
     selection = _selection(catalog, facility, only, skip, extras)
     write = not dry_run and patch is None
-    result = run_apply(path, catalog, selection, write=write, keep_going=keep_going)
-    text = unified_patch(result)
-    code = _apply_exit(result)
-    complete = not result.error and (keep_going or not any(f.error for f in result.files))
-    if patch is not None and complete:
-        patch.write_text(text, encoding="utf-8")
+    result = run_apply(path, catalog, selection, write=write, keep_going=keep_going, update=update)
+    code = exits.apply_exit(result)
+    failed_file = any(f.error for f in result.files)
+    patch_note = ""
+    if patch is not None and result.error is None:
+        if failed_file and not keep_going:
+            patch_note = "no patch written: a file failed (--keep-going makes a patch of the rest)"
+        else:
+            patch_note = _write_patch(patch, unified_patch(result))
     if fmt is Format.json:
-        out.print(_json("apply", result, dry_run=not write), soft_wrap=True)
+        if str(patch) != "-":
+            _print_raw(jsonout.dumps(jsonout.run("apply", result, dry_run=not write)))
         raise typer.Exit(code)
-    if result.error:
-        err.print(Text(f"error: {result.error}", style="bold red"))
-        raise typer.Exit(ERROR)
-    if dry_run:
-        _print_diff(text)
-    _print_files(result, "written" if result.written else "would change")
-    for p in result.points:
-        _print_point(p, show_ok=True, planned_only=not result.written)
-    _print_runtime(result, planned_only=not result.written)
-    if patch is not None:
-        written = f"patch written to {patch} ({text.count(chr(10))} lines)"
-        out.print(written if complete else "no patch written: a file failed (--keep-going makes a patch of the rest)")
-    state = "written" if result.written else ("dry run, nothing written" if not write else "nothing to write")
-    if any(f.error for f in result.files) and not keep_going:
-        state = "nothing written (a file failed; --keep-going writes the others)"
-    order = [Status.APPLIED, Status.PRESENT, Status.NOT_APPLICABLE, Status.DRIFTED, Status.SKIPPED]
-    out.print(f"apply: {_counts_line(result, order)} — {state}")
+    if result.error is not None:
+        _fail(result.error.message)
+    if str(patch) == "-":
+        raise typer.Exit(code)  # stdout holds the patch alone
+    _print_apply(result, dry_run, write, keep_going, patch_note)
     raise typer.Exit(code)
 
 
-def _apply_exit(result: RunResult) -> int:
-    if result.error or any(f.error for f in result.files):
-        return ERROR
-    placed = (Status.APPLIED, Status.PRESENT, Status.NOT_APPLICABLE)
-    return OK if all(p.status in placed for p in result.points) else DRIFT
+def _print_apply(result: RunResult, dry_run: bool, write: bool, keep_going: bool, patch_note: str) -> None:
+    lines: list[RenderableType] = text.note_lines(result)
+    if dry_run:
+        lines += text.diff(unified_patch(result))
+    lines.append(text.files_table(result, "written" if result.written else "would change"))
+    lines += text.points_lines(result.points, show_ok=True, planned_only=not result.written, debug=_tracebacks(result))
+    lines += text.runtime_lines(result, planned_only=not result.written)
+    if patch_note:
+        lines.append(Text(patch_note))
+    state = "written" if result.written else ("dry run, nothing written" if not write else "nothing to write")
+    if any(f.error for f in result.files) and not keep_going:
+        state = "nothing written (a file failed; --keep-going writes the others)"
+    order = [Status.APPLIED, Status.REPAIRED, Status.UPDATED, Status.PRESENT, Status.NOT_APPLICABLE]
+    lines.append(Text(f"apply: {counts_line(list(result.points), order)} — {state}"))
+    _print(lines)
 
 
 @app.command()
@@ -287,110 +282,55 @@ def check(
     skip: SkipOpt = None,
     extras: ExtrasOpt = None,
     anchors: AnchorsOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Problems only, and one summary line.")] = False,
     fmt: Annotated[
         CheckFormat, typer.Option("--format", help="text, json, github (annotations) or junit (XML).")
     ] = CheckFormat.text,
 ) -> None:
-    """CI drift check: is every point in place as the catalog says? Writes nothing."""
+    """The CI gate: is every point in place, where it belongs, and able to run? Writes nothing."""
     catalog = _catalog(anchors)
     selection = _selection(catalog, facility, only, skip, extras)
     result = run_check(path, catalog, selection)
-    code = _check_exit(result)
+    code = exits.check_exit(result)
     if fmt is CheckFormat.json:
-        out.print(formats.check_json(result), soft_wrap=True)
+        _print_raw(jsonout.dumps(jsonout.check(result)))
     elif fmt is CheckFormat.github:
-        out.print(formats.github_annotations(result), soft_wrap=True)
+        _print_raw(ci.github_annotations(result, ci.repository_prefix(result.root)))
     elif fmt is CheckFormat.junit:
-        out.print(formats.junit_xml(result), soft_wrap=True)
+        _print_raw(ci.junit_xml(result))
     else:
-        if result.error:
-            err.print(Text(f"error: {result.error}", style="bold red"))
-            raise typer.Exit(ERROR)
-        for p in result.points:
-            _print_point(p, show_ok=True)
-        _print_runtime(result)
-        order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.DRIFTED, Status.STALE]
-        verdict = "clean" if code == OK else "drift"
-        out.print(f"check: {_counts_line(result, order)} — {verdict}")
+        if result.error is not None:
+            _fail(result.error.message)
+        verdict = {exits.OK: "clean", exits.FAILED: "drift"}.get(code, "error")
+        _print(text.check_lines(result, quiet=quiet, verdict=verdict))
     raise typer.Exit(code)
-
-
-def _check_exit(result: RunResult) -> int:
-    if result.error or any(f.error for f in result.files):
-        return ERROR
-    clean = (Status.PRESENT, Status.NOT_APPLICABLE)
-    runtime_ok = all(status == "present" for _, status in result.runtime_files)
-    return OK if runtime_ok and all(p.status in clean for p in result.points) else DRIFT
 
 
 @app.command()
 def verify(
     path: PathArg,
     baseline: Annotated[
-        Path | None,
-        typer.Option("--baseline", help="A pristine tree to prove zero intrusion against (default: the manifest)."),
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Prove zero intrusion against this folder (a pristine tree) or git ref (v0.9.1, upstream/main) "
+            "instead of the business code as of the last apply.",
+        ),
     ] = None,
     anchors: AnchorsOpt = None,
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
 ) -> None:
-    """Prove the result: counts, imports, compilation, zero intrusion, and a runtime self-check."""
+    """Prove the result: counts, imports, names, compilation, zero intrusion, and a runtime self-check."""
     catalog = _catalog(anchors)
     result = run_verify(path, catalog, baseline=baseline)
-    code = ERROR if result.error else (OK if result.ok else DRIFT)
+    code = exits.verify_exit(result)
     if fmt is Format.json:
-        body = {
-            "root": result.root,
-            "ok": result.ok,
-            "error": result.error,
-            "findings": [asdict(f) for f in result.findings],
-            "counts": [{"file": f, "call": c, "expected": e, "actual": a} for f, c, e, a in result.counts],
-        }
-        out.print(json.dumps(body, indent=2), soft_wrap=True)
+        _print_raw(jsonout.dumps(jsonout.verify(result)))
         raise typer.Exit(code)
-    if result.error:
-        err.print(Text(f"error: {result.error}", style="bold red"))
-        raise typer.Exit(ERROR)
-    _print_verify(result)
+    if result.error is not None:
+        _fail(result.error.message)
+    _print(text.verify_lines(result))
     raise typer.Exit(code)
-
-
-def _print_verify(result) -> None:
-    table = Table(show_header=True, header_style="bold", box=None)
-    for column in ("file", "trace_flow", "log_progress"):
-        table.add_column(column, justify="left" if column == "file" else "right")
-    per_file: dict[str, dict[str, tuple[int, int]]] = {}
-    for file, call, expected, actual in result.counts:
-        per_file.setdefault(file, {})[call] = (expected, actual)
-    totals = {"trace_flow": [0, 0], "log_progress": [0, 0]}
-    for file, calls in per_file.items():
-        cells = []
-        for call in ("trace_flow", "log_progress"):
-            expected, actual = calls.get(call, (0, 0))
-            totals[call][0] += expected
-            totals[call][1] += actual
-            style = "" if expected == actual else "red"
-            cells.append(Text(f"{actual}/{expected}", style=style) if expected or actual else Text("-", style="dim"))
-        table.add_row(file, *cells)
-    table.add_row(Text("total", style="bold"), *(Text(f"{a}/{e}", style="bold") for e, a in totals.values()))
-    out.print(Text("call sites found / expected by the catalog for this checkout:", style="bold"))
-    out.print(table)
-    by_check = Counter((f.check, f.ok) for f in result.findings)
-    checks = dict.fromkeys(f.check for f in result.findings)
-    for check in checks:
-        passed, failed = by_check[(check, True)], by_check[(check, False)]
-        style = "green" if not failed else "red"
-        out.print(Text(f"  {check:<15} {passed} passed" + (f", {failed} failed" if failed else ""), style=style))
-    for finding in result.findings:
-        if finding.check == "runtime" and finding.ok:
-            out.print(Text(f"      runtime: {finding.subject}: {finding.message}", style="dim"))
-    for finding in result.findings:
-        if not finding.ok:
-            where = f"{finding.subject}:{finding.line}" if finding.line else finding.subject
-            out.print(Text(f"  FAIL {finding.check}: {where}: {finding.message}", style="red"))
-    failed = sum(1 for f in result.findings if not f.ok)
-    out.print(
-        f"verify: {len(result.findings) - failed} checks passed, {failed} failed — {'ok' if result.ok else 'not ok'}"
-    )
 
 
 @app.command()
@@ -398,7 +338,7 @@ def remove(
     path: PathArg,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff, write nothing.")] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="Also remove points edited by hand, as far as they are recognised.")
+        bool, typer.Option("--force", help="Also remove points edited by hand: each hand-edited block whole.")
     ] = False,
     facility: FacilityOpt = None,
     only: OnlyOpt = None,
@@ -410,32 +350,25 @@ def remove(
     catalog = _catalog(anchors)
     selection = _selection(catalog, facility, only, skip, [])
     result = run_remove(path, catalog, selection, write=not dry_run, force=force)
-    kept = any(p.status is Status.DRIFTED for p in result.points) or any(
-        status.startswith("kept: ") and "edited by hand" in status for _, status in result.runtime_files
-    )
-    code = ERROR if result.error or any(f.error for f in result.files) else (DRIFT if kept else OK)
+    code = exits.remove_exit(result)
     if fmt is Format.json:
-        out.print(_json("remove", result, dry_run=dry_run), soft_wrap=True)
+        _print_raw(jsonout.dumps(jsonout.run("remove", result, dry_run=dry_run)))
         raise typer.Exit(code)
-    if result.error:
-        err.print(Text(f"error: {result.error}", style="bold red"))
-        raise typer.Exit(ERROR)
+    if result.error is not None:
+        _fail(result.error.message)
+    lines: list[RenderableType] = []
     if dry_run:
-        _print_diff(unified_patch(result))
-    _print_files(result, "written" if result.written else "would change")
-    for p in result.points:
-        if p.status is not Status.MISSING:
-            _print_point(p, show_ok=False, planned_only=not result.written)
-    _print_runtime(result, planned_only=not result.written)
+        lines += text.diff(unified_patch(result))
+    lines.append(text.files_table(result, "written" if result.written else "would change"))
+    shown = [p for p in result.points if p.status is not Status.MISSING]
+    lines += text.points_lines(shown, show_ok=False, planned_only=not result.written, debug=_tracebacks(result))
+    lines += text.runtime_lines(result, planned_only=not result.written)
     state = "written" if result.written else ("dry run, nothing written" if dry_run else "nothing to write")
-    out.print(f"remove: {_counts_line(result, [Status.REMOVED, Status.MISSING, Status.DRIFTED])} — {state}")
+    lines.append(
+        Text(f"remove: {counts_line(list(result.points), [Status.REMOVED, Status.MISSING, Status.KEPT])} — {state}")
+    )
+    _print(lines)
     raise typer.Exit(code)
-
-
-class ReportFormat(str, Enum):
-    text = "text"
-    markdown = "markdown"
-    json = "json"
 
 
 @app.command()
@@ -445,20 +378,19 @@ def report(
     fmt: Annotated[ReportFormat, typer.Option("--format", help="text, markdown or json.")] = ReportFormat.text,
 ) -> None:
     """The final report: what is in place, what was skipped and why, the proofs, how to switch it on."""
-    from trace_instrument.engine.report import as_dict, as_markdown
     from trace_instrument.engine.report import report as run_report
 
     catalog = _catalog(anchors)
     rep = run_report(path, catalog)
-    code = ERROR if rep.error else (OK if rep.ok else DRIFT)
+    code = exits.report_exit(rep)
     if fmt is ReportFormat.json:
-        out.print(json.dumps(as_dict(rep), indent=2), soft_wrap=True)
-    elif fmt is ReportFormat.markdown or rep.error:
-        out.print(as_markdown(rep), soft_wrap=True, markup=False)
+        _print_raw(jsonout.dumps(jsonout.report(rep, REPORT_OUTPUTS)))
+    elif fmt is ReportFormat.markdown or rep.error is not None or not sys.stdout.isatty():
+        _print_raw(markdown.report(rep))  # never wrapped or cut: it is text for a pipe, a file or a PR
     else:
         from rich.markdown import Markdown
 
-        out.print(Markdown(as_markdown(rep)))
+        _print([Markdown(markdown.report(rep))])
     raise typer.Exit(code)
 
 
@@ -470,43 +402,9 @@ def points(
     """List the catalog: every point, where it goes and what it does."""
     catalog = _catalog(anchors)
     if fmt is Format.json:
-        body = {
-            "validated_on": list(catalog.validated_on),
-            "points": [
-                {
-                    "id": p.id,
-                    "facility": p.facility,
-                    "file": p.file,
-                    "scope": p.scope,
-                    "title": p.title,
-                    "edits": len(p.edits),
-                    "extra": p.extra,
-                    "default": p.extra is None,
-                    "changes_behaviour": " ".join(p.changes_behaviour.split()),
-                    "requires": list(p.requires),
-                    "spec": str(p.source),
-                }
-                for p in catalog.points
-            ],
-        }
-        out.print(json.dumps(body, indent=2), soft_wrap=True)
+        _print_raw(jsonout.dumps(jsonout.points(catalog)))
         return
-    table = Table(show_header=True, header_style="bold", box=None)
-    for column in ("id", "facility", "file", "scope", "what"):
-        table.add_column(column)
-    for p in catalog.points:
-        what = p.title
-        if p.extra:
-            what += f" [yellow](opt-in extra {p.extra}: changes verl's behaviour)[/yellow]"
-        elif p.changes_behaviour:
-            what += " [dim](declared rewrite)[/dim]"
-        table.add_row(p.id, p.facility, p.file.removeprefix("verl/"), p.scope, what)
-    out.print(table)
-    counts = Counter(p.facility for p in catalog.points if p.extra is None)
-    out.print(
-        f"{len(catalog.points)} points ({', '.join(f'{n} {f}' for f, n in counts.items())}, "
-        f"{sum(1 for p in catalog.points if p.extra)} opt-in); validated on verl {', '.join(catalog.validated_on)}"
-    )
+    _print(text.points_table(catalog))
 
 
 @app.command()
@@ -519,86 +417,86 @@ def demo(
     import shutil
     import tempfile
 
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    from trace_instrument.engine.wheels import WheelError, verl_tree
-
     catalog = _catalog(None)
     workdir = Path(tempfile.mkdtemp(prefix="trace-instrument-demo-")) if keep is None else keep
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     try:
-        with Progress(*columns, console=err, transient=False) as progress:
-            step = progress.add_task(f"fetching verl {version} from PyPI (cached after the first time)", total=None)
-            try:
-                pristine = verl_tree(version)
-            except WheelError as exc:
-                progress.stop()
-                err.print(Text(f"error: {exc}", style="bold red"))
-                raise typer.Exit(ERROR) from None
-            progress.update(step, description=f"verl {version}: {pristine}", completed=1, total=1)
-            step = progress.add_task("copying it to a scratch checkout", total=None)
-            if (workdir / "verl").exists():
-                shutil.rmtree(workdir / "verl")
-            shutil.copytree(pristine / "verl", workdir / "verl")
-            progress.update(step, description=f"scratch checkout: {workdir}", completed=1, total=1)
-            step = progress.add_task("instrumenting", total=None)
-            applied = run_apply(workdir, catalog)
-            progress.update(step, description="instrumented", completed=1, total=1)
-            step = progress.add_task("checking every point", total=None)
-            checked = run_check(workdir, catalog)
-            progress.update(step, description="checked", completed=1, total=1)
-            step = progress.add_task(
-                "verifying (counts, imports, compile, zero intrusion, runtime self-check)", total=None
-            )
-            verified = run_verify(workdir, catalog)
-            progress.update(step, description="verified", completed=1, total=1)
-        _demo_report(applied, checked, excerpt)
-        _print_verify(verified)
-        ok = _apply_exit(applied) == OK and _check_exit(checked) == OK and verified.ok
-        placed = _counts_line(applied, [Status.APPLIED, Status.PRESENT, Status.NOT_APPLICABLE])
-        out.print(f"demo: verl {version} instrumented ({placed}), " + ("verified" if ok else "NOT verified"))
-        code = OK if ok else DRIFT
-        raise typer.Exit(code)
+        applied, checked, verified = _demo_steps(catalog, version, workdir)
+        _print(_demo_lines(applied, checked, excerpt))
+        _print(text.verify_lines(verified))
+        ok = exits.apply_exit(applied) == exits.OK and exits.check_exit(checked) == exits.OK and verified.ok
+        placed = counts_line(list(applied.points), [Status.APPLIED, Status.PRESENT, Status.NOT_APPLICABLE])
+        _print([Text(f"demo: verl {version} instrumented ({placed}), " + ("verified" if ok else "NOT verified"))])
+        raise typer.Exit(exits.OK if ok else exits.FAILED)
     finally:
         if keep is None:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _demo_report(applied: RunResult, checked: RunResult, excerpt: int) -> None:
+def _demo_steps(catalog: Catalog, version: str, workdir: Path):  # type: ignore[no-untyped-def]
+    import shutil
+
+    from trace_instrument.wheels import WheelError, verl_tree
+
+    with _step(f"fetching verl {version} from PyPI (cached after the first time)"):
+        try:
+            pristine = verl_tree(version)
+        except WheelError as exc:
+            _fail(str(exc))
+    with _step(f"copying it to a scratch checkout: {workdir}"):
+        if (workdir / "verl").exists():
+            shutil.rmtree(workdir / "verl")
+        shutil.copytree(pristine / "verl", workdir / "verl")
+    with _step("instrumenting"):
+        applied = run_apply(workdir, catalog)
+    with _step("checking every point"):
+        checked = run_check(workdir, catalog)
+    with _step("verifying (counts, imports, names, compile, zero intrusion, runtime self-check)"):
+        verified = run_verify(workdir, catalog)
+    return applied, checked, verified
+
+
+@contextmanager
+def _step(description: str) -> Iterator[None]:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=_err(), transient=False) as progress:
+        task = progress.add_task(description, total=None)
+        yield
+        progress.update(task, completed=1, total=1)
+
+
+def _demo_lines(applied: RunResult, checked: RunResult, excerpt: int) -> list[RenderableType]:
     patch = unified_patch(applied)
-    lines = patch.splitlines()
-    start = next(
-        (i for i, line in enumerate(lines) if line.startswith("diff --git a/verl/trainer/ppo/ray_trainer.py")), 0
+    rows = patch.splitlines()
+    start = next((i for i, row in enumerate(rows) if row.startswith("diff --git a/verl/trainer/ppo/ray_trainer.py")), 0)
+    lines: list[RenderableType] = [Text("\nan excerpt of the change:", style="bold")]
+    lines += text.diff("\n".join(rows[start : start + excerpt]))
+    lines.append(
+        Text(f"... {len(rows)} diff lines in all (`trace-instrument apply --dry-run` shows them)\n", style="dim")
     )
-    out.print(Text("\nan excerpt of the change:", style="bold"))
-    _print_diff("\n".join(lines[start : start + excerpt]))
-    out.print(
-        Text(f"... {len(lines)} diff lines in all (`trace-instrument apply --dry-run` shows them)\n", style="dim")
-    )
-    _print_files(applied, "instrumented")
-    by_facility = Counter((p.facility, p.status.value) for p in applied.points)
-    out.print(Text("\npoints per facility:", style="bold"))
-    for facility in FACILITIES:
-        counts = {s: n for (f, s), n in by_facility.items() if f == facility}
-        if counts:
-            out.print(f"  {facility:<12} " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-    _print_runtime(applied)
+    lines.append(text.files_table(applied, "instrumented"))
+    lines += text.facility_lines(applied)
+    lines += text.runtime_lines(applied)
     order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.DRIFTED]
-    out.print(f"check after apply: {_counts_line(checked, order)}")
-    out.print(Text("\nswitch it on with `export VERL_TRACE_DIR=/path/to/traces`; the outputs land in:", style="bold"))
-    for what, where in REPORT_OUTPUTS:
-        out.print(f"  {what:<38} {where}")
-    out.print(f"instrumented: {_counts_line(applied, [Status.APPLIED, Status.PRESENT, Status.NOT_APPLICABLE])}")
+    lines.append(Text(f"check after apply: {counts_line(list(checked.points), order)}"))
+    lines.append(
+        Text("\nswitch it on with `export VERL_TRACE_DIR=/path/to/traces`; the outputs land in:", style="bold")
+    )
+    lines += [Text(f"  {what:<38} {where}") for what, where in REPORT_OUTPUTS]
+    return lines
 
 
 @app.callback(invoke_without_command=True)
 def _root(
     version: Annotated[bool, typer.Option("--version", help="Show the version and exit.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show the tool's own tracebacks of internal errors.")] = False,
 ) -> None:
+    _State.debug = debug
     if version:
-        out.print(f"trace-instrument {__version__}")
-        raise typer.Exit(OK)
+        _print([Text(f"trace-instrument {__version__}")])
+        raise typer.Exit(exits.OK)
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

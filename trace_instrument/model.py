@@ -54,22 +54,73 @@ class EditKind(str, enum.Enum):
 class Status(str, enum.Enum):
     """State of one point in one checkout (shared by apply, check, remove and verify)."""
 
-    PRESENT = "present"  # the template is in place
+    PRESENT = "present"  # the template is in place, where its anchor puts it, and can run
     MISSING = "missing"  # absent, its anchor is found exactly once
     APPLIED = "applied"  # apply put it in place in this run
+    REPAIRED = "repaired"  # apply put back what it needs at run time (an import)
+    UPDATED = "updated"  # apply --update replaced an older template's code with today's
     REMOVED = "removed"  # remove took it out in this run
     DRIFTED = "drifted"  # present but edited by hand
+    MOVED = "moved"  # present, but not where its anchor puts it
     STALE = "stale"  # present as an older template version
-    ANCHOR_LOST = "anchor-lost"  # absent and its anchor is not found
+    BROKEN = "broken"  # present, but what it needs at run time is not (a name, the runtime)
+    REFUSED = "refused"  # absent; its anchor is found but inserting there is unsafe
+    ANCHOR_LOST = "anchor-lost"  # absent and its anchor (or its scope) is not found
     AMBIGUOUS = "ambiguous"  # absent and its anchor matches several places
     NOT_APPLICABLE = "not-applicable"  # the target file does not exist in this checkout
-    SKIPPED = "skipped"  # not attempted (dependency failed, file error, ...)
+    SKIPPED = "skipped"  # not attempted (requirement not in place, file error, ...)
+    KEPT = "kept"  # remove left it in place (edited by hand, still needed, unknown to the catalog)
     UNEXPECTED = "unexpected"  # tracing code no point accounts for
     ERROR = "error"
 
     @property
     def in_place(self) -> bool:
-        return self in (Status.PRESENT, Status.APPLIED)
+        """The point's code is in the file as the catalog wants it (after this run)."""
+        return self in (Status.PRESENT, Status.APPLIED, Status.REPAIRED, Status.UPDATED)
+
+
+class Reason(str, enum.Enum):
+    """Why a point has the status it has, when the status alone does not say."""
+
+    SCOPE_NOT_FOUND = "scope-not-found"
+    ANCHOR_NOT_FOUND = "anchor-not-found"
+    SEVERAL_MATCHES = "several-matches"
+    EXPRESSION_NOT_UNIQUE = "expression-not-unique"
+    OVERLAP = "overlap"  # two points would rewrite the same statement
+    CROWDED_LINE = "crowded-line"  # `a; b` or a one-line block at the anchor
+    NAME_CONFLICT = "name-conflict"  # a name the code binds or uses is bound differently here
+    UNBOUND_NAME = "unbound-name"  # a name the code uses is not defined where it sits
+    MISSING_IMPORT = "missing-import"  # an import the code needs is not in the module
+    RUNTIME_INCOMPLETE = "runtime-incomplete"  # the runtime package is missing, partial or edited
+    REQUIREMENT = "requirement"  # a point it requires is not in place
+    NOT_SELECTED = "not-selected"  # a point it requires is not selected
+    FILE_PROBLEM = "file-problem"  # the file could not be read, parsed or written
+    EDITED_BY_HAND = "edited-by-hand"
+    OLDER_TEMPLATE = "older-template"
+    WOULD_BREAK = "would-break"  # removing it would leave names the remaining code uses unbound
+    UNKNOWN_POINT = "unknown-point"  # in the manifest, not in the catalog
+    INTERNAL = "internal"  # a bug in the tool
+
+
+@dataclass(frozen=True)
+class NameIssue:
+    """One name that would not mean, at run time, what the point's code means by it."""
+
+    name: str
+    line: int  # where the point's code uses or binds the name
+    problem: Reason  # NAME_CONFLICT, UNBOUND_NAME or MISSING_IMPORT
+    binding: str = ""  # the conflicting binding's code, e.g. "from time import time"
+    binding_line: int = 0
+    expected: str = ""  # what the point's code means by it, e.g. "import time"
+    relation: str = "bound by"  # or "used by": business code reads a name the point binds
+
+    def __str__(self) -> str:
+        if self.problem is Reason.MISSING_IMPORT:
+            return f"'{self.name}' is not imported (the code needs `{self.expected}`)"
+        if self.problem is Reason.UNBOUND_NAME:
+            return f"'{self.name}' is not defined where the code uses it (line {self.line})"
+        where = f" at line {self.binding_line}" if self.binding_line else ""
+        return f"'{self.name}' is {self.relation} '{self.binding}'{where}"
 
 
 @dataclass(frozen=True)
@@ -163,6 +214,7 @@ class RuntimeModule:
 
     target_dir: str
     files: tuple[tuple[str, bytes], ...]  # (file name, content)
+    earlier: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file name -> hashes of older releases
 
 
 @dataclass(frozen=True, eq=False)
@@ -215,6 +267,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PointResult:
+    """What one operation found or did for one point."""
+
     point_id: str
     facility: str
     file: str
@@ -223,6 +277,32 @@ class PointResult:
     message: str = ""
     candidates: tuple[Candidate, ...] = ()
     diff: str = ""
+    reason: Reason | None = None
+    expected_line: int = 0  # MOVED: where the anchor puts the code; missing edits: where it would go
+    names: tuple[NameIssue, ...] = ()  # BROKEN / REFUSED by names
+
+
+class FileProblemKind(str, enum.Enum):
+    """Why a whole file could not be worked on."""
+
+    UNREADABLE = "unreadable"
+    OUTSIDE = "outside-checkout"  # a link out of the checkout
+    NOT_A_FILE = "not-a-file"
+    SYNTAX = "syntax"
+    ENCODING = "encoding"
+    READ_ONLY = "read-only"
+    EDIT_FAILED = "edit-failed"
+    INTERNAL = "internal"
+
+
+@dataclass(frozen=True)
+class FileError:
+    kind: FileProblemKind
+    message: str
+    traceback: str = ""  # INTERNAL: the tool's own traceback, for the bug report
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)
@@ -231,32 +311,96 @@ class FileResult:
     points: tuple[PointResult, ...]
     original: str | None = None  # text before (None: file absent)
     updated: str | None = None  # text after, when this run changes the file
-    error: str = ""
+    error: FileError | None = None
 
     @property
     def changed(self) -> bool:
         return self.updated is not None and self.updated != self.original
 
 
+class RuntimeStatus(str, enum.Enum):
+    """State of one file of the runtime package (verl/utils/tracing/)."""
+
+    PRESENT = "present"  # as the catalog ships it
+    MISSING = "missing"
+    OUTDATED = "outdated"  # as an older catalog shipped it (per the manifest): apply updates it
+    DRIFTED = "drifted"  # edited by hand: left alone
+    CREATED = "created"
+    UPDATED = "updated"
+    REMOVED = "removed"
+    KEPT_IN_USE = "kept-in-use"  # remove: code in the checkout still imports the package
+    KEPT_EDITED = "kept-edited"  # remove: a file of it was edited by hand (--force removes it)
+
+    @property
+    def ok(self) -> bool:
+        """After this run, the file is as the catalog ships it."""
+        return self in (RuntimeStatus.PRESENT, RuntimeStatus.CREATED, RuntimeStatus.UPDATED)
+
+
+@dataclass(frozen=True)
+class RuntimeFile:
+    path: str
+    status: RuntimeStatus
+    users: tuple[str, ...] = ()  # KEPT_IN_USE: files that import the package
+
+
+class RunErrorKind(str, enum.Enum):
+    NOT_A_CHECKOUT = "not-a-checkout"
+    LOCKED = "locked"
+    WRITE_FAILED = "write-failed"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class RunError:
+    kind: RunErrorKind
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
 @dataclass(frozen=True)
 class RunResult:
+    """What apply, check or remove found or did in one checkout."""
+
     root: str
     files: tuple[FileResult, ...]
-    runtime_files: tuple[tuple[str, str], ...] = ()  # (path, "created"/"removed"/"present"/"drifted"/...)
+    runtime_files: tuple[RuntimeFile, ...] = ()
     written: bool = False
-    error: str = ""
+    error: RunError | None = None
     other_changes: tuple[tuple[str, str | None, str | None], ...] = ()  # (path, before, after): runtime, manifest
+    verl_version: str = ""  # the checkout's verl release ("" when it does not say)
+    validated_on: tuple[str, ...] = ()  # the releases the catalog was validated on
 
     @property
     def points(self) -> tuple[PointResult, ...]:
         return tuple(p for f in self.files for p in f.points)
+
+    @property
+    def validated(self) -> bool:
+        """Is the checkout's verl a release the catalog was validated on (or unknown)?"""
+        return not self.verl_version or not self.validated_on or self.verl_version in self.validated_on
+
+
+class Check(str, enum.Enum):
+    """The proofs verify makes."""
+
+    COUNTS = "counts"
+    POINTS = "points"
+    FACILITIES = "facilities"
+    IMPORTS = "imports"
+    NAMES = "names"
+    COMPILE = "compile"
+    ZERO_INTRUSION = "zero-intrusion"
+    RUNTIME = "runtime"
 
 
 @dataclass(frozen=True)
 class Finding:
     """One verify check on one subject (a file, a facility, the runtime)."""
 
-    check: str  # counts, imports, compile, zero-intrusion, runtime, points
+    check: Check
     subject: str
     ok: bool
     message: str = ""
@@ -264,12 +408,20 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class CallCount:
+    file: str
+    call: str  # trace_flow or log_progress
+    expected: int  # from the points whose anchors this checkout has
+    actual: int
+
+
+@dataclass(frozen=True)
 class VerifyResult:
     root: str
     findings: tuple[Finding, ...]
-    counts: tuple[tuple[str, str, int, int], ...] = ()  # (file, call, expected, actual)
-    error: str = ""
+    counts: tuple[CallCount, ...] = ()
+    error: RunError | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.error and all(f.ok for f in self.findings)
+        return self.error is None and all(f.ok for f in self.findings)

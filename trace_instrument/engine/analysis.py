@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from trace_instrument.engine.files import CheckoutError, SourceFile, read_target
 from trace_instrument.locate import FileLocator, PointState
-from trace_instrument.model import Catalog, Point
+from trace_instrument.locate.names import NameTable
+from trace_instrument.locate.runnable import PointNames
+from trace_instrument.model import Catalog, FileProblemKind, Point, Selection
 
 
 @dataclass(eq=False)
 class FileWork:
+    """A target file read, parsed and recognised: what each point's state is in it."""
+
     source: SourceFile
     tree: ast.Module
     locator: FileLocator
     points: tuple[Point, ...]  # every catalog point of this file
+    text: str  # the source decoded in its declared encoding
 
     @property
     def path(self) -> str:
@@ -27,44 +34,77 @@ class FileWork:
     def state(self, point: Point) -> PointState:
         return self.locator.state(point)
 
+    @functools.cached_property
+    def names(self) -> PointNames:
+        """Name bindings of the file, for the checks that points can run where they stand."""
+        return PointNames(NameTable(self.tree), self.locator.recognition)
+
 
 @dataclass(frozen=True)
 class FileProblem:
+    """A file that cannot be worked on, and why."""
+
     path: str
     message: str
-    missing: bool = False  # the file does not exist (points are not applicable)
+    kind: FileProblemKind | None = None  # None: the file does not exist (its points are not applicable)
+
+    @property
+    def missing(self) -> bool:
+        return self.kind is None
 
 
-def analyse(root: Path, relative: str, catalog: Catalog) -> FileWork | FileProblem:
-    try:
-        source = read_target(root, relative)
-    except CheckoutError as exc:
-        return FileProblem(relative, str(exc))
-    except OSError as exc:
-        return FileProblem(relative, f"cannot read: {exc.strerror or exc}")
-    if source is None:
-        return FileProblem(relative, "file not in this checkout", missing=True)
+def analyse(root: Path, relative: str, catalog: Catalog, data: bytes | None = None) -> FileWork | FileProblem:
+    """Read (or take `data` as) one target file and recognise the catalog's points in it."""
+    if data is None:
+        read = _read(root, relative)
+        if isinstance(read, FileProblem):
+            return read
+        source = read
+    else:
+        source = SourceFile(relative, root / relative, data)
     try:
         tree = ast.parse(source.data, filename=relative)
     except SyntaxError as exc:
-        return FileProblem(
-            relative, f"line {exc.lineno}: {describe_syntax_error(exc)}; fix the file or --skip its points"
-        )
+        kind, what = describe_syntax_error(exc)
+        return FileProblem(relative, f"line {exc.lineno}: {what}; fix the file or --skip its points", kind)
     except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurdly deep nesting
-        return FileProblem(relative, f"cannot parse: {type(exc).__name__}: {exc}")
+        return FileProblem(relative, f"cannot parse: {type(exc).__name__}: {exc}", FileProblemKind.SYNTAX)
     try:
         text = decode(source.data)  # the parser lets bad bytes in comments through; the writer would not
     except (UnicodeDecodeError, SyntaxError) as exc:
-        return FileProblem(relative, f"not valid text in its declared encoding (UTF-8 unless declared): {exc}")
+        message = f"not valid text in its declared encoding (UTF-8 unless declared): {exc}"
+        return FileProblem(relative, message, FileProblemKind.ENCODING)
     points = tuple(p for p in catalog.points if p.file == relative)
     locator = FileLocator(tree, points, catalog.helpers, text)
-    return FileWork(source, tree, locator, points)
+    return FileWork(source, tree, locator, points, text)
 
 
-def describe_syntax_error(exc: SyntaxError) -> str:
+def _read(root: Path, relative: str) -> SourceFile | FileProblem:
+    try:
+        source = read_target(root, relative)
+    except CheckoutError as exc:
+        return FileProblem(relative, str(exc), exc.kind or FileProblemKind.UNREADABLE)
+    except OSError as exc:
+        return FileProblem(relative, f"cannot read: {exc.strerror or exc}", FileProblemKind.UNREADABLE)
+    if source is None:
+        return FileProblem(relative, "file not in this checkout")
+    return source
+
+
+def selected_files(
+    root: Path, catalog: Catalog, selection: Selection
+) -> Iterator[tuple[FileWork | FileProblem, list[Point]]]:
+    """Each catalog file holding a selected point, analysed, with those points."""
+    for relative in catalog.files:
+        chosen = [p for p in catalog.points if p.file == relative and selection.wants(p)]
+        if chosen:
+            yield analyse(root, relative, catalog), chosen
+
+
+def describe_syntax_error(exc: SyntaxError) -> tuple[FileProblemKind, str]:
     if "unicode" in str(exc.msg).lower() or "codec" in str(exc.msg).lower():
-        return f"not valid text in its declared encoding (UTF-8 unless declared): {exc.msg}"
-    return f"syntax error: {exc.msg}"
+        return FileProblemKind.ENCODING, f"not valid text in its declared encoding (UTF-8 unless declared): {exc.msg}"
+    return FileProblemKind.SYNTAX, f"syntax error: {exc.msg}"
 
 
 def encoding_of(data: bytes) -> str:

@@ -1,9 +1,15 @@
-"""apply: put every selected point in place; a file that fails stops every write (unless keep_going)."""
+"""apply: put every selected point in place, repair what present points need, refresh stale ones.
+
+A file that fails stops every write (unless keep_going). What apply writes is
+checked before anything is written: the output parses, every point it placed is
+recognised in it, its business code is the input's but for declared rewrites,
+and every point in place can run (its names resolve as the template means).
+"""
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import libcst as cst
@@ -13,36 +19,37 @@ from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
-from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, decode, encoding_of
-from trace_instrument.engine.common import (
-    added_imports,
-    business_baseline,
-    commit,
-    drift_message,
-    file_size,
-    internal_error,
-    is_stale,
-    locked,
-    point_result,
-    problem_results,
-)
-from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
+from trace_instrument.engine.assess import Assessment, FileAssessor, RuntimeState
+from trace_instrument.engine.baseline import added_imports, business_baseline
+from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked, unwritable
 from trace_instrument.engine.manifest import Manifest
-from trace_instrument.engine.parallel import SHARED, map_in_order
-from trace_instrument.locate import AnchorFailure, FileLocator, Placement
+from trace_instrument.engine.parallel import file_size, map_in_order
+from trace_instrument.engine.results import internal_error, point_result, problem_results
+from trace_instrument.engine.versions import verl_version
+from trace_instrument.locate import FileLocator
 from trace_instrument.locate.business import business_fingerprints, declared_removals
-from trace_instrument.model import Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
+from trace_instrument.locate.names import NameTable
+from trace_instrument.locate.runnable import PointNames
+from trace_instrument.model import (
+    Catalog,
+    FileError,
+    FileProblemKind,
+    FileResult,
+    NameIssue,
+    Point,
+    Reason,
+    RunResult,
+    Selection,
+    Status,
+)
 
 
-@dataclass(eq=False)
-class _PointPlan:
-    point: Point
-    result: PointResult
-    placements: list[Placement] = field(default_factory=list)
-
-    @property
-    def planned(self) -> bool:
-        return self.result.status is Status.APPLIED
+@dataclass(frozen=True)
+class ApplyOptions:
+    write: bool = True
+    keep_going: bool = False  # write the files that worked even if others failed
+    update: bool = False  # refresh points applied with an older template
 
 
 def apply(
@@ -52,38 +59,81 @@ def apply(
     *,
     write: bool = True,
     keep_going: bool = False,
+    update: bool = False,
 ) -> RunResult:
+    """Put the selected points in place (or, with write=False, say what would change)."""
+    options = ApplyOptions(write, keep_going, update)
     try:
         base = checkout_root(root)
         with locked(base, write):
-            return _apply(base, catalog, selection, write, keep_going)
+            return _apply(base, catalog, selection, options)
     except CheckoutError as exc:
-        return RunResult(str(root), (), error=str(exc))
+        return RunResult(str(root), (), error=exc.as_run_error())
 
 
-def _apply(base: Path, catalog: Catalog, selection: Selection, write: bool, keep_going: bool) -> RunResult:
+def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOptions) -> RunResult:
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     jobs = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
-    outcomes = _run_jobs(base, catalog, selected, {path: frozenset() for path in jobs})
-    outcomes = _settle_across_files(base, catalog, selected, outcomes)
+    manifest = Manifest.load(base)
+    runtime_plan = runtime.plan_install(base, catalog, manifest)
+    context = _Context(catalog, manifest, runtime.state_for_points([p.file for p in runtime_plan]), options.update)
+    outcomes = _run_jobs(base, context, selected, {path: frozenset() for path in jobs})
+    outcomes = _settle_across_files(base, context, selected, outcomes)
+    outcomes = {path: _refuse_unwritable(base, outcome) for path, outcome in outcomes.items()}
     files = [outcome.result for outcome in outcomes.values()]
     # the instrumented code imports the runtime package: it comes along with any point in place
     needs_runtime = selection.wants_runtime or any(p.status.in_place for f in files for p in f.points)
-    runtime_plan = runtime.plan_install(base, catalog) if needs_runtime else []
-    result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, status) for w, status in runtime_plan))
-    if any(f.error for f in files) and not keep_going:
+    runtime_plan = runtime_plan if needs_runtime else []
+    result = RunResult(
+        str(base),
+        tuple(files),
+        runtime_files=tuple(p.file for p in runtime_plan),
+        verl_version=verl_version(base),
+        validated_on=catalog.validated_on,
+    )
+    if any(f.error for f in files) and not options.keep_going:
         return result
-    writes = [PendingWrite(o.result.path, o.data, o.before) for o in outcomes.values() if o.data is not None]
-    writes += [w for w, status in runtime_plan if status == "created"]
-    in_place = [catalog.point(p.point_id) for f in files for p in f.points if p.status.in_place]
-    if writes or in_place:  # a lost or outdated manifest is written again even when nothing else changes
-        manifest = Manifest.load(base)
-        baselines = {o.result.path: o.baseline for o in outcomes.values() if o.baseline is not None}
-        imports = {o.result.path: o.added_imports for o in outcomes.values() if o.added_imports}
-        updated = manifest.updated(in_place, gone=[], baselines=baselines, imports=imports)
-        if updated != manifest:
-            writes.append(updated.write(f"trace-instrument {__version__}"))
-    return commit(base, result, writes, write=write)
+    # the runtime package first: never an instrumented file importing a package not there yet
+    writes = [p.write for p in runtime_plan if p.write is not None]
+    writes += [PendingWrite(o.result.path, o.data, o.before) for o in outcomes.values() if o.data is not None]
+    manifest_write = _manifest_write(base, catalog, manifest, outcomes, runtime_plan, writes)
+    if manifest_write is not None:
+        writes.append(manifest_write)
+    return commit(base, result, writes, write=options.write)
+
+
+def _manifest_write(
+    base: Path,
+    catalog: Catalog,
+    manifest: Manifest,
+    outcomes: dict[str, _Outcome],
+    runtime_plan: list[runtime.RuntimePlan],
+    writes: list[PendingWrite],
+) -> PendingWrite | None:
+    """The manifest after this run, when it differs (a lost or outdated one is written again)."""
+    ok = [o for o in outcomes.values() if o.result.error is None]
+    in_place = [catalog.point(p.point_id) for o in ok for p in o.result.points if p.status.in_place]
+    if not writes and not in_place:
+        return None
+    baselines = {o.result.path: o.baseline for o in ok if o.baseline is not None}
+    imports = {o.result.path: o.added_imports for o in ok if o.added_imports}
+    installed = {
+        name: runtime.digest(content)
+        for (name, content), plan in zip(catalog.runtime.files, runtime_plan)
+        if plan.file.status.ok
+    } or None
+    updated = manifest.updated(in_place, gone=[], baselines=baselines, imports=imports, runtime=installed)
+    return updated.write(f"trace-instrument {__version__}") if updated != manifest else None
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every file job needs (inherited by forked workers)."""
+
+    catalog: Catalog
+    manifest: Manifest
+    runtime: RuntimeState  # the package as it will be after this run
+    update: bool
 
 
 @dataclass(frozen=True)
@@ -96,234 +146,323 @@ class _Outcome:
 
 
 def _run_jobs(
-    base: Path, catalog: Catalog, selected: frozenset[str], jobs: dict[str, frozenset[str]]
+    base: Path, context: _Context, selected: frozenset[str], jobs: dict[str, frozenset[str]]
 ) -> dict[str, _Outcome]:
     """Each file's apply, on several cores when there are enough files; in catalog order."""
     items = [(str(base), path, selected, excluded) for path, excluded in jobs.items()]
     weights = [file_size(base / path) for path in jobs]
-    results = map_in_order(_file_job, items, weights, {"catalog": catalog, "manifest": Manifest.load(base)})
+    results = map_in_order(_file_job, items, weights, context)
     return dict(zip(jobs, results))
 
 
-def _file_job(item: tuple[str, str, frozenset[str], frozenset[str]]) -> _Outcome:
+def _file_job(context: _Context, item: tuple[str, str, frozenset[str], frozenset[str]]) -> _Outcome:
     """One file's apply; whatever goes wrong becomes that file's error, never the run's crash."""
+    root, relative, selected, excluded = item
     try:
-        return _apply_to_file(*item)
+        return _apply_to_file(context, Path(root), relative, selected, excluded)
     except Exception as exc:  # noqa: BLE001 - contain it to the file
-        catalog: Catalog = SHARED["catalog"]
-        points = [p for p in catalog.points if p.file == item[1] and p.id in item[2]]
-        return _Outcome(internal_error(item[1], points, exc))
+        points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
+        return _Outcome(internal_error(relative, points, exc))
 
 
-def _apply_to_file(root: str, relative: str, selected: frozenset[str], excluded: frozenset[str]) -> _Outcome:
-    catalog: Catalog = SHARED["catalog"]
-    base = Path(root)
-    work = analyse(base, relative, catalog)
-    points = [p for p in catalog.points if p.file == relative and p.id in selected]
-    manifest: Manifest = SHARED["manifest"]
-    plans = [_plan_point(work, point, manifest) for point in points]
-    for plan in plans:
-        if plan.point.id in excluded and plan.planned:
-            message = excluded_reason(plan.point, selected)
-            plan.result = point_result(plan.point, Status.SKIPPED, line=plan.result.line, message=message)
-            plan.placements = []
-    _refuse_overlaps({relative: plans})
-    _settle_dependencies({relative: plans}, selected)
-    result, baseline = _edit_file(work, plans, catalog)
-    if isinstance(work, FileProblem) or result.error:
-        return _Outcome(result)
-    if not result.changed:
-        # points already in place and no baseline recorded (manifest lost): record the business code as it is
-        in_place = any(p.status.in_place for p in result.points)
-        return _Outcome(
-            result,
-            baseline=business_baseline(work, catalog) if in_place and relative not in manifest.baselines else None,
-        )
-    try:
-        data = result.updated.encode(encoding_of(work.source.data))
-    except UnicodeEncodeError as exc:
-        failed = FileResult(
-            result.path,
-            result.points,
-            original=result.original,
-            error=f"cannot encode the result in the file's declared encoding: {exc}",
-        )
-        return _Outcome(failed)
-    return _Outcome(result, data, work.source.data, baseline, _new_imports(work, plans))
-
-
-def _new_imports(work: FileWork, plans: list[_PointPlan]) -> tuple[str, ...]:
-    """The plain imports the planned points need that the file did not have (so remove may take them)."""
-    bound = set()
-    for node in work.tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
-    needed = dict.fromkeys(i for p in plans if p.planned for i in p.point.imports)
-    return tuple(
-        text
-        for text in needed
-        if not {a.asname or a.name.split(".")[0] for a in ast.parse(text).body[0].names} <= bound
+def _refuse_unwritable(base: Path, outcome: _Outcome) -> _Outcome:
+    """A file that would change but cannot be written is that file's error, found before writing."""
+    if outcome.data is None:
+        return outcome
+    why = unwritable(base, outcome.result.path)
+    if why is None:
+        return outcome
+    results = tuple(
+        replace(p, status=Status.SKIPPED, message=why, reason=Reason.FILE_PROBLEM) if p.status is Status.APPLIED else p
+        for p in outcome.result.points
     )
+    error = FileError(FileProblemKind.READ_ONLY, why)
+    return _Outcome(replace(outcome.result, points=results, updated=None, error=error))
+
+
+# -- one file ----------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Plan:
+    """What this run does to one point."""
+
+    assessment: Assessment
+    status: Status  # what it will be after the run
+    message: str = ""
+    reason: Reason | None = None
+
+    @property
+    def point(self) -> Point:
+        return self.assessment.point
+
+    @property
+    def inserts(self) -> bool:
+        return self.status in (Status.APPLIED, Status.UPDATED)
+
+
+def _apply_to_file(
+    context: _Context, base: Path, relative: str, selected: frozenset[str], excluded: frozenset[str]
+) -> _Outcome:
+    disk = analyse(base, relative, context.catalog)
+    points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
+    if isinstance(disk, FileProblem):
+        return _Outcome(problem_results(disk, points))
+    work, updating = (disk, set()) if not context.update else _without_stale(base, disk, points, context)
+    plans = _plan_file(work, points, context, updating, excluded, selected)
+    return _edit_file(work, plans, context.catalog, disk)
+
+
+def _without_stale(base: Path, disk: FileWork, points: list[Point], context: _Context) -> tuple[FileWork, set[str]]:
+    """The file with the code of stale points taken out, in memory (apply --update puts today's in)."""
+    assessor = FileAssessor(disk, context.manifest, context.runtime)
+    stale = [a for a in (assessor.assess(p) for p in points) if a.status is Status.STALE and a.stale is not None]
+    if not stale:
+        return disk, set()
+    blocks = [block for a in stale if a.stale is not None for block in a.stale.blocks]
+    module = edit_module(cst.parse_module(disk.source.data), disk.tree, removals=blocks)
+    fresh = analyse(base, disk.path, context.catalog, module.code.encode(encoding_of(disk.source.data)))
+    if isinstance(fresh, FileProblem):
+        raise EditError(f"taking out the older code left a file that does not parse: {fresh.message}")
+    return fresh, {a.point.id for a in stale}
+
+
+def _plan_file(
+    work: FileWork,
+    points: list[Point],
+    context: _Context,
+    updating: set[str],
+    excluded: frozenset[str],
+    selected: frozenset[str],
+) -> list[_Plan]:
+    assessor = FileAssessor(work, context.manifest, context.runtime)
+    plans = [_plan_point(assessor.assess(point), updating) for point in points]
+    for plan in plans:
+        if plan.point.id in excluded and plan.inserts:
+            _skip(plan, excluded_reason(plan.point, selected), Reason.REQUIREMENT)
+    _refuse_overlaps(plans)
+    _settle_dependencies(plans, selected)
+    return plans
+
+
+def _plan_point(assessment: Assessment, updating: set[str]) -> _Plan:
+    result = assessment.result
+    if result.status is Status.MISSING:
+        status = Status.UPDATED if assessment.point.id in updating else Status.APPLIED
+        return _Plan(assessment, status)
+    if result.status is Status.BROKEN and assessment.repairs:
+        imports = ", ".join(f"`{i.expected}`" for i in assessment.repairs)
+        return _Plan(assessment, Status.REPAIRED, f"added {imports}", Reason.MISSING_IMPORT)
+    if result.status is Status.STALE:
+        message = "applied with an older template; left alone (`trace-instrument apply --update` refreshes it)"
+        return _Plan(assessment, Status.STALE, message, result.reason)
+    if result.status in (Status.DRIFTED, Status.MOVED):
+        return _Plan(assessment, result.status, result.message + "; left alone", result.reason)
+    return _Plan(assessment, result.status, result.message, result.reason)
+
+
+def _skip(plan: _Plan, message: str, reason: Reason) -> None:
+    plan.status, plan.message, plan.reason = Status.SKIPPED, message, reason
 
 
 def excluded_reason(point: Point, selected: frozenset[str]) -> str:
     missing = [r for r in point.requires if r not in selected]
-    return (
-        f"requires {', '.join(point.requires)}, which is not in place"
-        if not missing
-        else f"requires {missing[0]} (not selected)"
-    )
+    if not missing:
+        return f"requires {', '.join(point.requires)}, which is not in place"
+    return f"requires {missing[0]} (not selected)"
 
 
-def _settle_across_files(
-    base: Path, catalog: Catalog, selected: frozenset[str], outcomes: dict[str, _Outcome]
-) -> dict[str, _Outcome]:
-    """Redo the files whose points need a point another file could not place (rare)."""
-    while True:
-        status = {p.point_id: p.status for o in outcomes.values() for p in o.result.points}
-        redo: dict[str, set[str]] = {}
-        for outcome in outcomes.values():
-            for result in outcome.result.points:
-                point = catalog.point(result.point_id)
-                if result.status is Status.APPLIED and any(
-                    r in status and not status[r].in_place for r in point.requires
-                ):
-                    redo.setdefault(point.file, set()).add(point.id)
-        if not redo:
-            return outcomes
-        for path, ids in redo.items():
-            previous = {p.point_id for p in outcomes[path].result.points if p.status is Status.SKIPPED}
-            outcomes[path] = _run_jobs(base, catalog, selected, {path: frozenset(ids | previous)})[path]
-
-
-# -- planning ----------------------------------------------------------------------------------
-
-
-def _plan_point(work: FileWork | FileProblem, point: Point, manifest: Manifest) -> _PointPlan:
-    if isinstance(work, FileProblem):
-        status = Status.NOT_APPLICABLE if work.missing else Status.SKIPPED
-        return _PointPlan(point, point_result(point, status, message=work.message))
-    state = work.state(point)
-    if state.complete:
-        return _PointPlan(point, point_result(point, Status.PRESENT, line=state.line))
-    if not state.untouched:
-        if is_stale(work, point, manifest):
-            message = "applied with an older template; left alone (`remove` then `apply` updates it)"
-            return _PointPlan(point, point_result(point, Status.STALE, line=state.line, message=message))
-        message = drift_message(state) + "; left alone"
-        return _PointPlan(point, point_result(point, Status.DRIFTED, line=state.line, message=message))
-    placements = []
-    for edit in point.edits:
-        placed = work.locator.place(point, edit)
-        if isinstance(placed, AnchorFailure):
-            failure = point_result(
-                point, placed.status, line=placed.line, message=placed.message, candidates=placed.candidates
-            )
-            return _PointPlan(point, failure)
-        placements.append(placed)
-    line = min(p.line for p in placements)
-    return _PointPlan(point, point_result(point, Status.APPLIED, line=line), placements)
-
-
-def _settle_dependencies(plans: dict[str, list[_PointPlan]], selected: frozenset[str]) -> None:
+def _settle_dependencies(plans: list[_Plan], selected: frozenset[str]) -> None:
     """A point whose required point is not in place is not applied either.
 
     Requirements in other files count as met here when selected; the caller
     checks them once every file is done.
     """
-    by_id = {plan.point.id: plan for items in plans.values() for plan in items}
+    by_id = {plan.point.id: plan for plan in plans}
     changed = True
     while changed:
         changed = False
         for plan in by_id.values():
-            if not plan.planned:
+            if not plan.inserts:
                 continue
             for required in plan.point.requires:
                 other = by_id.get(required)
                 if other is None and required in selected:
                     continue  # another file's point: settled by the caller
-                if other is not None and (other.result.status.in_place or other.planned):
+                if other is not None and (other.status.in_place or other.inserts):
                     continue
-                why = "not selected" if other is None else other.result.status.value
-                plan.result = point_result(
-                    plan.point, Status.SKIPPED, line=plan.result.line, message=f"requires {required} ({why})"
-                )
-                plan.placements = []
+                why = "not selected" if other is None else other.status.value
+                reason = Reason.NOT_SELECTED if other is None else Reason.REQUIREMENT
+                _skip(plan, f"requires {required} ({why})", reason)
                 changed = True
                 break
 
 
-def _refuse_overlaps(plans: dict[str, list[_PointPlan]]) -> None:
+def _refuse_overlaps(plans: list[_Plan]) -> None:
     """Two edits that would rewrite the same statement: neither is made."""
-    for items in plans.values():
-        owner: dict[int, _PointPlan] = {}
-        for plan in items:
-            for placement in list(plan.placements):
-                for stmt in placement.region:
-                    other = owner.setdefault(id(stmt), plan)
-                    if other is plan or not other.planned:
-                        continue
-                    line = getattr(stmt, "lineno", 0)
-                    for victim, rival in ((plan, other), (other, plan)):
-                        victim.result = point_result(
-                            victim.point,
-                            Status.AMBIGUOUS,
-                            line=line,
-                            message=f"its anchor overlaps point {rival.point.id} at line {line}; fix the anchor specs",
-                        )
-                        victim.placements = []
+    owner: dict[int, _Plan] = {}
+    for plan in plans:
+        for placement in plan.assessment.placements if plan.inserts else []:
+            for stmt in placement.region:
+                other = owner.setdefault(id(stmt), plan)
+                if other is plan or not other.inserts:
+                    continue
+                line = getattr(stmt, "lineno", 0)
+                for victim, rival in ((plan, other), (other, plan)):
+                    victim.status, victim.reason = Status.AMBIGUOUS, Reason.OVERLAP
+                    victim.message = f"its anchor overlaps point {rival.point.id} at line {line}; fix the anchor specs"
 
 
-# -- editing ------------------------------------------------------------------------------------
+# -- editing ------------------------------------------------------------------------------------------
+
+
+class _NotRunnable(Exception):
+    """Points placed in the output whose names do not resolve as they should."""
+
+    def __init__(self, offenders: dict[str, list[NameIssue]]):
+        super().__init__(", ".join(offenders))
+        self.offenders = offenders
 
 
 class _NotRecognised(Exception):
     pass
 
 
-def _edit_file(
-    work: FileWork | FileProblem, plans: list[_PointPlan], catalog: Catalog
-) -> tuple[FileResult, tuple[str, ...] | None]:
-    """The file with the planned points in place, and its business fingerprints (the baseline)."""
-    if isinstance(work, FileProblem):
-        return problem_results(work, [p.point for p in plans]), None
-    original = decode(work.source.data)
-    planned = [p for p in plans if p.planned]
-    if not planned:
-        return FileResult(work.path, tuple(p.result for p in plans), original=original), None
-    placements = [pl for p in planned for pl in p.placements]
-    names = frozenset(n for p in planned for n in p.point.tracing_names)
-    extra_imports = tuple(dict.fromkeys(i for p in planned for i in p.point.imports))
+def _edit_file(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileWork) -> _Outcome:
+    """The file with the planned points in place (refusing any whose names would not resolve).
+
+    `work` is what the edits are made on: the file on disk (`disk`), or it with stale code taken out.
+    """
+    while True:
+        try:
+            return _edit_once(work, plans, catalog, disk)
+        except _NotRunnable as exc:
+            for plan in plans:
+                issues = exc.offenders.get(plan.point.id)
+                if issues and plan.inserts:
+                    plan.status, plan.reason = Status.REFUSED, issues[0].problem
+                    plan.message = f"{issues[0].problem.value}: " + "; ".join(str(i) for i in issues)
+
+
+def _edit_once(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileWork) -> _Outcome:
+    original = disk.text
+    inserting = [p for p in plans if p.inserts]
+    repairing = [p for p in plans if p.status is Status.REPAIRED]
+    if not inserting and not repairing and work is disk:
+        results = tuple(_result(p) for p in plans)
+        baseline = business_baseline(work, catalog) if any(r.status.in_place for r in results) else None
+        return _Outcome(FileResult(work.path, results, original=original), baseline=baseline)
+    placements = [pl for p in inserting for pl in p.assessment.placements]
+    names = frozenset(n for p in inserting for n in p.point.tracing_names)
+    names |= frozenset(i.name for p in repairing for i in p.assessment.repairs if i.expected.startswith("from verl"))
+    extra_imports = tuple(dict.fromkeys([*(i for p in inserting for i in p.point.imports), *_plain_repairs(repairing)]))
     baseline = business_baseline(work, catalog)
     try:
         module = cst.parse_module(work.source.data)
-        edited = edit_module(module, work.tree, placements, imports=ImportChanges(names, extra_imports))
-        updated = edited.code
-        _check_result(work, updated, planned, baseline, catalog)
+        updated = edit_module(module, work.tree, placements, imports=ImportChanges(names, extra_imports)).code
+        _check_output(work, updated, inserting, baseline, catalog)
+    except _NotRunnable:
+        raise
     except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
         results = tuple(
-            point_result(p.point, Status.ERROR, line=p.result.line, message=f"not applied: {exc}")
-            if p.planned
-            else p.result
+            point_result(p.point, Status.ERROR, line=p.assessment.result.line, message=f"not applied: {exc}")
+            if p.inserts or p.status is Status.REPAIRED
+            else _result(p)
             for p in plans
         )
-        return FileResult(work.path, results, original=original, error=f"edit failed: {exc}"), None
-    return FileResult(work.path, tuple(p.result for p in plans), original=original, updated=updated), baseline
+        error = FileError(FileProblemKind.EDIT_FAILED, f"edit failed: {exc}")
+        return _Outcome(FileResult(work.path, results, original=original, error=error))
+    results = tuple(_result(p) for p in plans)
+    try:
+        data = updated.encode(encoding_of(work.source.data))
+    except UnicodeEncodeError as exc:
+        error = FileError(FileProblemKind.ENCODING, f"cannot encode the result in the file's declared encoding: {exc}")
+        return _Outcome(FileResult(work.path, results, original=original, error=error))
+    result = FileResult(work.path, results, original=original, updated=updated)
+    return _Outcome(result, data, disk.source.data, baseline, _new_imports(disk, extra_imports))
 
 
-def _check_result(
-    work: FileWork, updated: str, planned: list[_PointPlan], baseline: tuple[str, ...], catalog: Catalog
+def _plain_repairs(repairing: list[_Plan]) -> list[str]:
+    return [i.expected for p in repairing for i in p.assessment.repairs if not i.expected.startswith("from verl.")]
+
+
+def _result(plan: _Plan):
+    base = plan.assessment.result
+    if plan.status is base.status and not plan.message:
+        return base
+    line = base.line
+    if plan.inserts and plan.assessment.placements:
+        line = min(p.line for p in plan.assessment.placements)
+    return point_result(
+        plan.point,
+        plan.status,
+        line=line,
+        message=plan.message,
+        reason=plan.reason,
+        names=base.names,
+        candidates=base.candidates,
+        diff=base.diff,
+        expected_line=base.expected_line,
+    )
+
+
+def _new_imports(work: FileWork, wanted: tuple[str, ...]) -> tuple[str, ...]:
+    """The plain imports this run needs that the file did not have (so remove may take them)."""
+    bound = set()
+    for node in work.tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+    new = []
+    for text in wanted:
+        stmt = ast.parse(text).body[0]
+        assert isinstance(stmt, (ast.Import, ast.ImportFrom))
+        if not {a.asname or a.name.split(".")[0] for a in stmt.names} <= bound:
+            new.append(text)
+    return tuple(new)
+
+
+def _check_output(
+    work: FileWork, updated: str, inserting: list[_Plan], baseline: tuple[str, ...], catalog: Catalog
 ) -> None:
-    """The output must parse, every point just applied must be recognised in it, and its
+    """The output must parse, every point placed must be recognised in it and able to run, and its
     business code must be the input's but for the rewrites the catalog declares."""
     tree = ast.parse(updated, filename=work.path)
     # only the points found edited by hand in the input can carry markers in the output
     touched = frozenset(p.id for p in work.points if work.state(p).marker_nodes)
     locator = FileLocator(tree, work.points, work.locator.recognition.helper_names, updated, markers_for=touched)
-    for plan in planned:
+    for plan in inserting:
         if not locator.state(plan.point).complete:
             raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")
+    names = PointNames(NameTable(tree), locator.recognition)
+    offenders = {p.point.id: names.issues(p.point) for p in inserting}
+    offenders = {point_id: issues for point_id, issues in offenders.items() if issues}
+    if offenders:
+        raise _NotRunnable(offenders)
     declared = declared_removals(locator.recognition)
     after = [f for f, _ in business_fingerprints(locator.recognition, added_imports(catalog)) if f not in declared]
     if after != [f for f in baseline if f not in declared]:
         raise _NotRecognised("the edit would change business code beyond the declared rewrites (catalog bug)")
+
+
+# -- across files -----------------------------------------------------------------------------------------
+
+
+def _settle_across_files(
+    base: Path, context: _Context, selected: frozenset[str], outcomes: dict[str, _Outcome]
+) -> dict[str, _Outcome]:
+    """Redo the files whose points need a point another file could not place (rare)."""
+    catalog = context.catalog
+    while True:
+        status = {p.point_id: p.status for o in outcomes.values() for p in o.result.points}
+        redo: dict[str, set[str]] = {}
+        for outcome in outcomes.values():
+            for result in outcome.result.points:
+                point = catalog.point(result.point_id)
+                inserted = result.status in (Status.APPLIED, Status.UPDATED)
+                if inserted and any(r in status and not status[r].in_place for r in point.requires):
+                    redo.setdefault(point.file, set()).add(point.id)
+        if not redo:
+            return outcomes
+        for path, ids in redo.items():
+            previous = {p.point_id for p in outcomes[path].result.points if p.status is Status.SKIPPED}
+            outcomes[path] = _run_jobs(base, context, selected, {path: frozenset(ids | previous)})[path]

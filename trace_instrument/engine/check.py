@@ -1,30 +1,35 @@
-"""check: the CI drift check. Reads, never writes; one status per point."""
+"""check: the CI gate. Reads, never writes; one status per point, plus the runtime package.
+
+It fails whenever the instrumented code would fail or misbehave at run time: a
+point counts as present only when its code is in place, where its anchor puts
+it, and every name it uses means what it should (see engine.assess).
+"""
 
 from __future__ import annotations
 
 import ast
-import difflib
-import textwrap
 from pathlib import Path
 
 from trace_instrument.engine import runtime
-from trace_instrument.engine.analysis import FileProblem, FileWork
-from trace_instrument.engine.common import drift_message, is_stale, point_result, problem_results, selected_files
+from trace_instrument.engine.analysis import FileProblem, FileWork, selected_files
+from trace_instrument.engine.assess import FileAssessor, RuntimeState
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
-from trace_instrument.locate import AnchorFailure
-from trace_instrument.model import Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
+from trace_instrument.engine.results import problem_results
+from trace_instrument.engine.versions import verl_version
+from trace_instrument.model import TRACING_NAMES, Catalog, FileResult, PointResult, RunResult, Selection, Status
 from trace_instrument.spec.signatures import signatures_in
-
-TRACING_WORDS = (b"trace_flow(", b"log_progress(", b"log_step_window(", b"TurnRecord(", b"log_gen_throughput")
 
 
 def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()) -> RunResult:
+    """The state of every selected point and of the runtime package; nothing is written."""
     try:
         base = checkout_root(root)
     except CheckoutError as exc:
-        return RunResult(str(root), (), error=str(exc))
+        return RunResult(str(root), (), error=exc.as_run_error())
     manifest = Manifest.load(base)
+    runtime_files = runtime.inspect(base, catalog, manifest)
+    runtime_state = runtime.state_for_points(runtime_files)
     files: list[FileResult] = []
     seen: set[str] = set()
     for work, points in selected_files(base, catalog, selection):
@@ -32,53 +37,26 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
         if isinstance(work, FileProblem):
             files.append(problem_results(work, points))
             continue
-        results = [_status(work, point, manifest) for point in points]
-        results += _unexpected(work, catalog)
-        files.append(FileResult(work.path, tuple(results)))
+        files.append(_check_file(work, points, manifest, runtime_state, catalog))
     files += _unexpected_elsewhere(base, catalog, seen)
-    needs_runtime = selection.wants_runtime or any(p.status is Status.PRESENT for f in files for p in f.points)
-    runtime_status = runtime.plan_install(base, catalog) if needs_runtime else []
-    runtime_files = tuple((w.path, "missing" if s == "created" else s) for w, s in runtime_status)
-    return RunResult(str(base), tuple(files), runtime_files=runtime_files)
-
-
-def _status(work: FileWork, point: Point, manifest: Manifest) -> PointResult:
-    state = work.state(point)
-    if state.complete:
-        return point_result(point, Status.PRESENT, line=state.line)
-    if state.untouched:
-        failures = [work.locator.place(point, edit) for edit in point.edits]
-        failure = next((f for f in failures if isinstance(f, AnchorFailure)), None)
-        if failure is not None:
-            return point_result(
-                point, failure.status, line=failure.line, message=failure.message, candidates=failure.candidates
-            )
-        line = min(f.line for f in failures)
-        return point_result(point, Status.MISSING, line=line, message="not applied; `apply` would add it here")
-    if is_stale(work, point, manifest):
-        return point_result(
-            point,
-            Status.STALE,
-            line=state.line,
-            message="applied with an older template; `remove` then `apply` to update",
-        )
-    return point_result(
-        point, Status.DRIFTED, line=state.line, message=drift_message(state), diff=_drift_diff(work, point, state)
+    in_use = any(p.status is not Status.NOT_APPLICABLE and p.point_id != "unexpected" for f in files for p in f.points)
+    shown = runtime_files if selection.wants_runtime or in_use else []
+    return RunResult(
+        str(base),
+        tuple(files),
+        runtime_files=tuple(shown),
+        verl_version=verl_version(base),
+        validated_on=catalog.validated_on,
     )
 
 
-def _drift_diff(work: FileWork, point: Point, state) -> str:
-    """Template against what stands in the file where the point's code is."""
-    nodes = [n for n in state.marker_nodes if hasattr(n, "lineno")]
-    if not nodes:
-        return ""
-    source = work.source.data.decode("utf-8", errors="replace").splitlines()
-    first = min(n.lineno for n in nodes)
-    last = max(getattr(n, "end_lineno", n.lineno) for n in nodes)
-    actual = textwrap.dedent("\n".join(source[first - 1 : last])).splitlines()
-    expected = "\n".join(edit.template.text.rstrip() for edit in point.edits).splitlines()
-    diff = difflib.unified_diff(expected, actual, f"template ({point.id})", f"{work.path}:{first}", lineterm="")
-    return "\n".join(diff)
+def _check_file(
+    work: FileWork, points, manifest: Manifest, runtime_state: RuntimeState, catalog: Catalog
+) -> FileResult:
+    assessor = FileAssessor(work, manifest, runtime_state)
+    results = [assessor.assess(point).result for point in points]
+    results += _unexpected(work, catalog)
+    return FileResult(work.path, tuple(results))
 
 
 # -- tracing code nobody accounts for ---------------------------------------------------
@@ -102,6 +80,7 @@ def _unexpected(work: FileWork, catalog: Catalog) -> list[PointResult]:
 
 def _unexpected_elsewhere(root: Path, catalog: Catalog, seen: set[str]) -> list[FileResult]:
     """Tracing calls in files no point targets (the runtime package itself excepted)."""
+    words = tuple(f"{name}(".encode() for name in sorted(TRACING_NAMES))
     files = []
     skip = {*seen, *catalog.files}
     runtime_dir = root / catalog.runtime.target_dir
@@ -111,7 +90,7 @@ def _unexpected_elsewhere(root: Path, catalog: Catalog, seen: set[str]) -> list[
             continue
         try:
             data = path.read_bytes()
-            if not any(word in data for word in TRACING_WORDS):
+            if not any(word in data for word in words):
                 continue
             tree = ast.parse(data)
         except (OSError, SyntaxError, ValueError):

@@ -6,20 +6,49 @@ import contextlib
 import errno
 import fcntl
 import os
+import signal
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from trace_instrument.model import FileProblemKind, RunError, RunErrorKind, RunResult
 
 LOCK_NAME = ".trace-instrument.lock"
 TEMP_SUFFIX = ".ti-tmp"
-# fault injection for the kill-during-write test: seconds to wait between renames
-PAUSE_ENV = "TRACE_INSTRUMENT_PAUSE_BETWEEN_RENAMES"
+# fault injection for the interruption tests: at which stage of the writes to pause, for how long
+PAUSE_AT_ENV = "TRACE_INSTRUMENT_PAUSE_AT"  # "staging" (after each staged file) or "renames" (after each rename)
+PAUSE_ENV = "TRACE_INSTRUMENT_PAUSE_SECONDS"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised by the handler the command line installs (like KeyboardInterrupt for SIGINT)."""
+
+
+class InterruptedAfterWrite(BaseException):
+    """An interruption that arrived while the renames ran: it was held back until they were all done."""
+
+    def __init__(self, interruption: BaseException):
+        super().__init__(str(interruption))
+        self.interruption = interruption
 
 
 class CheckoutError(Exception):
     """The target is not something we can work on (exit code 2)."""
+
+    def __init__(
+        self, message: str, kind: FileProblemKind | None = None, run_kind: RunErrorKind = RunErrorKind.NOT_A_CHECKOUT
+    ):
+        super().__init__(message)
+        self.kind = kind  # when it is about one file
+        self.run_kind = run_kind  # when it stops the whole run
+
+    def as_run_error(self) -> RunError:
+        return RunError(self.run_kind, str(self))
 
 
 @dataclass(frozen=True)
@@ -46,9 +75,10 @@ def read_target(root: Path, relative: str) -> SourceFile | None:
         return None
     resolved = absolute.resolve()
     if not resolved.is_relative_to(root):
-        raise CheckoutError(f"{relative}: is a link to {resolved}, outside the checkout; refusing to touch it")
+        message = f"{relative}: is a link to {resolved}, outside the checkout; refusing to touch it"
+        raise CheckoutError(message, FileProblemKind.OUTSIDE)
     if not resolved.is_file():
-        raise CheckoutError(f"{relative}: not a regular file")
+        raise CheckoutError(f"{relative}: not a regular file", FileProblemKind.NOT_A_FILE)
     return SourceFile(relative, absolute, resolved.read_bytes())
 
 
@@ -74,13 +104,14 @@ def checkout_lock(root: Path) -> Iterator[None]:
         except OSError as exc:
             os.close(handle)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise CheckoutError(f"{root}: another trace-instrument run holds {LOCK_NAME}") from None
+                message = f"{root}: another trace-instrument run holds {LOCK_NAME}"
+                raise CheckoutError(message, run_kind=RunErrorKind.LOCKED) from None
             raise
         if _same_file(handle, lock_path):
             break
         os.close(handle)  # we locked a file the previous holder unlinked
     else:
-        raise CheckoutError(f"{root}: could not take {LOCK_NAME}")
+        raise CheckoutError(f"{root}: could not take {LOCK_NAME}", run_kind=RunErrorKind.LOCKED)
     try:
         yield
     finally:
@@ -97,11 +128,14 @@ def _same_file(handle: int, path: Path) -> bool:
 
 
 def write_all(root: Path, writes: list[PendingWrite]) -> None:
-    """Stage every file next to its target, then rename them all into place.
+    """Stage every file next to its target, then rename them all into place, in the given order.
 
     Anything that fails while staging (a read-only file, a full disk, a file
-    changed since it was read) leaves every file untouched. Renames are atomic,
-    so a run killed at any moment leaves each file either original or complete;
+    changed since it was read, Ctrl-C) leaves every file untouched and no staged
+    copy behind. The renames run with SIGINT and SIGTERM held back, so an
+    interruption lands after the last one: the tree is the old one or the new one,
+    never a mix. Against SIGKILL, renames are atomic (each file is whole) and the
+    order the caller gives puts the runtime package before the code importing it;
     the next run finishes the job and clears staged leftovers (*.ti-tmp).
     """
     staged: list[tuple[Path, Path | None]] = []
@@ -115,31 +149,74 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             staged.append((target, _stage(target, write.data)))
+            _fault_pause("staging")
     except BaseException:
-        for _target, temp in staged:
-            if temp is not None:
-                with contextlib.suppress(OSError):
-                    temp.unlink()
+        _drop_staged(staged)
         raise
-    pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
+    try:
+        with _signals_held():
+            _rename_all(staged)
+    except (KeyboardInterrupt, Terminated) as exc:
+        # held back during the renames and delivered when they were done: everything is written
+        raise InterruptedAfterWrite(exc) from exc
+
+
+def _rename_all(staged: list[tuple[Path, Path | None]]) -> None:
     for done, (target, temp) in enumerate(staged):
         try:
             if temp is None:
-                with contextlib.suppress(FileNotFoundError):
-                    target.unlink()
+                _delete(target)
             else:
                 os.replace(temp, target)
         except OSError:
-            for _target, leftover in staged[done:]:
-                if leftover is not None:
-                    with contextlib.suppress(OSError):
-                        leftover.unlink()
+            _drop_staged(staged[done:])
             raise
-        if pause:
-            time.sleep(pause)
+        _fault_pause("renames")
     for directory in {target.parent for target, temp in staged if temp is None}:
         with contextlib.suppress(OSError):
             directory.rmdir()  # only when now empty
+
+
+def _delete(target: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()
+    if target.suffix == ".py":
+        # the package's byte code goes with its source (and lets the folder go once empty)
+        cache = target.parent / "__pycache__"
+        for compiled in cache.glob(f"{target.stem}.*.pyc"):
+            with contextlib.suppress(OSError):
+                compiled.unlink()
+        with contextlib.suppress(OSError):
+            cache.rmdir()
+
+
+def _drop_staged(staged: list[tuple[Path, Path | None]]) -> None:
+    for _target, temp in staged:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while the block runs (main thread; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _fault_pause(stage: str) -> None:
+    """For the interruption tests only: say where we are and wait (off unless configured)."""
+    if os.environ.get(PAUSE_AT_ENV) != stage:
+        return
+    sys.stderr.write(f"trace-instrument: paused at {stage}\n")
+    sys.stderr.flush()
+    time.sleep(float(os.environ.get(PAUSE_ENV, "0") or 0))
 
 
 def _current(target: Path) -> bytes | None:
@@ -185,3 +262,59 @@ def _stage(target: Path, data: bytes) -> Path:
             os.unlink(name)
         raise
     return Path(name)
+
+
+# -- a run's writes ------------------------------------------------------------------------------
+
+
+def other_changes(root: Path, writes: list[PendingWrite]) -> tuple[tuple[str, str | None, str | None], ...]:
+    """(path, before, after) texts of writes that are not edits of target files."""
+    changes = []
+    for write in writes:
+        target = root / write.path
+        before = target.read_text(encoding="utf-8", errors="replace") if target.is_file() else None
+        after = write.data.decode("utf-8", errors="replace") if write.data is not None else None
+        if before != after:
+            changes.append((write.path, before, after))
+    return tuple(changes)
+
+
+def commit(root: Path, result: RunResult, writes: list[PendingWrite], write: bool = True) -> RunResult:
+    """Write the pending files in order (the caller holds the checkout lock); the result says what changed."""
+    file_paths = {f.path for f in result.files}
+    extra = other_changes(root, [w for w in writes if w.path not in file_paths])
+    result = replace(result, other_changes=extra)
+    if not write or not writes:
+        return result
+    try:
+        write_all(root, writes)
+    except (CheckoutError, OSError) as exc:
+        return replace(result, written=False, error=RunError(RunErrorKind.WRITE_FAILED, f"nothing written: {exc}"))
+    return replace(result, written=True)
+
+
+@contextlib.contextmanager
+def locked(root: Path, write: bool) -> Iterator[None]:
+    """Hold the checkout lock for a run that writes (a dry run needs none)."""
+    if not write:
+        yield
+        return
+    with checkout_lock(root):
+        yield
+
+
+def unwritable(root: Path, relative: str) -> str | None:
+    """Why a target file could not be written (None: it can), found before anything is written."""
+    target = root / relative
+    try:
+        target = _real_target(root, relative)
+        mode = target.stat().st_mode
+    except CheckoutError as exc:
+        return str(exc)
+    except OSError:
+        return None  # a new file: its folder is checked when it is staged
+    if not mode & 0o222:
+        return f"{relative}: read-only; make it writable (chmod u+w) or leave its points out with --skip"
+    if not os.access(target.parent, os.W_OK):
+        return f"{relative}: its folder is not writable"
+    return None

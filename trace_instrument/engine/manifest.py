@@ -25,6 +25,7 @@ class Manifest:
     points: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # id -> (file, templates)
     baselines: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> business fingerprints
     imports: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> plain imports apply added
+    runtime: dict[str, str] = field(default_factory=dict)  # runtime file name -> hash of what apply installed
 
     @classmethod
     def load(cls, root: Path) -> Manifest:
@@ -33,7 +34,8 @@ class Manifest:
             points = {str(k): (str(v["file"]), tuple(v["templates"])) for k, v in data.get("points", {}).items()}
             baselines = {str(k): _unpack(v) for k, v in data.get("baselines", {}).items()}
             imports = {str(k): tuple(str(i) for i in v) for k, v in data.get("imports", {}).items()}
-            return cls(points, baselines, imports)
+            runtime = {str(k): str(v) for k, v in data.get("runtime", {}).items()}
+            return cls(points, baselines, imports, runtime)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, zlib.error):
             return cls()
 
@@ -50,7 +52,12 @@ class Manifest:
         gone: list[str],
         baselines: dict[str, tuple[str, ...]],
         imports: dict[str, tuple[str, ...]] | None = None,
+        runtime: dict[str, str] | None = None,
     ) -> Manifest:
+        """The manifest after a run: points in place added, points gone dropped, baselines replaced.
+
+        `runtime` (file name -> hash) replaces the recorded runtime files when given; `{}` clears them.
+        """
         points = {k: v for k, v in self.points.items() if k not in gone}
         points.update({p.id: (p.file, templates_of(p)) for p in in_place})
         files = {file for file, _ in points.values()}
@@ -62,6 +69,7 @@ class Manifest:
             points,
             {f: v for f, v in merged.items() if f in files},
             {f: v for f, v in added.items() if f in files and v},
+            dict(self.runtime) if runtime is None else dict(runtime),
         )
 
     def write(self, tool: str) -> PendingWrite:
@@ -73,6 +81,7 @@ class Manifest:
             "points": {k: {"file": f, "templates": list(t)} for k, (f, t) in sorted(self.points.items())},
             "baselines": {k: _pack(v) for k, v in sorted(self.baselines.items())},
             "imports": {k: list(v) for k, v in sorted(self.imports.items())},
+            "runtime": dict(sorted(self.runtime.items())),
         }
         return PendingWrite(MANIFEST_NAME, (json.dumps(body, indent=1, ensure_ascii=False) + "\n").encode())
 

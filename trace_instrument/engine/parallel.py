@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+C = TypeVar("C")
 R = TypeVar("R")
 
-# Forked workers inherit this: what every job needs and is costly to pickle (the catalog).
-SHARED: dict[str, Any] = {}
 MIN_FILES = 4  # below this, starting workers costs more than it saves
 WORKERS_ENV = "TRACE_INSTRUMENT_WORKERS"
+
+# A forked worker's copy of the run's context (the catalog is costly to pickle for every job);
+# set by the pool's initializer in the worker only, never read by the serial path.
+_WORKER_CONTEXT: list[Any] = []
 
 
 def worker_count(jobs: int) -> int:
@@ -25,20 +30,38 @@ def worker_count(jobs: int) -> int:
     return min(cores, jobs)
 
 
-def map_in_order(
-    function: Callable[[T], R], items: Sequence[T], weights: Sequence[float], shared: dict[str, Any]
-) -> list[R]:
-    """function(item) for every item, heaviest first across workers; results in the items' order."""
-    workers = worker_count(len(items))
-    SHARED.update(shared)
+def file_size(path: Path) -> float:
+    """Bytes in a file (0 when it cannot be read): how heavy its job is."""
     try:
-        if workers == 1:
-            return [function(item) for item in items]
-        order = sorted(range(len(items)), key=lambda i: -weights[i])
-        context = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = {i: pool.submit(function, items[i]) for i in order}
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def map_in_order(function: Callable[[C, T], R], items: Sequence[T], weights: Sequence[float], context: C) -> list[R]:
+    """function(context, item) for every item, heaviest first across workers; results in the items' order."""
+    workers = worker_count(len(items))
+    if workers == 1:
+        return [function(context, item) for item in items]
+    order = sorted(range(len(items)), key=lambda i: -weights[i])
+    pool_context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(
+        max_workers=workers, mp_context=pool_context, initializer=_start_worker, initargs=(context,)
+    ) as pool:
+        try:
+            futures = {i: pool.submit(_in_worker, function, items[i]) for i in order}
             return [futures[i].result() for i in range(len(items))]
-    finally:
-        for key in shared:
-            SHARED.pop(key, None)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # jobs under way finish (a second or so)
+            raise
+
+
+def _start_worker(context: Any) -> None:
+    # Ctrl-C reaches the whole process group: the parent alone decides what happens
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _WORKER_CONTEXT[:] = [context]
+
+
+def _in_worker(function: Callable[[Any, T], R], item: T) -> R:
+    return function(_WORKER_CONTEXT[0], item)

@@ -1,9 +1,17 @@
-"""remove: take every selected point out again, restoring the original bytes."""
+"""remove: take the selected points out again, restoring the original bytes; never break the code.
+
+A point edited by hand is kept (and reported) unless `force`, which takes out
+whole hand-edited blocks or nothing. A removal that would leave a name the
+remaining code reads unbound is refused for the points whose code binds it.
+The runtime package goes only when no Python file in the checkout imports it
+any more; points the manifest records but the catalog does not know are
+reported with the command that removes them, and kept.
+"""
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import libcst as cst
@@ -13,22 +21,29 @@ from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges, prune_imports
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
-from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, decode, encoding_of
-from trace_instrument.engine.common import (
-    commit,
-    drift_message,
-    file_size,
-    internal_error,
-    locked,
-    names_used,
-    point_result,
-    problem_results,
-)
-from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
+from trace_instrument.engine.assess import drift_message, stale_state
+from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked
 from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest
-from trace_instrument.engine.parallel import SHARED, map_in_order
+from trace_instrument.engine.parallel import file_size, map_in_order
+from trace_instrument.engine.results import internal_error, point_result, problem_results
+from trace_instrument.engine.versions import verl_version
 from trace_instrument.locate import Block
-from trace_instrument.model import Catalog, FileResult, Point, RunResult, Selection, Status
+from trace_instrument.locate.handedits import edited_blocks
+from trace_instrument.locate.names import BUILTINS, NameTable
+from trace_instrument.model import (
+    Catalog,
+    FileError,
+    FileProblemKind,
+    FileResult,
+    Point,
+    PointResult,
+    Reason,
+    RunResult,
+    RuntimeStatus,
+    Selection,
+    Status,
+)
 
 
 def remove(
@@ -39,12 +54,20 @@ def remove(
     write: bool = True,
     force: bool = False,
 ) -> RunResult:
+    """Take the selected points (and, when nothing imports it any more, the runtime package) out."""
     try:
         base = checkout_root(root)
         with locked(base, write):
             return _remove(base, catalog, selection, write, force)
     except CheckoutError as exc:
-        return RunResult(str(root), (), error=str(exc))
+        return RunResult(str(root), (), error=exc.as_run_error())
+
+
+@dataclass(frozen=True)
+class _Context:
+    catalog: Catalog
+    manifest: Manifest
+    force: bool
 
 
 def _remove(base: Path, catalog: Catalog, selection: Selection, write: bool, force: bool) -> RunResult:
@@ -52,44 +75,62 @@ def _remove(base: Path, catalog: Catalog, selection: Selection, write: bool, for
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     manifest = Manifest.load(base)
-    # the plain imports apply added, as the manifest recorded them (without one: the catalog's)
-    added = {path: manifest.imports.get(path) for path in paths}
-    items = [(str(base), path, selected, force, added[path]) for path in paths]
-    weights = [file_size(base / path) for path in paths]
-    outcomes: list[_Removal] = map_in_order(_file_job, items, weights, {"catalog": catalog})
+    context = _Context(catalog, manifest, force)
+    items = [(str(base), path, selected) for path in paths]
+    outcomes: list[_Removal] = map_in_order(_file_job, items, [file_size(base / p) for p in paths], context)
     files = [o.result for o in outcomes]
-    kept = [p for f in files for p in f.points if p.status is Status.DRIFTED]
-    runtime_plan = []
+    unknown = _unknown_points(manifest, catalog, selection)
+    if unknown:
+        files.append(FileResult(MANIFEST_NAME, tuple(unknown)))
+    runtime_plan: list[runtime.RuntimePlan] = []
     if selection.wants_runtime:
-        runtime_plan = runtime.plan_remove(base, catalog, force=force)
-        still_used = kept or any(o.others_remain for o in outcomes) or _imported_elsewhere(base, catalog, set(paths))
-        edited = [w.path.rsplit("/", 1)[-1] for w, status in runtime_plan if status == "drifted"]
-        if still_used:
-            runtime_plan = [(w, "kept: instrumented code still imports it") for w, _ in runtime_plan]
-        elif edited:
-            # half a package is worse than none removed: keep it whole, and say why
-            runtime_plan = [
-                (w, f"kept: {', '.join(edited)} edited by hand (--force removes it)") for w, _ in runtime_plan
-            ]
-    result = RunResult(str(base), tuple(files), runtime_files=tuple((w.path, s) for w, s in runtime_plan))
+        leaving = {o.result.path: o.result.updated for o in outcomes if o.data is not None}
+        users = runtime.importers(base, catalog, leaving)
+        runtime_plan = runtime.plan_remove(base, catalog, manifest, users, force)
+    result = RunResult(
+        str(base),
+        tuple(files),
+        runtime_files=tuple(p.file for p in runtime_plan),
+        verl_version=verl_version(base),
+        validated_on=catalog.validated_on,
+    )
     if any(f.error for f in files):
         return result
+    # the code first, the package it imports last: never code importing a package already gone
     writes = [PendingWrite(o.result.path, o.data, o.before) for o in outcomes if o.data is not None]
-    writes += [w for w, status in runtime_plan if status == "removed"]
+    writes += [p.write for p in runtime_plan if p.write is not None]
     gone = [p.point_id for f in files for p in f.points if p.status is Status.REMOVED]
-    updated = manifest.updated([], gone=gone, baselines={})
+    runtime_gone = any(p.file.status is RuntimeStatus.REMOVED for p in runtime_plan)
+    updated = manifest.updated([], gone=gone, baselines={}, runtime={} if runtime_gone else None)
     if updated != manifest or (not updated.points and (base / MANIFEST_NAME).exists()):
         writes.append(updated.write(f"trace-instrument {__version__}"))
     return commit(base, result, writes, write=write)
 
 
-def _imported_elsewhere(base: Path, catalog: Catalog, handled: set[str]) -> bool:
-    """Does a catalog file this run did not touch still import the runtime package?"""
-    needle = catalog.runtime.target_dir.replace("/", ".").encode()
-    for path in catalog.files:
-        if path not in handled and (base / path).is_file() and needle in (base / path).read_bytes():
-            return True
-    return False
+def _unknown_points(manifest: Manifest, catalog: Catalog, selection: Selection) -> list[PointResult]:
+    """Points the manifest says apply placed that this catalog does not know (say, user anchors)."""
+    if selection.only:
+        return []
+    known = {p.id for p in catalog.points}
+    results = []
+    for point_id, (file, _templates) in sorted(manifest.points.items()):
+        if point_id in known:
+            continue
+        message = (
+            "applied with anchors this run was not given; kept. "
+            "`trace-instrument remove --anchors DIR` with the folder of its spec removes it"
+        )
+        results.append(PointResult(point_id, "", file, Status.KEPT, message=message, reason=Reason.UNKNOWN_POINT))
+    return results
+
+
+def _with_all_extras(selection: Selection, catalog: Catalog) -> Selection:
+    """Removal covers the opt-in extras too: they were only ever there because someone asked."""
+    extras = frozenset(p.extra for p in catalog.points if p.extra)
+    return replace(selection, extras=selection.extras | extras) if not selection.only else selection
+
+
+# -- one file ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -97,97 +138,137 @@ class _Removal:
     result: FileResult
     data: bytes | None = None  # the new bytes, when the file changes
     before: bytes | None = None  # the bytes they replace
-    others_remain: bool = False  # points outside the selection are still in this file
 
 
-def _file_job(item: tuple[str, str, frozenset[str], bool, tuple[str, ...] | None]) -> _Removal:
+def _file_job(context: _Context, item: tuple[str, str, frozenset[str]]) -> _Removal:
     """One file's removal; whatever goes wrong becomes that file's error, never the run's crash."""
+    root, relative, selected = item
     try:
-        return _remove_from_file(*item)
+        return _remove_from_file(context, Path(root), relative, selected)
     except Exception as exc:  # noqa: BLE001 - contain it to the file
-        catalog: Catalog = SHARED["catalog"]
-        points = [p for p in catalog.points if p.file == item[1] and p.id in item[2]]
-        return _Removal(internal_error(item[1], points, exc))
+        points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
+        return _Removal(internal_error(relative, points, exc))
 
 
-def _remove_from_file(
-    root: str, relative: str, selected: frozenset[str], force: bool, added: tuple[str, ...] | None
-) -> _Removal:
-    catalog: Catalog = SHARED["catalog"]
-    work = analyse(Path(root), relative, catalog)
-    points = [p for p in catalog.points if p.file == relative and p.id in selected]
+def _remove_from_file(context: _Context, base: Path, relative: str, selected: frozenset[str]) -> _Removal:
+    work = analyse(base, relative, context.catalog)
+    points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
     if isinstance(work, FileProblem):
         return _Removal(problem_results(work, points))
-    result = _remove_in_file(work, points, force, added)
-    others = any(p.id not in selected and not work.state(p).untouched for p in work.points)
-    if not result.changed or result.error:
-        return _Removal(result, None, None, others)
+    plans = {point.id: _plan(work, point, context) for point in points}
+    added = context.manifest.imports.get(relative)
+    while True:
+        taking = [p for p in plans.values() if p.blocks]
+        if not taking:
+            return _Removal(FileResult(work.path, tuple(p.result for p in plans.values()), original=work.text))
+        try:
+            updated = _without(work, [b for p in taking for b in p.blocks], added)
+        except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError) as exc:
+            return _Removal(_failed(work, plans, exc))
+        breaking = _would_break(work, updated, taking)
+        if not breaking:
+            break
+        for plan in breaking:
+            plan.keep(Reason.WOULD_BREAK, "kept: the code that stays reads names only this point's code binds")
+    results = tuple(p.result for p in plans.values())
     try:
-        data = result.updated.encode(encoding_of(work.source.data))
+        data = updated.encode(encoding_of(work.source.data))
     except UnicodeEncodeError as exc:
-        failed = FileResult(
-            result.path, result.points, original=result.original, error=f"cannot encode in the file's encoding: {exc}"
-        )
-        return _Removal(failed)
-    return _Removal(result, data, work.source.data, others)
+        error = FileError(FileProblemKind.ENCODING, f"cannot encode in the file's encoding: {exc}")
+        return _Removal(FileResult(work.path, results, original=work.text, error=error))
+    return _Removal(FileResult(work.path, results, original=work.text, updated=updated), data, work.source.data)
 
 
-def _with_all_extras(selection: Selection, catalog: Catalog) -> Selection:
-    """Removal covers the opt-in extras too: they were only ever there because someone asked."""
-    from dataclasses import replace
+@dataclass(eq=False)
+class _Plan:
+    point: Point
+    result: PointResult
+    blocks: list[Block]
 
-    extras = frozenset(p.extra for p in catalog.points if p.extra)
-    return replace(selection, extras=selection.extras | extras) if not selection.only else selection
-
-
-def _remove_in_file(
-    work: FileWork | FileProblem, points: list[Point], force: bool, added: tuple[str, ...] | None
-) -> FileResult:
-    if isinstance(work, FileProblem):
-        return problem_results(work, points)
-    original = decode(work.source.data)
-    results = []
-    blocks: list[Block] = []
-    for point in points:
-        state = work.state(point)
-        if state.untouched:
-            results.append(point_result(point, Status.MISSING, message="not present"))
-        elif state.complete or force:
-            blocks.extend(state.blocks)
-            blocks.extend(_marker_blocks(point, state) if force else [])
-            results.append(point_result(point, Status.REMOVED, line=state.line))
-        else:
-            message = drift_message(state) + "; left alone (--force removes what is recognised)"
-            results.append(point_result(point, Status.DRIFTED, line=state.line, message=message))
-    if not blocks:
-        return FileResult(work.path, tuple(results), original=original)
-    try:
-        updated = _without(work, blocks, added)
-    except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError) as exc:
-        by_id = {p.id: p for p in points}
-        failed = tuple(
-            point_result(by_id[r.point_id], Status.ERROR, line=r.line, message=f"not removed: {exc}")
-            if r.status is Status.REMOVED
-            else r
-            for r in results
-        )
-        return FileResult(work.path, failed, original=original, error=f"removal failed: {exc}")
-    return FileResult(work.path, tuple(results), original=original, updated=updated)
+    def keep(self, reason: Reason, message: str) -> None:
+        self.result = point_result(self.point, Status.KEPT, line=self.result.line, message=message, reason=reason)
+        self.blocks = []
 
 
-def _marker_blocks(point: Point, state) -> list[Block]:
-    """With --force: the statements that still carry the point's markers."""
-    insert_edit = next((e for e in point.edits if e.kind.inserts), None)
-    if insert_edit is None:
-        return []
-    return [Block(point, insert_edit, [node], [node], exact=False) for node in state.marker_nodes]
+def _plan(work: FileWork, point: Point, context: _Context) -> _Plan:
+    state = work.state(point)
+    if state.untouched:
+        return _Plan(point, point_result(point, Status.MISSING, message="not present"), [])
+    if state.complete:
+        return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(state.blocks))
+    stale = stale_state(work, point, context.manifest)
+    if stale is not None:
+        return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(stale.blocks))
+    if context.force:
+        return _Plan(point, point_result(point, Status.REMOVED, line=state.line), _forced_blocks(work, point))
+    message = drift_message(state) + "; kept (--force removes its hand-edited blocks whole)"
+    result = point_result(point, Status.KEPT, line=state.line, message=message, reason=Reason.EDITED_BY_HAND)
+    return _Plan(point, result, [])
+
+
+def _forced_blocks(work: FileWork, point: Point) -> list[Block]:
+    """The point's blocks found intact, and each hand-edited block whole."""
+    state = work.state(point)
+    blocks = list(state.blocks)
+    for edited in edited_blocks(work.locator.recognition, state):
+        stmts = list(edited.stmts)
+        blocks.append(Block(point, edited.edit, stmts, stmts, exact=False))
+    return blocks
+
+
+def _failed(work: FileWork, plans: dict[str, _Plan], exc: Exception) -> FileResult:
+    results = tuple(
+        point_result(p.point, Status.ERROR, line=p.result.line, message=f"not removed: {exc}")
+        if p.result.status is Status.REMOVED
+        else p.result
+        for p in plans.values()
+    )
+    return FileResult(
+        work.path, results, original=work.text, error=FileError(FileProblemKind.EDIT_FAILED, f"removal failed: {exc}")
+    )
 
 
 def _without(work: FileWork, blocks: list[Block], added: tuple[str, ...] | None) -> str:
+    """The file's text with the blocks taken out and the imports only they needed pruned."""
     module = cst.parse_module(work.source.data)
     edited = edit_module(module, work.tree, removals=blocks)
-    code = edited.code
-    tree = ast.parse(code, filename=work.path)  # must still be Python
+    tree = ast.parse(edited.code, filename=work.path)  # must still be Python
     prunable = added if added is not None else tuple(dict.fromkeys(i for p in work.points for i in p.imports))
-    changes = ImportChanges(prune=True, prunable=prunable, still_used=names_used(tree))
+    used = frozenset(node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
+    changes = ImportChanges(prune=True, prunable=prunable, still_used=used)
     return prune_imports(edited, changes).code
+
+
+def _would_break(work: FileWork, updated: str, taking: list[_Plan]) -> list[_Plan]:
+    """The plans whose removal takes away the binding of a name the remaining code still reads."""
+    before = _unbound_reads(NameTable(work.tree))
+    after = _unbound_reads(NameTable(ast.parse(updated)))
+    lost = {name for name, _scope in after - before}
+    if not lost:
+        return []
+    return [plan for plan in taking if _bound_by(plan) & lost]
+
+
+def _bound_by(plan: _Plan) -> set[str]:
+    """Names the plan's blocks bind (assignments, loop targets, definitions, imports)."""
+    names: set[str] = set()
+    for block in plan.blocks:
+        for stmt in block.top:
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                    names.add(node.id)
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(node.name)
+    return names
+
+
+def _unbound_reads(table: NameTable) -> set[tuple[str, str]]:
+    """(name, scope) of every read that resolves to nothing (not even a builtin)."""
+    unbound = set()
+    for name, uses in table.uses.items():
+        if name in BUILTINS:
+            continue
+        for use in uses:
+            if not table.bindings_of(name, use.scope):
+                unbound.add((name, use.scope.name))
+    return unbound

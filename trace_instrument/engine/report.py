@@ -15,7 +15,18 @@ from pathlib import Path
 from trace_instrument.engine.check import check
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.verify import verify
-from trace_instrument.model import FACILITIES, Catalog, PointResult, RunResult, Status, VerifyResult
+from trace_instrument.engine.versions import verl_version
+from trace_instrument.model import (
+    FACILITIES,
+    Catalog,
+    PointResult,
+    RunError,
+    RunResult,
+    RuntimeFile,
+    RuntimeStatus,
+    Status,
+    VerifyResult,
+)
 
 # The training-stage panel's 11 stages and the progress line that marks each one.
 PANEL_STAGES = (
@@ -44,35 +55,62 @@ OUTPUTS = (
 
 
 @dataclass(frozen=True)
+class FacilityCount:
+    facility: str
+    in_place: int
+    applicable: int
+
+
+@dataclass(frozen=True)
+class CallTotal:
+    call: str
+    found: int
+    expected: int
+
+
+@dataclass(frozen=True)
+class StageCoverage:
+    stage: str
+    covered: bool
+
+
+@dataclass(frozen=True)
 class Report:
+    """The hand-over report: what is in place, what is not and why, the proofs."""
+
     root: str
     verl_version: str
     validated_on: tuple[str, ...]
-    runtime_files: tuple[tuple[str, str], ...]
-    facilities: tuple[tuple[str, int, int], ...]  # (facility, points in place, points applicable)
-    calls: tuple[tuple[str, int, int], ...]  # (call, found, expected)
-    stages: tuple[tuple[str, bool], ...]  # panel stage, covered
+    runtime_files: tuple[RuntimeFile, ...]
+    facilities: tuple[FacilityCount, ...]
+    calls: tuple[CallTotal, ...]
+    stages: tuple[StageCoverage, ...]
     not_in_place: tuple[PointResult, ...]
     verify: VerifyResult
-    error: str = ""
+    error: RunError | None = None
 
     @property
     def ok(self) -> bool:
-        runtime_ok = all(status == "present" for _, status in self.runtime_files)
-        return not self.error and self.verify.ok and not self.not_in_place and runtime_ok
+        runtime_ok = all(f.status is RuntimeStatus.PRESENT for f in self.runtime_files)
+        return self.error is None and self.verify.ok and not self.not_in_place and runtime_ok
+
+    @property
+    def validated(self) -> bool:
+        return not self.verl_version or self.verl_version in self.validated_on
 
 
 def report(root: str | Path, catalog: Catalog) -> Report:
+    """Check and verify the checkout and sum them up."""
     try:
         base = checkout_root(root)
     except CheckoutError as exc:
         empty = VerifyResult(str(root), ())
-        return Report(str(root), "", catalog.validated_on, (), (), (), (), (), empty, error=str(exc))
+        return Report(str(root), "", catalog.validated_on, (), (), (), (), (), empty, error=exc.as_run_error())
     checked = check(base, catalog)
     proof = verify(base, catalog)
     return Report(
         root=str(base),
-        verl_version=_verl_version(base),
+        verl_version=verl_version(base),
         validated_on=catalog.validated_on,
         runtime_files=checked.runtime_files,
         facilities=_facilities(checked, catalog),
@@ -94,15 +132,8 @@ def _is_core(result: PointResult, catalog: Catalog) -> bool:
     return point.extra is None or result.status is not Status.MISSING
 
 
-def _verl_version(root: Path) -> str:
-    try:
-        return (root / "verl" / "version" / "version").read_text(encoding="utf-8").strip()
-    except OSError:
-        return "unknown"
-
-
-def _facilities(checked: RunResult, catalog: Catalog) -> tuple[tuple[str, int, int], ...]:
-    counts: Counter = Counter()
+def _facilities(checked: RunResult, catalog: Catalog) -> tuple[FacilityCount, ...]:
+    counts: Counter[tuple[str, str]] = Counter()
     for result in checked.points:
         if result.point_id == "unexpected" or catalog.point(result.point_id).extra is not None:
             continue
@@ -110,90 +141,23 @@ def _facilities(checked: RunResult, catalog: Catalog) -> tuple[tuple[str, int, i
             counts[(result.facility, "applicable")] += 1
             counts[(result.facility, "in place")] += result.status is Status.PRESENT
     return tuple(
-        (facility, counts[(facility, "in place")], counts[(facility, "applicable")])
+        FacilityCount(facility, counts[(facility, "in place")], counts[(facility, "applicable")])
         for facility in FACILITIES
         if counts[(facility, "applicable")]
     )
 
 
-def _calls(proof: VerifyResult) -> tuple[tuple[str, int, int], ...]:
+def _calls(proof: VerifyResult) -> tuple[CallTotal, ...]:
     totals: dict[str, list[int]] = {}
-    for _, call, expected, actual in proof.counts:
-        entry = totals.setdefault(call, [0, 0])
-        entry[0] += actual
-        entry[1] += expected
-    return tuple((call, found, expected) for call, (found, expected) in totals.items())
+    for count in proof.counts:
+        entry = totals.setdefault(count.call, [0, 0])
+        entry[0] += count.actual
+        entry[1] += count.expected
+    return tuple(CallTotal(call, found, expected) for call, (found, expected) in totals.items())
 
 
-def _stages(root: Path, catalog: Catalog) -> tuple[tuple[str, bool], ...]:
+def _stages(root: Path, catalog: Catalog) -> tuple[StageCoverage, ...]:
     text = "\n".join(
         (root / path).read_text(encoding="utf-8", errors="replace") for path in catalog.files if (root / path).exists()
     )
-    return tuple((stage, marker in text) for stage, marker in PANEL_STAGES)
-
-
-# -- renderings (pure text; the CLI prints them) ---------------------------------------------------------
-
-
-def as_markdown(rep: Report) -> str:
-    lines = ["## verl trace instrumentation report", ""]
-    if rep.error:
-        return "\n".join([*lines, f"error: {rep.error}"])
-    lines += [
-        f"- checkout: `{rep.root}` (verl {rep.verl_version}; catalog validated on {', '.join(rep.validated_on)})",
-        "- runtime package: " + ", ".join(f"`{path}` ({status})" for path, status in rep.runtime_files),
-    ]
-    for facility, in_place, applicable in rep.facilities:
-        lines.append(f"- {facility}: {in_place}/{applicable} points in place")
-    for call, found, expected in rep.calls:
-        lines.append(f"- `{call}(` call sites: {found}/{expected}")
-    covered = [stage for stage, ok in rep.stages if ok]
-    missing = [stage for stage, ok in rep.stages if not ok]
-    lines.append(
-        f"- progress stages covered: {len(covered)}/{len(rep.stages)}"
-        + (
-            f" (not covered: {', '.join(missing)}"
-            + (" — no implementation in verl" if missing == ["update prompt2accs"] else "")
-            + ")"
-            if missing
-            else ""
-        )
-    )
-    if rep.not_in_place:
-        lines.append("- not in place:")
-        lines += [f"  - `{p.point_id}` {p.status.value} at {p.file}:{p.line}: {p.message}" for p in rep.not_in_place]
-    else:
-        lines.append("- skipped: nothing; every applicable point is in place")
-    by_check: Counter = Counter((f.check, f.ok) for f in rep.verify.findings)
-    checks = dict.fromkeys(f.check for f in rep.verify.findings)
-    summary = ", ".join(f"{c} {by_check[(c, True)]}/{by_check[(c, True)] + by_check[(c, False)]}" for c in checks)
-    lines.append(f"- verify: {'ok' if rep.verify.ok else 'NOT ok'} ({summary})")
-    lines += ["", "Switch it on with `export VERL_TRACE_DIR=/path/to/traces` before training. Outputs:", ""]
-    lines += [f"- {what}: `{where}`" for what, where in OUTPUTS]
-    return "\n".join(lines) + "\n"
-
-
-def as_dict(rep: Report) -> dict:
-    return {
-        "root": rep.root,
-        "error": rep.error,
-        "ok": rep.ok,
-        "verl_version": rep.verl_version,
-        "validated_on": list(rep.validated_on),
-        "runtime": [{"path": p, "status": s} for p, s in rep.runtime_files],
-        "facilities": [{"facility": f, "in_place": i, "applicable": a} for f, i, a in rep.facilities],
-        "calls": [{"call": c, "found": f, "expected": e} for c, f, e in rep.calls],
-        "stages": [{"stage": s, "covered": ok} for s, ok in rep.stages],
-        "not_in_place": [
-            {"id": p.point_id, "status": p.status.value, "file": p.file, "line": p.line, "message": p.message}
-            for p in rep.not_in_place
-        ],
-        "verify": {
-            "ok": rep.verify.ok,
-            "findings": [
-                {"check": f.check, "subject": f.subject, "ok": f.ok, "message": f.message, "line": f.line}
-                for f in rep.verify.findings
-            ],
-        },
-        "outputs": [{"what": w, "where": p} for w, p in OUTPUTS],
-    }
+    return tuple(StageCoverage(stage, marker in text) for stage, marker in PANEL_STAGES)

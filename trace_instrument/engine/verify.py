@@ -1,10 +1,12 @@
 """verify: prove the instrumented checkout is right.
 
-Five checks: call-site counts per file against the catalog's expectation for
-this checkout, imports (each tracing name imported once, where used), every
-touched file and the runtime package compiles, the zero-intrusion proof
-(business code unchanged but for declared rewrites), and a runtime self-check
-run in a subprocess that validates what lands on disk.
+The checks: call-site counts per file against the catalog's expectation for
+this checkout, every point of each facility in place, imports (each tracing
+name imported once, where used), names (every point's names resolve as its
+template means, and no added import rebinds a name the business code binds),
+every touched file and the runtime package compiles, the zero-intrusion proof
+(business code unchanged since the baseline but for declared rewrites), and a
+runtime self-check run in a subprocess that validates what lands on disk.
 """
 
 from __future__ import annotations
@@ -15,42 +17,54 @@ import difflib
 from pathlib import Path
 
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
-from trace_instrument.engine.common import added_imports
+from trace_instrument.engine.baseline import Baseline, added_imports, baseline_from
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
-from trace_instrument.engine.selfcheck import runtime_self_check
 from trace_instrument.locate import AnchorFailure
 from trace_instrument.locate.business import business_fingerprints, declared_removals
-from trace_instrument.model import TRACING_MODULE, TRACING_NAMES, Catalog, Finding, VerifyResult
+from trace_instrument.locate.runnable import rebinding_issues
+from trace_instrument.model import (
+    TRACING_MODULE,
+    TRACING_NAMES,
+    CallCount,
+    Catalog,
+    Check,
+    Finding,
+    Point,
+    VerifyResult,
+)
+from trace_instrument.selfcheck import runtime_self_check
 
 COUNTED_CALLS = ("trace_flow", "log_progress")
 
 
 def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = None) -> VerifyResult:
+    """Every proof for the checkout; `baseline` is a folder or git ref to prove zero intrusion against."""
     try:
         base = checkout_root(root)
-        baseline_root = checkout_root(baseline) if baseline is not None else None
+        manifest = Manifest.load(base)
+        start = baseline_from(baseline, base, manifest)
     except CheckoutError as exc:
-        return VerifyResult(str(root), (), error=str(exc))
-    manifest = Manifest.load(base)
+        return VerifyResult(str(root), (), error=exc.as_run_error())
     findings: list[Finding] = []
-    counts: list[tuple[str, str, int, int]] = []
-    facilities: collections.Counter = collections.Counter()
+    counts: list[CallCount] = []
+    facilities: collections.Counter[tuple[str, str]] = collections.Counter()
     for relative in catalog.files:
         work = analyse(base, relative, catalog)
         if isinstance(work, FileProblem):
             if not work.missing:
-                findings.append(Finding("compile", relative, False, work.message))
+                findings.append(Finding(Check.COMPILE, relative, False, work.message))
             continue
         expected_points = [p for p in work.points if _expected_here(work, p)]  # anchor search once per point
         file_counts = _counts(work, expected_points)
         counts.extend(file_counts)
-        findings.extend(_count_findings(relative, file_counts))
+        findings.extend(_count_findings(file_counts))
         findings.extend(_point_findings(work))
         facilities.update(_facility_tally(work, expected_points))
         findings.extend(_import_findings(work))
+        findings.extend(_name_findings(work, catalog, manifest))
         findings.append(_compile_finding(relative, work.source.data))
-        findings.extend(_intrusion_findings(work, catalog, manifest, baseline_root))
+        findings.extend(_intrusion_findings(work, catalog, start))
     findings.extend(_facility_findings(facilities))
     findings.extend(_runtime_compile_findings(base, catalog))
     findings.extend(runtime_self_check(base, catalog))
@@ -60,28 +74,37 @@ def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = 
 # -- counts -------------------------------------------------------------------------------
 
 
-def _calls(nodes, names=COUNTED_CALLS) -> collections.Counter:
-    found = collections.Counter()
+def _calls(nodes: list[ast.AST]) -> collections.Counter[str]:
+    found: collections.Counter[str] = collections.Counter()
     for top in nodes:
         for node in ast.walk(top):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in COUNTED_CALLS:
                 found[node.func.id] += 1
     return found
 
 
-def _counts(work: FileWork, expected_points) -> list[tuple[str, str, int, int]]:
-    """(file, call, expected, actual): expected from the points whose anchors this file has."""
-    expected = collections.Counter()
+def _counts(work: FileWork, expected_points: list[Point]) -> list[CallCount]:
+    """Expected: from the points whose anchors this file has."""
+    expected: collections.Counter[str] = collections.Counter()
     for point in expected_points:
-        expected.update(_calls(s for e in point.edits for s in e.template.stmts))
+        expected.update(_calls([s for e in point.edits for s in e.template.stmts]))
     actual = _calls([work.tree])
-    return [(work.path, name, expected[name], actual[name]) for name in COUNTED_CALLS if expected[name] or actual[name]]
-
-
-def _count_findings(path: str, counts) -> list[Finding]:
     return [
-        Finding("counts", path, expected == actual, f"{name}: {actual} call sites, catalog expects {expected}")
-        for _, name, expected, actual in counts
+        CallCount(work.path, name, expected[name], actual[name])
+        for name in COUNTED_CALLS
+        if expected[name] or actual[name]
+    ]
+
+
+def _count_findings(counts: list[CallCount]) -> list[Finding]:
+    return [
+        Finding(
+            Check.COUNTS,
+            c.file,
+            c.expected == c.actual,
+            f"{c.call}: {c.actual} call sites, catalog expects {c.expected}",
+        )
+        for c in counts
     ]
 
 
@@ -93,11 +116,11 @@ def _point_findings(work: FileWork) -> list[Finding]:
             continue  # an extra not asked for
         if not state.complete:
             why = "missing" if state.untouched else "drifted (edited by hand)"
-            findings.append(Finding("points", work.path, False, f"{point.id} is {why}", line=state.line))
+            findings.append(Finding(Check.POINTS, work.path, False, f"{point.id} is {why}", line=state.line))
     return findings
 
 
-def _expected_here(work: FileWork, point) -> bool:
+def _expected_here(work: FileWork, point: Point) -> bool:
     """Does the catalog expect this point in this checkout? (its anchors are here, or it is in place)"""
     state = work.state(point)
     if not state.untouched:
@@ -106,29 +129,29 @@ def _expected_here(work: FileWork, point) -> bool:
     return anchored and point.extra is None
 
 
-def _facility_tally(work: FileWork, expected_points) -> collections.Counter:
-    tally: collections.Counter = collections.Counter()
+def _facility_tally(work: FileWork, expected_points: list[Point]) -> collections.Counter[tuple[str, str]]:
+    tally: collections.Counter[tuple[str, str]] = collections.Counter()
     for point in expected_points:
         tally[(point.facility, "expected")] += 1
         tally[(point.facility, "in place")] += work.state(point).complete
     return tally
 
 
-def _facility_findings(tally: collections.Counter) -> list[Finding]:
+def _facility_findings(tally: collections.Counter[tuple[str, str]]) -> list[Finding]:
     findings = []
     for facility in dict.fromkeys(f for f, _ in tally):
         expected, in_place = tally[(facility, "expected")], tally[(facility, "in place")]
         findings.append(
-            Finding("facilities", facility, in_place == expected, f"{in_place} of {expected} points in place")
+            Finding(Check.FACILITIES, facility, in_place == expected, f"{in_place} of {expected} points in place")
         )
     return findings
 
 
-# -- imports and compilation ---------------------------------------------------------------------
+# -- imports, names and compilation ---------------------------------------------------------------
 
 
 def _import_findings(work: FileWork) -> list[Finding]:
-    imported = collections.Counter()
+    imported: collections.Counter[str] = collections.Counter()
     for node in ast.walk(work.tree):
         if isinstance(node, ast.ImportFrom) and node.module == TRACING_MODULE:
             imported.update(alias.asname or alias.name for alias in node.names)
@@ -143,9 +166,26 @@ def _import_findings(work: FileWork) -> list[Finding]:
             problem = f"{name} is used but not imported from {TRACING_MODULE}"
         else:
             problem = f"{name} is imported {imported[name]} times"
-        findings.append(Finding("imports", work.path, False, problem))
+        findings.append(Finding(Check.IMPORTS, work.path, False, problem))
     if not findings and used:
-        findings.append(Finding("imports", work.path, True, f"{len(used)} tracing names, each imported once"))
+        findings.append(Finding(Check.IMPORTS, work.path, True, f"{len(used)} tracing names, each imported once"))
+    return findings
+
+
+def _name_findings(work: FileWork, catalog: Catalog, manifest: Manifest) -> list[Finding]:
+    """Every point in place can run (its names mean what its template means), and no import the
+    tool adds rebinds a name the business code binds otherwise."""
+    findings = []
+    present = [p for p in work.points if work.state(p).complete]
+    for point in present:
+        for issue in work.names.issues(point):
+            findings.append(Finding(Check.NAMES, work.path, False, f"{point.id}: {issue}", line=issue.line))
+    added = {*manifest.imports.get(work.path, ()), *(i for p in work.points for i in p.imports)}
+    for issue in rebinding_issues(work.names.table, added):
+        message = f"`{issue.expected}` (added by trace-instrument) rebinds {issue}"
+        findings.append(Finding(Check.NAMES, work.path, False, message, line=issue.line))
+    if present and not findings:
+        findings.append(Finding(Check.NAMES, work.path, True, f"the names of {len(present)} points resolve as meant"))
     return findings
 
 
@@ -153,8 +193,9 @@ def _compile_finding(path: str, data: bytes) -> Finding:
     try:
         compile(data, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
-        return Finding("compile", path, False, f"does not compile: {exc}", line=getattr(exc, "lineno", 0) or 0)
-    return Finding("compile", path, True, "compiles")
+        line = getattr(exc, "lineno", 0) or 0
+        return Finding(Check.COMPILE, path, False, f"does not compile: {exc}", line=line)
+    return Finding(Check.COMPILE, path, True, "compiles")
 
 
 def _runtime_compile_findings(base: Path, catalog: Catalog) -> list[Finding]:
@@ -163,7 +204,7 @@ def _runtime_compile_findings(base: Path, catalog: Catalog) -> list[Finding]:
         relative = f"{catalog.runtime.target_dir}/{name}"
         path = base / relative
         if not path.exists():
-            findings.append(Finding("compile", relative, False, "runtime file missing"))
+            findings.append(Finding(Check.COMPILE, relative, False, "runtime file missing"))
         else:
             findings.append(_compile_finding(relative, path.read_bytes()))
     return findings
@@ -172,21 +213,16 @@ def _runtime_compile_findings(base: Path, catalog: Catalog) -> list[Finding]:
 # -- zero intrusion -------------------------------------------------------------------------------
 
 
-def _intrusion_findings(
-    work: FileWork, catalog: Catalog, manifest: Manifest, baseline_root: Path | None
-) -> list[Finding]:
+def _intrusion_findings(work: FileWork, catalog: Catalog, start: Baseline) -> list[Finding]:
     if all(work.state(p).untouched for p in work.points):
         return []
-    original = _baseline(work, catalog, manifest, baseline_root)
+    original = start.fingerprints(work.path, catalog)
     if original is None:
-        return [
-            Finding(
-                "zero-intrusion",
-                work.path,
-                False,
-                "no baseline: the manifest has none for this file; pass --baseline DIR (a pristine tree) to compare",
-            )
-        ]
+        message = (
+            f"no baseline for this file in {start.description}; run `apply` (it records one), "
+            "or pass --baseline DIR|GIT-REF to compare"
+        )
+        return [Finding(Check.ZERO_INTRUSION, work.path, False, message)]
     current = business_fingerprints(work.locator.recognition, added_imports(catalog))
     declared = declared_removals(work.locator.recognition)
     matcher = difflib.SequenceMatcher(None, list(original), [f for f, _ in current], autojunk=False)
@@ -196,30 +232,16 @@ def _intrusion_findings(
             continue
         missing = [f for f in original[a1:a2] if f not in declared]
         added = current[b1:b2]
-        what = "changed from the original" if missing else "added to the business code"
+        what = "changed from" if missing else "added to"
         for _, line in added:
-            findings.append(
-                Finding("zero-intrusion", work.path, False, f"a statement {what} (not tracing code)", line=line)
-            )
+            message = f"a statement {what} the business code of {start.description} (not tracing code)"
+            findings.append(Finding(Check.ZERO_INTRUSION, work.path, False, message, line=line))
         if len(missing) > len(added):
             line = current[b1][1] if b1 < len(current) else (current[-1][1] if current else 0)
             lost = len(missing) - len(added)
-            findings.append(
-                Finding("zero-intrusion", work.path, False, f"{lost} original statement(s) missing here", line=line)
-            )
+            message = f"{lost} statement(s) of {start.description} missing here"
+            findings.append(Finding(Check.ZERO_INTRUSION, work.path, False, message, line=line))
     if not findings:
-        findings.append(
-            Finding("zero-intrusion", work.path, True, f"{len(current)} business statements as in the original")
-        )
+        message = f"{len(current)} business statements as in {start.description}"
+        findings.append(Finding(Check.ZERO_INTRUSION, work.path, True, message))
     return findings
-
-
-def _baseline(
-    work: FileWork, catalog: Catalog, manifest: Manifest, baseline_root: Path | None
-) -> tuple[str, ...] | None:
-    if baseline_root is not None:
-        pristine = analyse(baseline_root, work.path, catalog)
-        if isinstance(pristine, FileProblem):
-            return None
-        return tuple(f for f, _ in business_fingerprints(pristine.locator.recognition, added_imports(catalog)))
-    return manifest.baselines.get(work.path)

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 
 from trace_instrument.locate.index import FileIndex, Site, docstring_of, header_only, position
 from trace_instrument.locate.match import Captures, Matcher, is_wild_body
-from trace_instrument.locate.recognize import Recognition, find_expression
-from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Status
+from trace_instrument.locate.recognize import Block, Recognition, find_expression
+from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Reason, Status
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 @dataclass(eq=False)
@@ -26,11 +28,13 @@ class Placement:
     region: tuple[ast.stmt, ...] = ()  # rewrite: every statement replaced, in order
     anchored: tuple[ast.stmt, ...] = ()  # rewrite: the anchored statements among them
     expr: ast.expr | None = None  # replace-expression: the expression replaced
+    scope_node: ast.AST | None = None  # the def, class or module the inserted code runs in
 
 
 @dataclass(frozen=True)
 class AnchorFailure:
     status: Status
+    reason: Reason
     message: str
     candidates: tuple[Candidate, ...] = ()
     line: int = 0
@@ -59,6 +63,7 @@ class AnchorFinder:
                 lines = ", ".join(str(m.stmts[0].lineno) for m in matches)
                 return AnchorFailure(
                     Status.AMBIGUOUS,
+                    Reason.SEVERAL_MATCHES,
                     f"anchor matches {len(matches)} places in {point.scope} (lines {lines}); refusing to guess",
                     tuple(Candidate(m.stmts[0].lineno, _header(m.stmts[0]), 1.0) for m in matches),
                     line=matches[0].stmts[0].lineno,
@@ -74,8 +79,54 @@ class AnchorFinder:
                 return placed
         return AnchorFailure(
             Status.ANCHOR_LOST,
+            Reason.ANCHOR_NOT_FOUND,
             f"anchor not found in {point.scope}: {_first_line(edit.anchors[0].target.text)}",
             self.nearest(edit.anchors[0], scope_nodes),
+            line=_scope_line(scope_nodes[0]),
+        )
+
+    # -- is a present block where its anchor puts it? -------------------------------------
+
+    def misplaced(self, point: Point, block: Block) -> tuple[int, int] | None:
+        """(line found, line expected) when an inserted block is not where its anchor puts it.
+
+        None when it is, and when the anchor cannot be found once (nothing to compare with).
+        """
+        if not block.edit.kind.inserts or not block.top or not block.exact:
+            return None
+        if any(self._beside(anchor, block) for anchor in block.edit.anchors):
+            return None
+        placed = self.place(point, block.edit)
+        if not isinstance(placed, Placement) or placed.neighbor is None:
+            return None
+        neighbour = placed.neighbor
+        expected = (neighbour.end_lineno or neighbour.lineno) + 1 if placed.after else neighbour.lineno
+        return block.line, expected
+
+    def _beside(self, anchor: Anchor, block: Block) -> bool:
+        """Is the block in the gap next to statements its anchor matches?"""
+        site = self.index.site(block.top[0])
+        siblings = site.siblings
+        first, last = position(siblings, block.top[0]), position(siblings, block.top[-1])
+        pattern = list(anchor.target.stmts)
+        if anchor.kind in (EditKind.BODY_START, EditKind.BODY_END):
+            if site.field != "body" or not self._same(pattern[0], site.owner):  # type: ignore[arg-type]
+                return False
+            if anchor.kind is EditKind.BODY_START:
+                before = [s for s in siblings[:first] if id(s) not in self.skip]
+                return not before or (len(before) == 1 and before[0] is docstring_of(siblings))
+            return all(id(s) in self.skip for s in siblings[last + 1 :])
+        if anchor.kind is EditKind.AFTER:
+            business = [s for s in siblings[:first] if id(s) not in self.skip][-len(pattern) :]
+        else:
+            business = [s for s in siblings[last + 1 :] if id(s) not in self.skip][: len(pattern)]
+        if len(business) != len(pattern) or not all(self._same(p, s) for p, s in zip(pattern, business)):
+            return False
+        if anchor.inside is None:
+            return True
+        return any(
+            isinstance(a, ast.stmt) and self._same(anchor.inside.stmts[0], a)
+            for a in self.index.site(business[0]).ancestors
         )
 
     # -- matching -------------------------------------------------------------------------
@@ -112,6 +163,19 @@ class AnchorFinder:
     # -- placement ------------------------------------------------------------------------
 
     def _placement(self, point: Point, edit: Edit, match: _Match) -> Placement | AnchorFailure:
+        placed = self._place_match(point, edit, match)
+        if isinstance(placed, Placement):
+            placed.scope_node = self._runs_in(match)
+        return placed
+
+    def _runs_in(self, match: _Match) -> ast.AST:
+        """The def, class or module whose scope the edit's code runs in."""
+        first = match.stmts[0]
+        if match.anchor.kind in (EditKind.BODY_START, EditKind.BODY_END) and isinstance(first, _SCOPES):
+            return first
+        return self.index.enclosing_scope(first)
+
+    def _place_match(self, point: Point, edit: Edit, match: _Match) -> Placement | AnchorFailure:
         kind = match.anchor.kind
         line = match.stmts[0].lineno
         if kind is EditKind.REWRITE:
@@ -123,8 +187,10 @@ class AnchorFinder:
             stmt = match.stmts[0]
             expr = find_expression(header_only(stmt), match.anchor.expr.stmts[0].value)
             if expr is None:
+                several = _count(stmt, match.anchor) > 1
                 return AnchorFailure(
-                    Status.AMBIGUOUS if _count(stmt, match.anchor) > 1 else Status.ANCHOR_LOST,
+                    Status.AMBIGUOUS if several else Status.ANCHOR_LOST,
+                    Reason.EXPRESSION_NOT_UNIQUE if several else Reason.ANCHOR_NOT_FOUND,
                     f"expression `{match.anchor.expr.text}` is not found exactly once in the anchor statement",
                     line=line,
                 )
@@ -195,7 +261,9 @@ class AnchorFinder:
     def _scope_lost(self, point: Point) -> AnchorFailure:
         similar = self.index.similar_scopes(point.scope)
         candidates = tuple(Candidate(self.index.scopes[name][0].lineno, f"def/class {name}", 0.0) for name in similar)
-        return AnchorFailure(Status.ANCHOR_LOST, f"scope {point.scope} not found in the file", candidates)
+        return AnchorFailure(
+            Status.ANCHOR_LOST, Reason.SCOPE_NOT_FOUND, f"scope {point.scope} not found in the file", candidates, line=1
+        )
 
     def nearest(self, anchor: Anchor, scope_nodes: list[ast.AST], limit: int = 3) -> tuple[Candidate, ...]:
         wanted = _header(anchor.target.stmts[0])
@@ -215,9 +283,15 @@ class AnchorFinder:
         return tuple(scored[:limit])
 
 
+def _scope_line(scope_node: ast.AST) -> int:
+    """The line a lost anchor is reported on: its scope's def (1 for the module)."""
+    return getattr(scope_node, "lineno", 1)
+
+
 def _crowded(stmt: ast.stmt) -> AnchorFailure:
     return AnchorFailure(
-        Status.ANCHOR_LOST,
+        Status.REFUSED,
+        Reason.CROWDED_LINE,
         f"line {stmt.lineno} holds more than one statement (`a; b` or a one-line block); "
         "put the statement on a line of its own to instrument it",
         line=stmt.lineno,

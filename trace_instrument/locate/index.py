@@ -93,6 +93,13 @@ class FileIndex:
         """False for `a; b` and one-line blocks (`if x: y`): such statements are not edited."""
         return node.lineno not in self.shared_lines
 
+    def enclosing_scope(self, node: ast.stmt) -> ast.AST:
+        """The innermost def or class around a statement (the module at top level)."""
+        for ancestor in reversed(self.site(node).ancestors):
+            if isinstance(ancestor, _SCOPE_TYPES):
+                return ancestor
+        return self.tree
+
     def site(self, node: ast.stmt) -> Site:
         return self._site_of[id(node)]
 

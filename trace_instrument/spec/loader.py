@@ -31,6 +31,7 @@ from trace_instrument.spec.code import CodeError, parse_pattern, parse_template,
 from trace_instrument.spec.signatures import defined_helpers, signatures_in
 from trace_instrument.spec.yamlnodes import Node, SpecError, SpecProblem, as_plain, read_yaml
 
+EARLIER_SUFFIX = ".earlier"  # next to the runtime's template folder: hashes of older releases
 CATALOG_FILE = "_catalog.yaml"
 CATALOG_KEYS = {"validated_on", "runtime", "description"}
 RUNTIME_KEYS = {"target", "source"}
@@ -139,7 +140,26 @@ def _read_runtime(ctx: _Context, target: Node, source: Node) -> RuntimeModule:
         files.append((path.name, content))
     if not _is_safe_relative(target.text):
         ctx.problem(target.where("runtime.target"), f"{target.text!r} is not a path inside the checkout")
-    return RuntimeModule(target_dir=target.text, files=tuple(files))
+    earlier = _read_earlier(ctx, folder.with_name(folder.name + EARLIER_SUFFIX))
+    return RuntimeModule(target_dir=target.text, files=tuple(files), earlier=earlier)
+
+
+def _read_earlier(ctx: _Context, path: Path) -> dict[str, tuple[str, ...]]:
+    """`<file> <hash>` lines: the runtime files earlier releases shipped (apply updates them)."""
+    earlier: dict[str, list[str]] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not re.fullmatch(r"[0-9a-f]{16}", parts[1]):
+            ctx.problem(SpecSource(path.name, number), "expected `<file name> <16 hex digits>`")
+            continue
+        earlier.setdefault(parts[0], []).append(parts[1])
+    return {name: tuple(hashes) for name, hashes in earlier.items()}
 
 
 # -- point files ----------------------------------------------------------------

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from trace_instrument.model import Catalog, Finding
+from trace_instrument.model import Catalog, Check, Finding
 
 _SCRIPT = r"""
 import sys
@@ -83,7 +83,7 @@ FLOW_LINE = re.compile(
 def runtime_self_check(root: Path, catalog: Catalog, timeout: float = 60.0) -> list[Finding]:
     package = root / catalog.runtime.target_dir
     if not (package / "__init__.py").exists():
-        return [Finding("runtime", catalog.runtime.target_dir, False, "runtime package not installed")]
+        return [Finding(Check.RUNTIME, catalog.runtime.target_dir, False, "runtime package not installed")]
     with tempfile.TemporaryDirectory(prefix="trace-instrument-selfcheck-") as scratch_name:
         scratch = Path(scratch_name)
         stage = scratch / "stage"
@@ -105,10 +105,10 @@ def runtime_self_check(root: Path, catalog: Catalog, timeout: float = 60.0) -> l
                 cwd=scratch,
             )
         except subprocess.TimeoutExpired:
-            return [Finding("runtime", "self-check", False, f"the self-check did not finish within {timeout:.0f}s")]
+            return [Finding(Check.RUNTIME, "self-check", False, f"the self-check did not finish within {timeout:.0f}s")]
         if run.returncode != 0:
             tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
-            return [Finding("runtime", "self-check", False, f"the self-check failed: {tail}")]
+            return [Finding(Check.RUNTIME, "self-check", False, f"the self-check failed: {tail}")]
         return [
             *_sample_findings(traces / "sample", run.stdout),
             *_progress_findings(traces / "progress", run.stdout),
@@ -118,7 +118,7 @@ def runtime_self_check(root: Path, catalog: Catalog, timeout: float = 60.0) -> l
 
 
 def _finding(subject: str, problems: list[str], ok_message: str) -> Finding:
-    return Finding("runtime", subject, not problems, "; ".join(problems) if problems else ok_message)
+    return Finding(Check.RUNTIME, subject, not problems, "; ".join(problems) if problems else ok_message)
 
 
 def _sample_findings(folder: Path, stdout: str) -> list[Finding]:

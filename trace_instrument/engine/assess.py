@@ -1,0 +1,274 @@
+"""What state each point is in, in one file: the judgement check and apply share.
+
+A point is `present` only when its code is there as the template says, where its
+anchor puts it, and can run: every name it uses resolves to what it means and
+the runtime package is complete. Otherwise the assessment says what is wrong
+(`broken`, `moved`, `drifted`, `stale`) or, for an absent point, where it would
+go or why it cannot (`missing`, `refused`, `anchor-lost`, `ambiguous`).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import textwrap
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from trace_instrument.engine.analysis import FileWork
+from trace_instrument.engine.manifest import Manifest
+from trace_instrument.engine.results import point_result
+from trace_instrument.locate import AnchorFailure, FileLocator, Placement, PointState
+from trace_instrument.locate.handedits import EditedBlock, edited_blocks
+from trace_instrument.locate.runnable import Planned
+from trace_instrument.model import Edit, EditKind, NameIssue, Point, PointResult, Reason, Status
+from trace_instrument.spec.code import CodeError, parse_template
+
+
+@dataclass(frozen=True)
+class RuntimeState:
+    """How the runtime package stands, as far as the points that import it are concerned."""
+
+    complete: bool = True
+    problem: str = ""  # what is wrong with it, e.g. "trace.py missing"
+    repairable: bool = True  # apply can put it right (files missing or from an older catalog)
+
+
+@dataclass(eq=False)
+class Assessment:
+    point: Point
+    result: PointResult
+    placements: list[Placement] = field(default_factory=list)  # MISSING: where each edit goes
+    repairs: tuple[NameIssue, ...] = ()  # BROKEN by missing imports only: what apply adds
+    stale: PointState | None = None  # STALE: the older template's code, found in the file
+
+    @property
+    def status(self) -> Status:
+        return self.result.status
+
+
+class FileAssessor:
+    """Assess the points of one analysed file."""
+
+    def __init__(self, work: FileWork, manifest: Manifest, runtime: RuntimeState):
+        self.work = work
+        self.manifest = manifest
+        self.runtime = runtime
+        self._placements: dict[str, list[Placement] | AnchorFailure] = {}
+        self._planned: Planned | None = None
+
+    def assess(self, point: Point) -> Assessment:
+        state = self.work.state(point)
+        if state.complete:
+            return self._in_file(point, state)
+        if state.untouched:
+            return self._absent(point)
+        stale = stale_state(self.work, point, self.manifest)
+        if stale is not None:
+            message = "applied with an older template; `trace-instrument apply --update` refreshes it in place"
+            result = point_result(point, Status.STALE, line=state.line, message=message, reason=Reason.OLDER_TEMPLATE)
+            return Assessment(point, result, stale=stale)
+        return Assessment(point, self.drifted(point, state))
+
+    # -- a point whose code is all there ---------------------------------------------------
+
+    def _in_file(self, point: Point, state: PointState) -> Assessment:
+        issues = self.work.names.issues(point)
+        if issues:
+            return self._broken(point, state, issues)
+        if point.tracing_names and not self.runtime.complete:
+            message = f"the runtime package is not as the catalog ships it: {self.runtime.problem}"
+            if self.runtime.repairable:
+                message += "; `trace-instrument apply` puts it back"
+            result = point_result(
+                point, Status.BROKEN, line=state.line, message=message, reason=Reason.RUNTIME_INCOMPLETE
+            )
+            return Assessment(point, result)
+        for block in state.blocks:
+            moved = self.work.locator.finder.misplaced(point, block)
+            if moved is not None:
+                found, expected = moved
+                message = (
+                    f"its code is at line {found}, but its anchor puts it at line {expected}; "
+                    "move it back (or `remove --only` then `apply --only` this point)"
+                )
+                result = point_result(point, Status.MOVED, line=found, message=message, expected_line=expected)
+                return Assessment(point, result)
+        return Assessment(point, point_result(point, Status.PRESENT, line=state.line))
+
+    def _broken(self, point: Point, state: PointState, issues: list[NameIssue]) -> Assessment:
+        repairable = all(i.problem is Reason.MISSING_IMPORT for i in issues)
+        reason = Reason.MISSING_IMPORT if repairable else _worst(issues)
+        message = "; ".join(str(i) for i in issues)
+        if repairable:
+            message += "; `trace-instrument apply` adds the import"
+        line = min(i.line for i in issues)
+        result = point_result(point, Status.BROKEN, line=line, message=message, reason=reason, names=tuple(issues))
+        return Assessment(point, result, repairs=tuple(issues) if repairable else ())
+
+    # -- a point not there at all ------------------------------------------------------------
+
+    def _absent(self, point: Point) -> Assessment:
+        placed = self.placements(point)
+        if isinstance(placed, AnchorFailure):
+            result = point_result(
+                point,
+                placed.status,
+                line=placed.line,
+                message=placed.message,
+                candidates=placed.candidates,
+                reason=placed.reason,
+            )
+            return Assessment(point, result)
+        issues = self.placement_issues(point, placed)
+        line = min(p.line for p in placed)
+        if issues:
+            message = f"{_worst(issues).value}: " + "; ".join(str(i) for i in issues)
+            result = point_result(
+                point, Status.REFUSED, line=line, message=message, reason=_worst(issues), names=tuple(issues)
+            )
+            return Assessment(point, result)
+        result = point_result(point, Status.MISSING, line=line, message="not applied; `apply` adds it here")
+        return Assessment(point, result, placements=list(placed))
+
+    def placements(self, point: Point) -> list[Placement] | AnchorFailure:
+        """Where each edit of an absent point goes (remembered), or why it cannot go anywhere."""
+        if point.id not in self._placements:
+            found: list[Placement] = []
+            for edit in point.edits:
+                placed = self.work.locator.place(point, edit)
+                if isinstance(placed, AnchorFailure):
+                    self._placements[point.id] = placed
+                    break
+                found.append(placed)
+            else:
+                self._placements[point.id] = found
+        return self._placements[point.id]
+
+    def placement_issues(self, point: Point, placed: Iterable[Placement]) -> list[NameIssue]:
+        issues: list[NameIssue] = []
+        for placement in placed:
+            stmts = _template_stmts(placement.edit)
+            issues += self.work.names.placement_issues(point, stmts, placement, self.planned)
+        return issues
+
+    @property
+    def planned(self) -> Planned:
+        """Names every absent point of the file would bind where it goes (a requirement's variables)."""
+        if self._planned is None:
+            bound: set[tuple[int, str]] = set()
+            for point in self.work.points:
+                if not self.work.state(point).untouched:
+                    continue
+                placed = self.placements(point)
+                if isinstance(placed, AnchorFailure):
+                    continue
+                for placement in placed:
+                    bound |= self.work.names.planned_bindings(_template_stmts(placement.edit), placement)
+            self._planned = frozenset(bound)
+        return self._planned
+
+    # -- edited by hand ------------------------------------------------------------------------
+
+    def drifted(self, point: Point, state: PointState) -> PointResult:
+        blocks = edited_blocks(self.work.locator.recognition, state)
+        message = drift_message(state)
+        diff = "\n".join(self._edit_diff(point, edit, state, blocks) for edit in point.edits).strip("\n")
+        return point_result(
+            point, Status.DRIFTED, line=state.line, message=message, diff=diff, reason=Reason.EDITED_BY_HAND
+        )
+
+    def _edit_diff(self, point: Point, edit: Edit, state: PointState, blocks: list[EditedBlock]) -> str:
+        number = f"edit {point.edits.index(edit) + 1} of {len(point.edits)}"
+        if any(b.edit is edit for b in state.blocks):
+            return ""
+        mine = [b for b in blocks if b.edit is edit]
+        expected = _template_lines(edit)
+        if not mine:
+            where = self._expected_line(point, edit)
+            at = f"missing, expected at line {where}" if where else "missing"
+            header = [
+                f"--- template ({point.id}, {number})",
+                f"+++ {self.work.path} ({at})",
+                f"@@ -1,{len(expected)} +0,0 @@",
+            ]
+            return "\n".join([*header, *(f"-{line}" for line in expected)])
+        parts = []
+        for block in mine:
+            actual = self._source_lines(block)
+            label = f"{self.work.path}:{block.first_line}"
+            parts.append(
+                "\n".join(
+                    difflib.unified_diff(expected, actual, f"template ({point.id}, {number})", label, lineterm="")
+                )
+            )
+        return "\n".join(parts)
+
+    def _expected_line(self, point: Point, edit: Edit) -> int:
+        placed = self.work.locator.place(point, edit)
+        if not isinstance(placed, Placement):
+            return 0
+        neighbour = placed.neighbor
+        if neighbour is None:
+            return placed.line
+        return (neighbour.end_lineno or neighbour.lineno) + 1 if placed.after else neighbour.lineno
+
+    def _source_lines(self, block: EditedBlock) -> list[str]:
+        lines = self.work.text.splitlines()
+        first = block.first_line - 1
+        while first > 0 and lines[first - 1].strip().startswith("#"):
+            first -= 1  # the block's own comment lines
+        return textwrap.dedent("\n".join(lines[first : block.last_line])).splitlines()
+
+
+def _template_stmts(edit: Edit) -> tuple[ast.stmt, ...]:
+    return edit.template.stmts
+
+
+def _template_lines(edit: Edit) -> list[str]:
+    return textwrap.dedent(edit.template.text).strip("\n").splitlines()
+
+
+_SEVERITY = (Reason.NAME_CONFLICT, Reason.UNBOUND_NAME, Reason.MISSING_IMPORT)
+
+
+def _worst(issues: list[NameIssue]) -> Reason:
+    problems = {i.problem for i in issues}
+    return next(reason for reason in _SEVERITY if reason in problems)
+
+
+def drift_message(state: PointState) -> str:
+    present = len(state.blocks)
+    total = present + len(state.absent)
+    where = sorted({getattr(n, "lineno", 0) for n in state.marker_nodes} | {b.line for b in state.blocks})
+    lines = ", ".join(str(line) for line in where if line)
+    return f"present but edited by hand: {present} of {total} edits match the template (its code at lines {lines})"
+
+
+def older_point(point: Point, manifest: Manifest) -> Point | None:
+    """The point as the manifest says it was applied, when its templates differ from today's."""
+    texts = manifest.recorded(point)
+    if texts is None or len(texts) != len(point.edits):
+        return None
+    try:
+        edits = tuple(
+            replace(
+                edit,
+                template=parse_template(edit.template.name, text, expression=edit.kind is EditKind.REPLACE_EXPR),
+            )
+            for edit, text in zip(point.edits, texts)
+        )
+    except CodeError:
+        return None
+    return replace(point, edits=edits)
+
+
+def stale_state(work: FileWork, point: Point, manifest: Manifest) -> PointState | None:
+    """The point's code as an older template made it, when that is exactly what the file holds."""
+    old = older_point(point, manifest)
+    if old is None:
+        return None
+    others = [p for p in work.points if p.id != point.id]
+    locator = FileLocator(work.tree, [*others, old], work.locator.recognition.helper_names, work.text)
+    state = locator.state(old)
+    return state if state.complete else None

@@ -1,0 +1,31 @@
+"""Building the typed results every operation returns."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from trace_instrument.engine.analysis import FileProblem
+from trace_instrument.model import FileError, FileProblemKind, FileResult, Point, PointResult, Reason, Status
+
+
+def point_result(point: Point, status: Status, **details: Any) -> PointResult:
+    return PointResult(point.id, point.facility, point.file, status, **details)
+
+
+def problem_results(work: FileProblem, points: list[Point]) -> FileResult:
+    """Every point of a file that cannot be worked on: not applicable (no file) or skipped."""
+    if work.missing:
+        results = tuple(point_result(p, Status.NOT_APPLICABLE, message=work.message) for p in points)
+        return FileResult(work.path, results)
+    results = tuple(point_result(p, Status.SKIPPED, message=work.message, reason=Reason.FILE_PROBLEM) for p in points)
+    kind = work.kind or FileProblemKind.UNREADABLE
+    return FileResult(work.path, results, error=FileError(kind, work.message))
+
+
+def internal_error(path: str, points: list[Point], exc: BaseException) -> FileResult:
+    """A failure of the tool itself on one file, reported as that file's error, with its traceback."""
+    message = f"internal error ({type(exc).__name__}: {exc}); please report it"
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    results = tuple(point_result(p, Status.ERROR, message=message, reason=Reason.INTERNAL) for p in points)
+    return FileResult(path, results, error=FileError(FileProblemKind.INTERNAL, message, trace))

@@ -1,0 +1,75 @@
+"""The items a run reports, shared by every format so their counts agree."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from trace_instrument.model import PointResult, RunResult, RuntimeFile, RuntimeStatus, Status
+
+# How a runtime file's state reads as a point status in check's outputs.
+RUNTIME_AS_STATUS = {
+    RuntimeStatus.PRESENT: Status.PRESENT,
+    RuntimeStatus.MISSING: Status.MISSING,
+    RuntimeStatus.OUTDATED: Status.STALE,
+    RuntimeStatus.DRIFTED: Status.DRIFTED,
+    RuntimeStatus.CREATED: Status.APPLIED,
+    RuntimeStatus.UPDATED: Status.UPDATED,
+    RuntimeStatus.REMOVED: Status.REMOVED,
+    RuntimeStatus.KEPT_IN_USE: Status.KEPT,
+    RuntimeStatus.KEPT_EDITED: Status.KEPT,
+}
+CLEAN = frozenset({Status.PRESENT, Status.NOT_APPLICABLE})
+
+
+@dataclass(frozen=True)
+class Summary:
+    total: int
+    by_status: dict[str, int]
+    clean: bool
+
+
+def runtime_item(file: RuntimeFile) -> PointResult:
+    status = RUNTIME_AS_STATUS[file.status]
+    message = "" if file.status is RuntimeStatus.PRESENT else runtime_message(file)
+    return PointResult("runtime", "runtime", file.path, status, message=message)
+
+
+def runtime_message(file: RuntimeFile) -> str:
+    messages = {
+        RuntimeStatus.MISSING: "runtime file missing; `trace-instrument apply` puts it back",
+        RuntimeStatus.OUTDATED: "runtime file from an older release of the tool; `trace-instrument apply` updates it",
+        RuntimeStatus.DRIFTED: "runtime file edited by hand; delete it and `trace-instrument apply` puts ours back",
+        RuntimeStatus.KEPT_IN_USE: "kept: still imported by " + ", ".join(file.users[:5]),
+        RuntimeStatus.KEPT_EDITED: "kept: a file of the package was edited by hand (--force removes it)",
+    }
+    return messages.get(file.status, file.status.value)
+
+
+def check_items(result: RunResult) -> list[PointResult]:
+    """Every point, then every runtime file: what check reports, in every format."""
+    return [*result.points, *(runtime_item(f) for f in result.runtime_files)]
+
+
+def summarise(items: list[PointResult], has_error: bool = False) -> Summary:
+    counts = Counter(p.status.value for p in items)
+    clean = not has_error and all(p.status in CLEAN for p in items)
+    return Summary(len(items), dict(sorted(counts.items())), clean)
+
+
+def counts_line(items: list[PointResult], order: list[Status]) -> str:
+    """ "93 present, 1 broken": the statuses in `order` first, then the others."""
+    counts = Counter(p.status for p in items)
+    parts = [f"{counts[s]} {s.value}" for s in order if counts[s]]
+    parts += [f"{n} {s.value}" for s, n in sorted(counts.items(), key=lambda kv: kv[0].value) if s not in order and n]
+    return ", ".join(parts) if parts else "no points selected"
+
+
+def version_note(verl_version: str, validated_on: tuple[str, ...]) -> str:
+    """One line when the checkout's verl is not a release the catalog was validated on ("" otherwise)."""
+    if not verl_version or not validated_on or verl_version in validated_on:
+        return ""
+    return (
+        f"verl {verl_version} is not a release this catalog was validated on ({', '.join(validated_on)}); "
+        "anchors may match differently: read `check` and `verify` closely"
+    )

@@ -1,0 +1,178 @@
+"""JSON renderings of every command's result; each shape has a JSON Schema in render/schemas/."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from trace_instrument.model import (
+    Catalog,
+    FileError,
+    NameIssue,
+    PointResult,
+    RunError,
+    RunResult,
+    RuntimeFile,
+    VerifyResult,
+)
+from trace_instrument.render import exits
+from trace_instrument.render.items import check_items, summarise
+
+if TYPE_CHECKING:
+    from trace_instrument.engine.report import Report
+
+SCHEMAS = ("run", "check", "verify", "report", "points")
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of one output shape (run: apply and remove)."""
+    text = resources.files("trace_instrument.render").joinpath("schemas", f"{name}.schema.json").read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def dumps(body: dict[str, Any]) -> str:
+    return json.dumps(body, indent=2, ensure_ascii=False)
+
+
+def _error(error: RunError | None) -> dict[str, str] | None:
+    return None if error is None else {"kind": error.kind.value, "message": error.message}
+
+
+def _file_error(error: FileError | None) -> dict[str, str] | None:
+    if error is None:
+        return None
+    return {"kind": error.kind.value, "message": error.message, "traceback": error.traceback}
+
+
+def _name(issue: NameIssue) -> dict[str, Any]:
+    return {
+        "name": issue.name,
+        "line": issue.line,
+        "problem": issue.problem.value,
+        "binding": issue.binding,
+        "binding_line": issue.binding_line,
+        "expected": issue.expected,
+        "relation": issue.relation,
+        "text": str(issue),
+    }
+
+
+def point(p: PointResult) -> dict[str, Any]:
+    return {
+        "id": p.point_id,
+        "facility": p.facility,
+        "file": p.file,
+        "status": p.status.value,
+        "line": p.line,
+        "message": p.message,
+        "reason": p.reason.value if p.reason is not None else None,
+        "expected_line": p.expected_line,
+        "names": [_name(n) for n in p.names],
+        "candidates": [{"line": c.line, "code": c.code, "score": c.score} for c in p.candidates],
+        "diff": p.diff,
+    }
+
+
+def _runtime(file: RuntimeFile) -> dict[str, Any]:
+    return {"path": file.path, "status": file.status.value, "users": list(file.users)}
+
+
+def run(command: str, result: RunResult, *, dry_run: bool) -> dict[str, Any]:
+    """apply and remove."""
+    code = exits.apply_exit(result) if command == "apply" else exits.remove_exit(result)
+    return {
+        "command": command,
+        "root": result.root,
+        "dry_run": dry_run,
+        "written": result.written,
+        "error": _error(result.error),
+        "verl_version": result.verl_version,
+        "validated": result.validated,
+        "points": [point(p) for p in result.points],
+        "files": [{"path": f.path, "changed": f.changed, "error": _file_error(f.error)} for f in result.files],
+        "runtime": [_runtime(f) for f in result.runtime_files],
+        "summary": {**_summary(result.points, False), "clean": code == exits.OK},
+        "exit_code": code,
+    }
+
+
+def check(result: RunResult) -> dict[str, Any]:
+    items = check_items(result)
+    return {
+        "command": "check",
+        "root": result.root,
+        "error": _error(result.error),
+        "verl_version": result.verl_version,
+        "validated": result.validated,
+        "points": [point(p) for p in items],
+        "files": [{"path": f.path, "error": _file_error(f.error)} for f in result.files if f.error is not None],
+        "summary": _summary(items, result.error is not None or any(f.error for f in result.files)),
+        "exit_code": exits.check_exit(result),
+    }
+
+
+def _summary(items: list[PointResult] | tuple[PointResult, ...], has_error: bool) -> dict[str, Any]:
+    summary = summarise(list(items), has_error)
+    return {"total": summary.total, "clean": summary.clean, "by_status": summary.by_status}
+
+
+def verify(result: VerifyResult) -> dict[str, Any]:
+    return {
+        "command": "verify",
+        "root": result.root,
+        "ok": result.ok,
+        "error": _error(result.error),
+        "findings": [
+            {"check": f.check.value, "subject": f.subject, "ok": f.ok, "message": f.message, "line": f.line}
+            for f in result.findings
+        ],
+        "counts": [{"file": c.file, "call": c.call, "expected": c.expected, "actual": c.actual} for c in result.counts],
+        "exit_code": exits.verify_exit(result),
+    }
+
+
+def report(rep: Report, outputs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    return {
+        "command": "report",
+        "root": rep.root,
+        "error": _error(rep.error),
+        "ok": rep.ok,
+        "verl_version": rep.verl_version,
+        "validated_on": list(rep.validated_on),
+        "validated": rep.validated,
+        "runtime": [_runtime(f) for f in rep.runtime_files],
+        "facilities": [
+            {"facility": f.facility, "in_place": f.in_place, "applicable": f.applicable} for f in rep.facilities
+        ],
+        "calls": [{"call": c.call, "found": c.found, "expected": c.expected} for c in rep.calls],
+        "stages": [{"stage": s.stage, "covered": s.covered} for s in rep.stages],
+        "not_in_place": [point(p) for p in rep.not_in_place],
+        "verify": verify(rep.verify),
+        "outputs": [{"what": w, "where": p} for w, p in outputs],
+        "exit_code": exits.report_exit(rep),
+    }
+
+
+def points(catalog: Catalog) -> dict[str, Any]:
+    return {
+        "command": "points",
+        "validated_on": list(catalog.validated_on),
+        "points": [
+            {
+                "id": p.id,
+                "facility": p.facility,
+                "file": p.file,
+                "scope": p.scope,
+                "title": p.title,
+                "edits": len(p.edits),
+                "extra": p.extra,
+                "default": p.extra is None,
+                "changes_behaviour": " ".join(p.changes_behaviour.split()),
+                "requires": list(p.requires),
+                "spec": str(p.source),
+            }
+            for p in catalog.points
+        ],
+    }

@@ -1,0 +1,228 @@
+"""Terminal renderings (rich): what apply, check, remove, verify, points and demo print.
+
+Functions return renderables; the CLI prints them. Nothing here is cut: table
+cells fold instead of ending in an ellipsis, whatever the terminal's width.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from trace_instrument.model import (
+    FACILITIES,
+    Catalog,
+    PointResult,
+    Reason,
+    RunResult,
+    RuntimeStatus,
+    Status,
+    VerifyResult,
+)
+from trace_instrument.render.items import CLEAN, check_items, counts_line, runtime_message, version_note
+
+STATUS_STYLE = {
+    Status.APPLIED: "green",
+    Status.PRESENT: "green",
+    Status.REPAIRED: "green",
+    Status.UPDATED: "green",
+    Status.REMOVED: "green",
+    Status.MISSING: "yellow",
+    Status.DRIFTED: "yellow",
+    Status.MOVED: "yellow",
+    Status.STALE: "yellow",
+    Status.KEPT: "yellow",
+    Status.NOT_APPLICABLE: "dim",
+    Status.SKIPPED: "yellow",
+    Status.BROKEN: "red",
+    Status.REFUSED: "red",
+    Status.ANCHOR_LOST: "red",
+    Status.AMBIGUOUS: "red",
+    Status.UNEXPECTED: "red",
+    Status.ERROR: "bold red",
+}
+OK_STATUSES = frozenset({Status.APPLIED, Status.PRESENT, Status.REMOVED, Status.REPAIRED, Status.UPDATED})
+
+
+def diff(patch: str, indent: str = "") -> list[RenderableType]:
+    lines: list[RenderableType] = []
+    for line in patch.splitlines():
+        style = ""
+        if line.startswith(("diff --git", "---", "+++", "new file", "deleted file")):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        lines.append(Text(indent + line, style=style))
+    return lines
+
+
+def point_lines(p: PointResult, *, planned_only: bool = False, debug_trace: str = "") -> list[RenderableType]:
+    """One point; with planned_only (a dry run, or a run that wrote nothing) "applied" reads "would apply"."""
+    where = f"{p.file}:{p.line}" if p.line else p.file
+    label = p.status.value
+    if planned_only and p.status in (Status.APPLIED, Status.REMOVED, Status.REPAIRED, Status.UPDATED):
+        label = "would " + {Status.APPLIED: "apply", Status.REMOVED: "remove"}.get(p.status, p.status.value[:-1])
+    line = Text("  ")
+    line.append(f"{label:<15}", style=STATUS_STYLE.get(p.status, ""))
+    line.append(f"{p.point_id:<42} ", style="bold")
+    line.append(where, style="cyan")
+    lines: list[RenderableType] = [line]
+    if p.message:
+        lines.append(Text(f"      {p.message}"))
+    if p.expected_line:
+        lines.append(Text(f"      found at line {p.line}, expected at line {p.expected_line}", style="dim"))
+    for candidate in p.candidates:
+        lines.append(
+            Text(f"      nearest: line {candidate.line}: {candidate.code}  (similarity {candidate.score})", style="dim")
+        )
+    if p.diff:
+        lines += diff(p.diff, indent="      ")
+    if debug_trace:
+        lines += [Text(f"      {row}", style="dim") for row in debug_trace.rstrip().splitlines()]
+    return lines
+
+
+def points_lines(
+    points: Iterable[PointResult], *, show_ok: bool, planned_only: bool = False, debug: dict[str, str] | None = None
+) -> list[RenderableType]:
+    """Every point (or only the problems); points broken only by the runtime package in one line."""
+    lines: list[RenderableType] = []
+    by_runtime = [p for p in points if p.status is Status.BROKEN and p.reason is Reason.RUNTIME_INCOMPLETE]
+    for p in points:
+        if p in by_runtime or (not show_ok and p.status in OK_STATUSES | CLEAN):
+            continue
+        lines += point_lines(p, planned_only=planned_only, debug_trace=(debug or {}).get(p.file, ""))
+    if by_runtime:
+        line = Text("  ")
+        line.append(f"{'broken':<15}", style=STATUS_STYLE[Status.BROKEN])
+        line.append(f"{len(by_runtime)} points that import the runtime package", style="bold")
+        lines += [line, Text(f"      {by_runtime[0].message}")]
+    return lines
+
+
+def files_table(result: RunResult, verb: str) -> Table:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("file", overflow="fold")
+    table.add_column("points", justify="right")
+    table.add_column("result", overflow="fold")
+    for f in result.files:
+        counts = Counter(p.status.value for p in f.points)
+        detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        state = Text(str(f.error), style="red") if f.error else Text(verb if f.changed else "unchanged")
+        cell = Text(f"{detail} — ") + state if detail else state
+        table.add_row(f.path, str(len(f.points)), cell)
+    return table
+
+
+def runtime_lines(result: RunResult, planned_only: bool = False) -> list[RenderableType]:
+    if not result.runtime_files:
+        return []
+    would = {"created": "to create", "updated": "to update", "removed": "to remove"} if planned_only else {}
+    counts = Counter(would.get(f.status.value, f.status.value) for f in result.runtime_files)
+    folder = result.runtime_files[0].path.rsplit("/", 1)[0]
+    lines: list[RenderableType] = [
+        Text(f"runtime package {folder}/: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    ]
+    shown: set[str] = set()
+    for f in result.runtime_files:
+        if f.status in (RuntimeStatus.PRESENT, RuntimeStatus.CREATED, RuntimeStatus.REMOVED, RuntimeStatus.UPDATED):
+            continue
+        message = runtime_message(f)
+        if message not in shown:
+            shown.add(message)
+            lines.append(Text(f"      {message}", style="yellow"))
+    return lines
+
+
+def note_lines(result: RunResult) -> list[RenderableType]:
+    note = version_note(result.verl_version, result.validated_on)
+    return [Text(f"note: {note}", style="yellow")] if note else []
+
+
+def check_lines(result: RunResult, *, quiet: bool, verdict: str) -> list[RenderableType]:
+    items = check_items(result)
+    lines = note_lines(result)
+    lines += points_lines(result.points, show_ok=not quiet)
+    runtime_problems = [p for p in items[len(result.points) :] if p.status not in CLEAN]
+    if not quiet or runtime_problems:
+        lines += runtime_lines(result)
+    order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.BROKEN, Status.MOVED, Status.DRIFTED]
+    lines.append(Text(f"check: {counts_line(items, order)} — {verdict}"))
+    return lines
+
+
+def verify_lines(result: VerifyResult) -> list[RenderableType]:
+    table = Table(show_header=True, header_style="bold", box=None)
+    for column in ("file", "trace_flow", "log_progress"):
+        table.add_column(column, justify="left" if column == "file" else "right", overflow="fold")
+    per_file: dict[str, dict[str, tuple[int, int]]] = {}
+    for count in result.counts:
+        per_file.setdefault(count.file, {})[count.call] = (count.expected, count.actual)
+    totals = {"trace_flow": [0, 0], "log_progress": [0, 0]}
+    for file, calls in per_file.items():
+        cells = []
+        for call in ("trace_flow", "log_progress"):
+            expected, actual = calls.get(call, (0, 0))
+            totals[call][0] += expected
+            totals[call][1] += actual
+            style = "" if expected == actual else "red"
+            cells.append(Text(f"{actual}/{expected}", style=style) if expected or actual else Text("-", style="dim"))
+        table.add_row(file, *cells)
+    table.add_row(Text("total", style="bold"), *(Text(f"{a}/{e}", style="bold") for e, a in totals.values()))
+    lines: list[RenderableType] = [
+        Text("call sites found / expected by the catalog for this checkout:", style="bold"),
+        table,
+    ]
+    by_check = Counter((f.check, f.ok) for f in result.findings)
+    for check in dict.fromkeys(f.check for f in result.findings):
+        passed, failed = by_check[(check, True)], by_check[(check, False)]
+        style = "green" if not failed else "red"
+        lines.append(Text(f"  {check.value:<15} {passed} passed, {failed} failed", style=style))
+    for finding in result.findings:
+        if finding.check.value == "runtime" and finding.ok:
+            lines.append(Text(f"      runtime: {finding.subject}: {finding.message}", style="dim"))
+    for finding in result.findings:
+        if not finding.ok:
+            where = f"{finding.subject}:{finding.line}" if finding.line else finding.subject
+            lines.append(Text(f"  FAIL {finding.check.value}: {where}: {finding.message}", style="red"))
+    failed = sum(1 for f in result.findings if not f.ok)
+    verdict = "ok" if result.ok else "not ok"
+    lines.append(Text(f"verify: {len(result.findings) - failed} checks passed, {failed} failed — {verdict}"))
+    return lines
+
+
+def points_table(catalog: Catalog) -> list[RenderableType]:
+    table = Table(show_header=True, header_style="bold", box=None)
+    for column in ("id", "facility", "file", "scope", "what"):
+        table.add_column(column, overflow="fold")
+    for p in catalog.points:
+        what = Text(p.title)
+        if p.extra:
+            what.append(f" (opt-in extra {p.extra}: changes verl's behaviour)", style="yellow")
+        elif p.changes_behaviour:
+            what.append(" (declared rewrite)", style="dim")
+        table.add_row(p.id, p.facility, p.file.removeprefix("verl/"), p.scope, what)
+    counts = Counter(p.facility for p in catalog.points if p.extra is None)
+    summary = (
+        f"{len(catalog.points)} points ({', '.join(f'{n} {f}' for f, n in counts.items())}, "
+        f"{sum(1 for p in catalog.points if p.extra)} opt-in); validated on verl {', '.join(catalog.validated_on)}"
+    )
+    return [table, Text(summary)]
+
+
+def facility_lines(result: RunResult) -> list[RenderableType]:
+    by_facility = Counter((p.facility, p.status.value) for p in result.points)
+    lines: list[RenderableType] = [Text("\npoints per facility:", style="bold")]
+    for facility in FACILITIES:
+        counts = {s: n for (f, s), n in by_facility.items() if f == facility}
+        if counts:
+            lines.append(Text(f"  {facility:<12} " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))))
+    return lines
