@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import support
 from support import copy_tree
 
 from trace_instrument.wheels import WheelError, verl_tree
@@ -46,3 +47,21 @@ def verl_080() -> Path:
 @pytest.fixture
 def checkout_090(verl_090: Path, tmp_path: Path) -> Path:
     return copy_tree(verl_090, tmp_path / "checkout")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not support.UPDATING:
+        return
+    reporter = terminalreporter
+    reporter.section(f"{support.UPDATE_ENV}=1", sep="=", red=True, bold=True)
+    for snapshot in support.REWRITTEN:
+        reporter.line(f"rewritten: {snapshot.relative_to(support.REPOSITORY).as_posix()}", red=True)
+    if not support.REWRITTEN:
+        reporter.line("no snapshot changed", red=True)
+    reporter.line("this run fails by design: review the snapshots (git diff), then run again without the variable")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With the update variable set the run never passes, so it cannot go green in CI."""
+    if support.UPDATING:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

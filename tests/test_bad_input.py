@@ -145,10 +145,12 @@ def test_remove_keeps_a_users_own_import_that_apply_did_not_add(checkout_090):
     target.write_text(text.replace("import random\n", "import random\nimport time\n", 1))  # unused, the user's
     mine = target.read_bytes()
     catalog = _catalog()
-    apply(checkout_090, catalog)
+    assert apply(checkout_090, catalog).written
+    instrumented = target.read_text()
+    assert "TrajectoryTracker" in instrumented and instrumented.count("import time\n") == 1, "apply uses the user's"
     from trace_instrument.engine.remove import remove
 
-    remove(checkout_090, catalog)
+    assert remove(checkout_090, catalog).written
     assert target.read_bytes() == mine
 
 

@@ -23,11 +23,12 @@ def _status(result, point_id: str):
     return next(p for p in result.points if p.point_id == point_id)
 
 
-def _edit(root: Path, relative: str, old: str, new: str, count: int = 1) -> None:
+def _edit(root: Path, relative: str, old: str, new: str) -> None:
+    """Replace the one occurrence of `old` (failing when it is absent or not unique)."""
     path = root / relative
     text = path.read_text(encoding="utf-8")
-    assert text.count(old) >= count, f"{old!r} not in {relative}"
-    path.write_text(text.replace(old, new, count), encoding="utf-8")
+    assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {relative}, not once"
+    path.write_text(text.replace(old, new), encoding="utf-8")
 
 
 def test_present_and_missing(checkout_090, catalog):
@@ -53,7 +54,9 @@ def test_drifted_shows_a_diff_and_is_never_duplicated(checkout_090, catalog):
     kept = remove(checkout_090, catalog)
     assert _status(kept, UID_POINT).status is Status.KEPT
     assert "detail='uid_generated'" in (checkout_090 / RAY_TRAINER).read_text()
-    assert {f.status for f in kept.runtime_files} == {RuntimeStatus.KEPT_IN_USE}
+    kept_runtime = {f.path: f.status for f in kept.runtime_files}
+    assert len(kept_runtime) == _runtime_file_count(), "the drifted point still calls the runtime: all of it stays"
+    assert set(kept_runtime.values()) == {RuntimeStatus.KEPT_IN_USE}
     forced = remove(checkout_090, catalog, force=True)
     assert _status(forced, UID_POINT).status is Status.REMOVED
     assert "trace_flow" not in (checkout_090 / RAY_TRAINER).read_text()
@@ -117,16 +120,28 @@ def test_unexpected_tracing_calls(checkout_090, catalog):
     main_ppo.write_text(
         main_ppo.read_text() + "\ntrace_flow(uid='x', traj_uid='0', from_module='A', to_module='B', stage='CUSTOM')\n"
     )
+    own_line = "                log_progress('my own line')\n"
     _edit(
         checkout_090,
         RAY_TRAINER,
-        "                batch_dict",
-        "                log_progress('my own line')\n                batch_dict",
-        0,
+        "                batch: DataProto = DataProto.from_single_dict(batch_dict)\n",
+        own_line + "                batch: DataProto = DataProto.from_single_dict(batch_dict)\n",
     )
+    trainer_lines = (checkout_090 / RAY_TRAINER).read_text(encoding="utf-8").splitlines(keepends=True)
+    main_ppo_lines = main_ppo.read_text(encoding="utf-8").splitlines()
     result = check(checkout_090, catalog)
-    unexpected = [p for p in result.points if p.status is Status.UNEXPECTED]
-    assert [(p.file, "CUSTOM" in p.message) for p in unexpected] == [("verl/trainer/main_ppo.py", True)]
+    unexpected = {(p.file, p.line): p.message for p in result.points if p.status is Status.UNEXPECTED}
+    custom_call = ("verl/trainer/main_ppo.py", len(main_ppo_lines))
+    own_call = (RAY_TRAINER, trainer_lines.index(own_line) + 1)
+    assert sorted(unexpected) == sorted([custom_call, own_call])
+    assert "trace_flow" in unexpected[custom_call] and "CUSTOM" in unexpected[custom_call]
+    assert "log_progress 'my own line'" in unexpected[own_call]
+
+
+def _runtime_file_count() -> int:
+    count = len(list((Path(__file__).parent.parent / "templates" / "runtime").glob("*.py")))
+    assert count, "no runtime templates found"
+    return count
 
 
 def test_github_and_junit_formats(checkout_090, catalog):
@@ -138,19 +153,33 @@ def test_github_and_junit_formats(checkout_090, catalog):
         annotations,
         re.MULTILINE,
     )
+    core = [p for p in catalog.points if p.extra is None]
+    not_applied = {p.id for p in core if p.facility != "sample_flow"}
     suite = ElementTree.fromstring(ci.junit_xml(result))
     cases = suite.findall("testcase")
-    assert len(cases) == len(result.points) + len(result.runtime_files)
-    failed = [c.get("name") for c in cases if c.find("failure") is not None]
-    assert "progress.v0.reward" in failed and "flow.v0.uid-generated" not in failed
-    assert int(suite.get("failures")) == len(failed)
+    assert len(cases) == len(core) + _runtime_file_count()
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    assert failed == not_applied
+    assert int(suite.get("failures")) == len(not_applied)
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "github", "junit"])
-def test_check_formats_from_the_cli(checkout_090, fmt):
+def test_check_formats_from_the_cli(checkout_090, catalog, fmt):
     from typer.testing import CliRunner
 
     from trace_instrument.cli import app
 
     outcome = CliRunner().invoke(app, ["check", "--format", fmt, str(checkout_090)])
-    assert outcome.exit_code == 1 and outcome.output.strip()
+    assert outcome.exit_code == 1
+    core = [p.id for p in catalog.points if p.extra is None]
+    missing = len(core) + _runtime_file_count()  # a pristine tree: every point and runtime file
+    if fmt == "text":
+        listed = {line.split()[1] for line in outcome.output.splitlines() if line.strip().startswith("missing ")}
+        assert listed == set(core)
+    elif fmt == "json":
+        assert json.loads(outcome.output)["summary"]["by_status"] == {"missing": missing}
+    elif fmt == "github":
+        assert sum(line.startswith("::error ") for line in outcome.output.splitlines()) == missing
+    else:
+        suite = ElementTree.fromstring(outcome.output)
+        assert (suite.get("tests"), suite.get("failures")) == (str(missing), str(missing))

@@ -42,9 +42,13 @@ def test_dry_run_prints_a_diff_and_writes_nothing(checkout_090, verl_090):
 
 
 def test_json_output(checkout_090):
+    trainer = (checkout_090 / "verl/trainer/ppo/ray_trainer.py").read_text(encoding="utf-8").splitlines()
+    anchor_line = next(
+        i for i, line in enumerate(trainer, 1) if line.lstrip().startswith('batch.non_tensor_batch["uid"] =')
+    )
     body = json.loads(_run("apply", "--format", "json", "--only", "flow.v0.uid-generated", checkout_090).output)
     assert body["summary"]["by_status"] == {"applied": 1}
-    assert body["points"][0]["id"] == "flow.v0.uid-generated" and body["points"][0]["line"] > 0
+    assert [(p["id"], p["line"]) for p in body["points"]] == [("flow.v0.uid-generated", anchor_line)]
     check = json.loads(_run("check", "--format", "json", "--only", "flow.v0.uid-generated", checkout_090).output)
     assert [p["status"] for p in check["points"] if p["id"] != "runtime"] == ["present"]
     assert set(check["points"][0]) >= {"id", "facility", "status", "file", "line", "message"}

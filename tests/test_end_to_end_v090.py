@@ -1,70 +1,117 @@
-"""apply / remove / check on the real verl 0.9.0 wheel, against golden snapshots."""
+"""apply / remove / check on the real verl 0.9.0 wheel, against reviewable patch snapshots.
+
+tests/golden/v0.9.0.patch is the patch `apply` makes to the instrumented verl
+files of a pristine 0.9.0 tree; tests/golden/v0.9.0-extras.patch is the patch
+that adding the opt-in extras to that instrumented tree makes. The runtime
+package and the manifest are left out of both: the runtime is a byte copy of
+templates/runtime/ (checked here against those files) and the manifest is
+bookkeeping.
+"""
 
 from __future__ import annotations
 
-import os
+import ast
 import re
-import shutil
 import subprocess
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
-from support import TESTS, copy_tree, tree_bytes
+from support import REPOSITORY, TESTS, assert_snapshot, copy_tree, tree_bytes
 
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.patch import unified_patch
 from trace_instrument.engine.remove import remove
-from trace_instrument.model import EXTRAS, Selection, Status
+from trace_instrument.model import EXTRAS, RunResult, Selection, Status
 
 GOLDEN = TESTS / "golden"
-UPDATE = os.environ.get("TRACE_INSTRUMENT_UPDATE_GOLDEN") == "1"
+CORE_SNAPSHOT = GOLDEN / "v0.9.0.patch"
+EXTRAS_SNAPSHOT = GOLDEN / "v0.9.0-extras.patch"
 WITH_EXTRAS = Selection(extras=frozenset(EXTRAS))
+RUNTIME_SOURCE = REPOSITORY / "templates" / "runtime"
+RUNTIME_DIR = "verl/utils/tracing/"
+MANIFEST = ".trace-instrument.json"
+CORE_FACILITIES = ("sample_flow", "progress", "trajectory", "env")
 
 
-def _changed(before: dict[str, bytes], after: dict[str, bytes]) -> dict[str, bytes]:
-    return {path: data for path, data in after.items() if before.get(path) != data}
+def _runtime_files() -> dict[str, bytes]:
+    """What the runtime package must be once installed: the template files, byte for byte."""
+    files = {f"{RUNTIME_DIR}{path.name}": path.read_bytes() for path in sorted(RUNTIME_SOURCE.glob("*.py"))}
+    assert files, f"no runtime templates found in {RUNTIME_SOURCE}"
+    return files
 
 
-def _golden(name: str) -> dict[str, bytes]:
-    folder = GOLDEN / name
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+def _instrumented(tree: dict[str, bytes]) -> dict[str, bytes]:
+    """The verl files of a tree, the runtime package left out."""
+    return {path: data for path, data in tree.items() if not path.startswith(RUNTIME_DIR)}
 
 
-def _compare_to_golden(name: str, changed: dict[str, bytes], base: str | None) -> None:
-    """The snapshot `name` holds only what differs from snapshot `base` (when given)."""
-    under = _golden(base) if base else {}
-    if UPDATE:
-        shutil.rmtree(GOLDEN / name, ignore_errors=True)
-        for path, data in changed.items():
-            if under.get(path) != data:
-                (GOLDEN / name / path).parent.mkdir(parents=True, exist_ok=True)
-                (GOLDEN / name / path).write_bytes(data)
-    expected = {**under, **_golden(name)}
-    assert sorted(changed) == sorted(expected)
-    for path, data in expected.items():
-        assert changed[path] == data, f"{path} differs from its golden snapshot"
+def _snapshot_patch(result: RunResult) -> str:
+    """The run's patch over the instrumented verl files (runtime and manifest are checked on their own)."""
+    return unified_patch(replace(result, other_changes=()))
 
 
-@pytest.mark.parametrize(
-    ("name", "selection", "base"),
-    [
-        pytest.param("v0.9.0", Selection(), None, id="core"),
-        pytest.param("v0.9.0-extras", WITH_EXTRAS, "v0.9.0", id="extras"),
-    ],
-)
-def test_apply_matches_golden_snapshot(verl_090, tmp_path, catalog, name, selection, base):
+def _git_apply(pristine: Path, destination: Path, patches: list[str]) -> dict[str, bytes]:
+    """The tree `git apply` makes of a pristine copy (a git repository of its own) with the patches applied in order."""
+    tree = copy_tree(pristine, destination)
+    assert _git(tree, "init", "-q").returncode == 0
+    for index, patch in enumerate(patches):
+        patch_file = destination.parent / f"{destination.name}-{index}.patch"
+        patch_file.write_text(patch, encoding="utf-8")
+        outcome = _git(tree, "apply", "--whitespace=nowarn", str(patch_file))
+        assert outcome.returncode == 0, f"git apply refused patch {index}:\n{outcome.stderr}"
+    return tree_bytes(tree)
+
+
+def _git(where: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(["git", *arguments], cwd=where, capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        pytest.fail("git is needed to check that the snapshots apply; install git", pytrace=False)
+
+
+def _other_changes(result: RunResult) -> dict[str, str | None]:
+    return {path: after for path, _before, after in result.other_changes}
+
+
+def test_core_patch_matches_its_snapshot(verl_090, tmp_path, catalog):
     root = copy_tree(verl_090, tmp_path / "c")
-    result = apply(root, catalog, selection)
+    result = apply(root, catalog)
     assert result.written and not result.error
+    assert {p.point_id for p in result.points} == {p.id for p in catalog.points if p.extra is None}
     assert {p.status for p in result.points} == {Status.APPLIED}
-    changed = _changed(tree_bytes(verl_090), tree_bytes(root))
-    runtime = {path: data for path, data in changed.items() if path.startswith("verl/utils/tracing/")}
-    assert sorted(runtime) == sorted(f"verl/utils/tracing/{n}" for n, _ in catalog.runtime.files)
-    _compare_to_golden(name, {k: v for k, v in changed.items() if k not in runtime}, base)
+    assert sorted(_other_changes(result)) == sorted([*_runtime_files(), MANIFEST])
+    written = tree_bytes(root)
+    assert {path: written[path] for path in _runtime_files()} == _runtime_files()
+
+    patch = _snapshot_patch(result)
+    assert_snapshot(CORE_SNAPSHOT, patch)
+    assert _git_apply(verl_090, tmp_path / "git", [patch]) == _instrumented(written)
 
 
-def test_counts_and_compile(checkout_090, catalog):
-    apply(checkout_090, catalog)
+def test_extras_patch_matches_its_snapshot(verl_090, tmp_path, catalog):
+    root = copy_tree(verl_090, tmp_path / "c")
+    core = apply(root, catalog)
+    assert core.written
+    result = apply(root, catalog, WITH_EXTRAS)
+    assert result.written and not result.error
+    statuses = {p.point_id: p.status for p in result.points}
+    expected = {p.id: Status.PRESENT if p.extra is None else Status.APPLIED for p in catalog.points}
+    assert statuses == expected
+    assert Status.APPLIED in statuses.values(), "the catalog must have extras for this test to mean anything"
+    assert sorted(_other_changes(result)) == [MANIFEST], "the runtime is already in place"
+
+    patch = _snapshot_patch(result)
+    assert_snapshot(EXTRAS_SNAPSHOT, patch)
+    one_run = copy_tree(verl_090, tmp_path / "one-run")
+    assert apply(one_run, catalog, WITH_EXTRAS).written
+    core_then_extras = [_snapshot_patch(core), patch]
+    assert _git_apply(verl_090, tmp_path / "git", core_then_extras) == _instrumented(tree_bytes(one_run))
+
+
+def test_counts_and_compile(verl_090, checkout_090, catalog):
+    assert apply(checkout_090, catalog).written
     flow = progress = 0
     for path in (checkout_090 / "verl").rglob("*.py"):
         if "utils/tracing" in path.as_posix():
@@ -73,19 +120,20 @@ def test_counts_and_compile(checkout_090, catalog):
         flow += sum(1 for line in text.splitlines() if "trace_flow(" in line)
         progress += sum(1 for line in text.splitlines() if "log_progress(" in line)
     assert (flow, progress) == (31, 82)
-    for path in {p.file for p in catalog.points}:
-        if (checkout_090 / path).exists():
-            compile((checkout_090 / path).read_bytes(), path, "exec")
-    for path in (checkout_090 / "verl/utils/tracing").glob("*.py"):
-        compile(path.read_bytes(), str(path), "exec")
+    pristine = tree_bytes(verl_090)
+    changed = [path for path, data in tree_bytes(checkout_090).items() if pristine.get(path) != data]
+    assert len(changed) == 12 + len(_runtime_files())
+    for path in changed:
+        compile((checkout_090 / path).read_bytes(), path, "exec")
 
 
 @pytest.mark.parametrize("selection", [Selection(), WITH_EXTRAS], ids=["core", "extras"])
-def test_second_apply_changes_no_byte(checkout_090, catalog, selection):
-    apply(checkout_090, catalog, selection)
+def test_second_apply_changes_no_byte(verl_090, checkout_090, catalog, selection):
+    assert apply(checkout_090, catalog, selection).written
     once = tree_bytes(checkout_090)
+    assert once != tree_bytes(verl_090)
     again = apply(checkout_090, catalog, selection)
-    assert not again.written
+    assert not again.written and not again.error
     assert {p.status for p in again.points} == {Status.PRESENT}
     assert tree_bytes(checkout_090) == once
 
@@ -94,27 +142,35 @@ def test_dry_run_changes_no_byte_and_shows_the_change(checkout_090, catalog):
     before = tree_bytes(checkout_090)
     dry = apply(checkout_090, catalog, write=False)
     assert not dry.written and tree_bytes(checkout_090) == before
+    planned = {f.path: f.updated for f in dry.files if f.changed}
+    assert len(planned) == 12
     real = apply(checkout_090, catalog)
-    assert [f.updated for f in dry.files] == [f.updated for f in real.files]
+    assert real.written
+    on_disk = {path: (checkout_090 / path).read_text(encoding="utf-8") for path in planned}
+    assert planned == on_disk
 
 
 @pytest.mark.parametrize("selection", [Selection(), WITH_EXTRAS], ids=["core", "extras"])
 def test_remove_restores_pristine_bytes(verl_090, checkout_090, catalog, selection):
-    apply(checkout_090, catalog, selection)
+    assert apply(checkout_090, catalog, selection).written
+    assert (checkout_090 / MANIFEST).exists()
     result = remove(checkout_090, catalog)
     assert result.written and not result.error
     assert tree_bytes(checkout_090) == tree_bytes(verl_090)
-    assert not (checkout_090 / ".trace-instrument.json").exists()
+    assert not (checkout_090 / MANIFEST).exists()
 
 
-@pytest.mark.parametrize("facility", ["sample_flow", "progress", "trajectory", "env"])
+@pytest.mark.parametrize("facility", CORE_FACILITIES)
 def test_single_facility_apply_then_remove(verl_090, checkout_090, catalog, facility):
     selection = Selection(facilities=frozenset({facility}))
     result = apply(checkout_090, catalog, selection)
-    assert all(status == "created" for _, status in result.runtime_files), "the runtime comes along"
-    assert all(p.facility == facility for p in result.points)
-    assert {p.status for p in result.points} <= {Status.APPLIED, Status.SKIPPED}
-    remove(checkout_090, catalog)
+    assert result.written and not result.error
+    assert sorted(result.runtime_files) == [(path, "created") for path in _runtime_files()], "the runtime comes along"
+    expected = {p.id for p in catalog.points if p.facility == facility and p.extra is None}
+    assert expected, f"the catalog has no {facility} point"
+    assert {p.point_id for p in result.points} == expected
+    assert {p.status for p in result.points} == {Status.APPLIED}
+    assert remove(checkout_090, catalog).written
     assert tree_bytes(checkout_090) == tree_bytes(verl_090)
 
 
@@ -129,49 +185,83 @@ def test_single_facility_apply_then_remove(verl_090, checkout_090, catalog, faci
 )
 def test_facilities_applied_one_after_another_equal_one_run(verl_090, tmp_path, catalog, order):
     one_run = copy_tree(verl_090, tmp_path / "one")
-    apply(one_run, catalog)
+    assert apply(one_run, catalog).written
     stepwise = copy_tree(verl_090, tmp_path / "steps")
     for facility in order:
-        apply(stepwise, catalog, Selection(facilities=frozenset({facility})))
+        step = apply(stepwise, catalog, Selection(facilities=frozenset({facility})))
+        assert not step.error, f"{facility}: {step.error}"
     assert tree_bytes(stepwise) == tree_bytes(one_run)
+    assert tree_bytes(one_run) != tree_bytes(verl_090)
 
 
 @pytest.mark.parametrize("facility", ["sample_flow", "progress", "trajectory"])
 def test_removing_one_facility_leaves_what_applying_the_others_gives(verl_090, tmp_path, catalog, facility):
     others = frozenset({"sample_flow", "progress", "trajectory", "env", "runtime"} - {facility})
     full = copy_tree(verl_090, tmp_path / "full")
-    apply(full, catalog)
-    remove(full, catalog, Selection(facilities=frozenset({facility})))
+    assert apply(full, catalog).written
+    assert remove(full, catalog, Selection(facilities=frozenset({facility}))).written
     partial = copy_tree(verl_090, tmp_path / "partial")
-    apply(partial, catalog, Selection(facilities=others))
+    assert apply(partial, catalog, Selection(facilities=others)).written
     full_files, partial_files = tree_bytes(full), tree_bytes(partial)
     assert sorted(full_files) == sorted(partial_files)
     for path in full_files:
         assert full_files[path] == partial_files[path], path
 
 
-def test_patch_applies_with_git_on_the_pristine_tree(verl_090, tmp_path, catalog):
+def test_whole_patch_applies_with_git_on_the_pristine_tree(verl_090, tmp_path, catalog):
     planned = apply(copy_tree(verl_090, tmp_path / "plan"), catalog, write=False)
-    patch = tmp_path / "trace.patch"
-    patch.write_text(unified_patch(planned), encoding="utf-8")
-    target = copy_tree(verl_090, tmp_path / "target")
-    subprocess.run(["git", "apply", "--whitespace=nowarn", str(patch)], cwd=target, check=True)
+    patched = _git_apply(verl_090, tmp_path / "target", [unified_patch(planned)])
     applied = copy_tree(verl_090, tmp_path / "applied")
-    apply(applied, catalog)
-    assert tree_bytes(target) == tree_bytes(applied)
+    assert apply(applied, catalog).written
+    assert patched == tree_bytes(applied)
+    assert sorted(set(patched) - set(tree_bytes(verl_090))) == sorted(_runtime_files())
+    assert (tmp_path / "target" / MANIFEST).read_bytes() == (applied / MANIFEST).read_bytes()
 
 
 def test_check_pristine_reports_missing_and_instrumented_is_present(checkout_090, catalog):
+    core = {p.id for p in catalog.points if p.extra is None}
     pristine = check(checkout_090, catalog)
-    assert {p.status for p in pristine.points} == {Status.MISSING}
-    apply(checkout_090, catalog)
+    assert {p.point_id: p.status for p in pristine.points} == dict.fromkeys(core, Status.MISSING)
+    assert apply(checkout_090, catalog).written
     done = check(checkout_090, catalog)
-    assert {p.status for p in done.points} == {Status.PRESENT}
-    assert all(status == "present" for _, status in done.runtime_files)
+    assert {p.point_id: p.status for p in done.points} == dict.fromkeys(core, Status.PRESENT)
+    assert sorted(done.runtime_files) == [(path, "present") for path in _runtime_files()]
 
 
-def test_import_lines_are_merged_once(checkout_090, catalog):
-    apply(checkout_090, catalog)
-    for path in {p.file for p in catalog.points}:
+def _tracing_exports() -> set[str]:
+    """The runtime package's __all__, read from its source."""
+    tree = ast.parse((RUNTIME_SOURCE / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError("templates/runtime/__init__.py has no literal __all__")
+
+
+def test_each_instrumented_file_imports_exactly_the_tracing_names_it_uses(verl_090, checkout_090, catalog):
+    assert apply(checkout_090, catalog, WITH_EXTRAS).written
+    exports = _tracing_exports()
+    pristine = tree_bytes(verl_090)
+    changed = [path for path, data in _instrumented(tree_bytes(checkout_090)).items() if pristine.get(path) != data]
+    assert len(changed) == 13, changed
+    without_runtime_calls = set()
+    for path in changed:
         text = (checkout_090 / path).read_text(encoding="utf-8")
-        assert len(re.findall(r"^from verl\.utils\.tracing import", text, re.MULTILINE)) <= 1, path
+        tree = ast.parse(text)
+        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & exports
+        lines = re.findall(r"^from verl\.utils\.tracing import", text, re.MULTILINE)
+        imported = {
+            alias.asname or alias.name
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom) and node.module == "verl.utils.tracing"
+            for alias in node.names
+        }
+        assert len(lines) == (1 if used else 0), path
+        assert imported == used, path
+        if not used:
+            without_runtime_calls.add(path)
+    # two files only pass VERL_TRACE_DIR on (env), one extra only copies sglang's timings
+    assert without_runtime_calls == {
+        "verl/trainer/constants_ppo.py",
+        "verl/single_controller/ray/base.py",
+        "verl/workers/rollout/sglang_rollout/async_sglang_server.py",
+    }

@@ -29,16 +29,19 @@ def test_apply_check_verify_remove(release, tmp_path, catalog):
         assert {s for i, s in statuses.items() if i not in v1} == {Status.APPLIED}
     else:
         assert set(statuses.values()) == {Status.APPLIED}
-    for path in {p.file for p in catalog.points}:
-        if (root / path).exists():
-            compile((root / path).read_bytes(), path, "exec")
-    once = tree_bytes(root)
+    once, original = tree_bytes(root), tree_bytes(pristine)
+    changed = [path for path, data in once.items() if original.get(path) != data]
+    assert changed
+    for path in changed:
+        compile((root / path).read_bytes(), path, "exec")
     assert not apply(root, catalog).written and tree_bytes(root) == once
-    assert {p.status for p in check(root, catalog).points} <= {Status.PRESENT, Status.NOT_APPLICABLE}
+    checked = {p.point_id: p.status for p in check(root, catalog).points}
+    in_place = {point_id: Status.PRESENT if s is Status.APPLIED else s for point_id, s in statuses.items()}
+    assert checked == in_place
     proof = verify(root, catalog)
     assert proof.ok, [f for f in proof.findings if not f.ok]
-    remove(root, catalog)
-    assert tree_bytes(root) == tree_bytes(pristine)
+    assert remove(root, catalog).written
+    assert tree_bytes(root) == original
 
 
 def test_v1_helper_moved_on_091_is_placed_by_its_anchor(verl_091, tmp_path, catalog):

@@ -7,10 +7,10 @@ before -> before under --dry-run.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from support import assert_snapshot
 
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.remove import remove
@@ -18,7 +18,6 @@ from trace_instrument.model import EXTRAS, Selection
 from trace_instrument.spec import load_catalog
 
 FIXTURES = Path(__file__).parent / "fixtures"
-UPDATE = os.environ.get("TRACE_INSTRUMENT_UPDATE_FIXTURES") == "1"
 
 
 def _cases() -> list:
@@ -51,11 +50,9 @@ def _run(case: Path, tmp_path: Path, data: bytes, *, operation=apply, **kwargs) 
 def test_apply_gives_after(case: Path, tmp_path: Path):
     before = (case / "before.py").read_bytes()
     produced = _run(case, tmp_path, before)
-    if UPDATE:
-        (case / "after.py").write_bytes(produced)
     assert produced != before, "the fixture must change something"
-    assert produced == (case / "after.py").read_bytes()
     compile(produced, "after.py", "exec")
+    assert_snapshot(case / "after.py", produced)
 
 
 @pytest.mark.parametrize("case", _cases())

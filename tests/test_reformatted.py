@@ -51,15 +51,12 @@ def _reformat(root, catalog) -> None:
 
 def test_reformatted_checkout_gets_the_same_call_sites(verl_090, tmp_path, catalog):
     original = copy_tree(verl_090, tmp_path / "original")
-    apply(original, catalog)
+    assert apply(original, catalog).written
     reformatted = copy_tree(verl_090, tmp_path / "reformatted")
     _reformat(reformatted, catalog)
-    changed = [
-        f
-        for f in catalog.files
-        if (verl_090 / f).exists() and (verl_090 / f).read_bytes() != (reformatted / f).read_bytes()
-    ]
-    assert len(changed) >= 10, "the reformatting must really change the files"
+    present = [f for f in catalog.files if (verl_090 / f).exists()]
+    changed = [f for f in present if (verl_090 / f).read_bytes() != (reformatted / f).read_bytes()]
+    assert len(present) == 13 and changed == present, "the reformatting must really change every file"
     result = apply(reformatted, catalog)
     assert {p.status for p in result.points} == {Status.APPLIED}, [
         p for p in result.points if p.status is not Status.APPLIED

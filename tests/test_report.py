@@ -36,6 +36,6 @@ def test_report_says_what_was_skipped_and_why(checkout_090, catalog):
     rep = report(checkout_090, catalog)
     assert not rep.ok
     missing = {p.point_id for p in rep.not_in_place}
-    assert "progress.v0.reward" in missing and "flow.v0.uid-generated" not in missing
+    assert missing == {p.id for p in catalog.points if p.extra is None and p.facility != "sample_flow"}
     body = json.loads(CliRunner().invoke(app, ["report", "--format", "json", str(checkout_090)]).output)
     assert body["ok"] is False and {"stages", "calls", "verify", "outputs"} <= set(body)

@@ -12,7 +12,7 @@ import pytest
 from support import tree_bytes
 
 from trace_instrument.engine.apply import apply
-from trace_instrument.engine.files import LOCK_NAME, PAUSE_ENV, CheckoutError, checkout_lock
+from trace_instrument.engine.files import PAUSE_ENV, CheckoutError, checkout_lock
 from trace_instrument.model import Status
 
 TRAINER = "verl/trainer/ppo/ray_trainer.py"
@@ -21,7 +21,9 @@ TRAINER = "verl/trainer/ppo/ray_trainer.py"
 def test_file_mode_is_kept(checkout_090, catalog):
     target = checkout_090 / TRAINER
     target.chmod(0o640)
-    apply(checkout_090, catalog)
+    before = target.read_bytes()
+    assert apply(checkout_090, catalog).written
+    assert target.read_bytes() != before, "the file must have been rewritten for its mode to mean anything"
     assert target.stat().st_mode & 0o777 == 0o640
 
 
@@ -46,13 +48,21 @@ def test_keep_going_writes_the_other_files(checkout_090, catalog):
     assert "trace_flow(" not in broken.read_text()
 
 
-def test_a_second_run_waits_for_the_lock(checkout_090, catalog):
+def test_a_run_refuses_while_another_holds_the_lock(checkout_090, catalog):
+    before = tree_bytes(checkout_090)
     with checkout_lock(checkout_090):
         result = apply(checkout_090, catalog)
-        assert not result.written and "another trace-instrument run" in result.error
-    assert apply(checkout_090, catalog).written
-    assert not (checkout_090 / LOCK_NAME).exists()
-    with pytest.raises(CheckoutError), checkout_lock(checkout_090), checkout_lock(checkout_090):
+        assert not result.written
+        assert result.error == f"{checkout_090}: another trace-instrument run holds .trace-instrument.lock"
+        assert tree_bytes(checkout_090) == before
+        assert not (checkout_090 / ".trace-instrument.json").exists()
+    assert not (checkout_090 / ".trace-instrument.lock").exists(), "releasing the lock removes its file"
+    assert apply(checkout_090, catalog).written, "once the lock is free the run goes ahead"
+    with (
+        pytest.raises(CheckoutError, match="another trace-instrument run holds"),
+        checkout_lock(checkout_090),
+        checkout_lock(checkout_090),
+    ):
         pass
 
 

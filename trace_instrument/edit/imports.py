@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import takewhile
 
 import libcst as cst
 
 from trace_instrument.model import TRACING_MODULE
 
 LINE_LENGTH = 120
+Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a module's body holds
 FIRST_PARTY = frozenset({"verl"})
 
 
@@ -65,7 +67,7 @@ def _as_ast(line: cst.CSTNode) -> ast.stmt | None:
     return None
 
 
-def _import_region(body: list[cst.CSTNode]) -> list[tuple[int, ast.stmt]]:
+def _import_region(body: Sequence[cst.CSTNode]) -> list[tuple[int, ast.stmt]]:
     """(index, ast) of the module's leading import statements."""
     region = []
     for index, line in enumerate(body):
@@ -141,8 +143,7 @@ def _insert_sorted(body: list[cst.CSTNode], line: cst.SimpleStatementLine) -> li
     key = _sort_key(new)
     region = _import_region(body)
     if not region:
-        insert_at = 1 if body and _is_docstring_line(body[0]) else 0
-        return [*body[:insert_at], line, *body[insert_at:]]
+        return _insert_first_import(body, line)
     same_section = [(i, n) for i, n in region if _sort_key(n)[0] == key[0]]
     if same_section:
         not_after = [(i, n) for i, n in same_section if _sort_key(n) <= key]
@@ -158,6 +159,40 @@ def _insert_sorted(body: list[cst.CSTNode], line: cst.SimpleStatementLine) -> li
     body = _insert_before_taking_leading(body, first, line)
     body[first + 1] = body[first + 1].with_changes(leading_lines=[cst.EmptyLine()])
     return body
+
+
+def _insert_first_import(body: list[cst.CSTNode], line: cst.SimpleStatementLine) -> list[cst.CSTNode]:
+    """The module's first import, set apart from the code that follows it (never glued to it).
+
+    As LibCST's AddImportsVisitor does, the import goes after the docstring and
+    the first statement below it gets an empty line in front (two before a def
+    or class, as PEP 8 and ruff format want). The import takes over the blank
+    lines (and comments above them) that stood over that statement; comments
+    directly above the statement stay with it. `_settle_region_head`
+    undoes exactly this, so `remove` gives back the original bytes.
+    """
+    index = 1 if body and _is_docstring_line(body[0]) else 0
+    if index == len(body):
+        return [*body, line]
+    following = body[index]
+    if not isinstance(following, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):  # a module holds statements
+        return _insert_at(body, index, line)
+    above, attached = _split_leading(following.leading_lines)
+    separated = following.with_changes(leading_lines=[*_separation(following), *attached])
+    return [*body[:index], line.with_changes(leading_lines=above), separated, *body[index + 1 :]]
+
+
+def _split_leading(lines: Sequence[cst.EmptyLine]) -> tuple[list[cst.EmptyLine], list[cst.EmptyLine]]:
+    """(lines up to the last blank one, the comment lines directly above the statement)."""
+    blanks = [index for index, empty in enumerate(lines) if empty.comment is None]
+    cut = blanks[-1] + 1 if blanks else 0
+    return list(lines[:cut]), list(lines[cut:])
+
+
+def _separation(statement: Statement) -> list[cst.EmptyLine]:
+    """The empty lines between the imports and the first statement after them."""
+    count = 2 if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) else 1
+    return [cst.EmptyLine() for _ in range(count)]
 
 
 def _insert_at(body: list[cst.CSTNode], index: int, line: cst.CSTNode) -> list[cst.CSTNode]:
@@ -181,30 +216,77 @@ def _is_docstring_line(line: cst.CSTNode) -> bool:
 
 def prune_imports(module: cst.Module, changes: ImportChanges) -> cst.Module:
     """Drop tracing names no longer used, and catalog imports whose names are unused."""
-    used = changes.still_used
     prunable = {ast.dump(ast.parse(text).body[0]) for text in changes.prunable}
     body = list(module.body)
+    kept = [_pruned(line, changes.still_used, prunable) for line in body]
+    settled = _settle_region_head(body, kept)
     result: list[cst.CSTNode] = []
     carry: list[cst.EmptyLine] = []
-    for index, line in enumerate(body):
-        node = _as_ast(line)
-        replacement = line
-        if isinstance(node, ast.ImportFrom) and node.module == TRACING_MODULE and node.level == 0:
-            keep = [(name, asname) for name, asname in _aliases(node) if (asname or name) in used]
-            if not keep:
-                replacement = None
-            elif len(keep) < len(node.names):
-                replacement = render_from_import(TRACING_MODULE, keep, like=line)
-        elif node is not None and ast.dump(node) in prunable and not (_imported_names(node) & used):
-            replacement = None
+    for index, (line, replacement) in enumerate(zip(body, kept)):
         if replacement is None:
-            carry.extend(_handed_down(line, body[index + 1] if index + 1 < len(body) else None))
+            if index not in settled:
+                carry.extend(_handed_down(line, body[index + 1] if index + 1 < len(body) else None))
             continue
         if carry:
             replacement = replacement.with_changes(leading_lines=[*carry, *replacement.leading_lines])
             carry = []
         result.append(replacement)
     return module.with_changes(body=result)
+
+
+def _pruned(line: Statement, used: frozenset[str], prunable: set[str]) -> Statement | None:
+    """The line as it stays once unused imports are dropped (None: the line goes)."""
+    node = _as_ast(line)
+    if isinstance(node, ast.ImportFrom) and node.module == TRACING_MODULE and node.level == 0:
+        keep = [(name, asname) for name, asname in _aliases(node) if (asname or name) in used]
+        if not keep:
+            return None
+        if len(keep) < len(node.names) and isinstance(line, cst.SimpleStatementLine):
+            return render_from_import(TRACING_MODULE, keep, like=line)
+    elif node is not None and ast.dump(node) in prunable and not (_imported_names(node) & used):
+        return None
+    return line
+
+
+def _settle_region_head(body: Sequence[Statement], kept: list[Statement | None]) -> set[int]:
+    """Give back the lines added first imports took over, when they go (updates `kept` in place).
+
+    Inserting an import first hands it the lines above the statement that was
+    first: the next import keeps none (same section) or one empty line (a later
+    section), the first statement of a file with no imports gets its separation
+    (`_insert_first_import`). When the imports at the top of the region go, the
+    statement that is first again gets those lines back, so `remove` restores
+    the original bytes. Returns the indices of the removed imports settled so.
+    """
+    region = _import_region(body)
+    removed = list(takewhile(lambda item: kept[item[0]] is None, region))
+    if not removed:
+        return set()
+    above = list(body[removed[0][0]].leading_lines)
+    if len(removed) == len(region):
+        following = region[-1][0] + 1
+        statement = kept[following] if following < len(body) else None
+        separation = len(_separation(statement)) if statement is not None else 0
+        if statement is None or not _ours_on_top(statement, separation):
+            return set()
+        kept[following] = statement.with_changes(leading_lines=[*above, *statement.leading_lines[separation:]])
+    else:
+        index, node = region[len(removed)]
+        receiver = kept[index]
+        if receiver is None:  # cannot be: takewhile stopped at a kept import
+            return set()
+        later_section = _sort_key(node)[0] > _sort_key(removed[-1][1])[0]
+        split_off = later_section and len(receiver.leading_lines) == 1 and _ours_on_top(receiver, 1)
+        if receiver.leading_lines and not split_off:
+            return set()
+        kept[index] = receiver.with_changes(leading_lines=above)
+    return {index for index, _node in removed}
+
+
+def _ours_on_top(statement: Statement, count: int) -> bool:
+    """Whether the statement's leading lines start with `count` plain empty lines (as the insert left them)."""
+    top = list(statement.leading_lines)[:count]
+    return len(top) == count and all(empty.deep_equals(cst.EmptyLine()) for empty in top)
 
 
 def _handed_down(removed: cst.CSTNode, following: cst.CSTNode | None) -> list[cst.EmptyLine]:
