@@ -233,3 +233,46 @@ def test_a_shipped_file_copied_as_a_user_spec_loads_as_it_is(tmp_path: Path) -> 
     point = catalog.point("env.worker-group")
     text = (folder / "env.yaml").read_text(encoding="utf-8")
     assert point.source.line == _line_of(text, "- id: env.worker-group")
+
+
+# -- docs/anchors.md ------------------------------------------------------------------------------------
+
+DOCS = ROOT / "docs" / "anchors.md"
+WORKED_EXAMPLE = re.compile(r"<!-- worked-example: (\S+) -->\n```yaml\n(.*?)```", re.DOTALL)
+
+
+def _yaml_blocks(text: str) -> list[str]:
+    return re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
+
+
+def test_every_yaml_example_in_the_docs_is_yaml() -> None:
+    blocks = _yaml_blocks(DOCS.read_text(encoding="utf-8"))
+    assert len(blocks) >= 30
+    for block in blocks:
+        yaml.safe_load(block)
+
+
+def _shipped_entry(file: str, point_id: str) -> dict[str, Any]:
+    for spec_file in sorted((ROOT / "anchors").glob("*.yaml")):
+        data = yaml.safe_load(spec_file.read_text(encoding="utf-8"))
+        if data.get("file") == file:
+            for entry in data["points"]:
+                if entry.get("id") == point_id:
+                    result: dict[str, Any] = entry
+                    return result
+    raise AssertionError(f"{point_id} is not declared for {file} in anchors/")
+
+
+def test_the_worked_examples_are_the_shipped_points() -> None:
+    examples = WORKED_EXAMPLE.findall(DOCS.read_text(encoding="utf-8"))
+    assert [point_id for point_id, _ in examples] == ["env.worker-group", "traj.c1.central-dump"]
+    for point_id, block in examples:
+        data = yaml.safe_load(block)
+        assert [entry["id"] for entry in data["points"]] == [point_id]
+        assert data["points"][0] == _shipped_entry(data["file"], point_id), f"docs/anchors.md: {point_id} differs"
+        errors = list(jsonschema.Draft7Validator(_schema(ANCHORS_SCHEMA)).iter_errors(data))
+        assert not errors, [e.message for e in errors]
+
+
+def test_the_readme_links_the_docs() -> None:
+    assert "(docs/anchors.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
