@@ -72,7 +72,7 @@ def load_catalog(
 ) -> Catalog:
     """Load the shipped catalog plus any user anchor folders (later folders add points).
 
-    A user folder may also re-anchor a point declared before it (`overrides: ID`).
+    A spec may also re-anchor a point declared in any folder read (`overrides: ID`).
     With shipped=False only the given folders are read (tests, experiments).
     """
     ctx = Context(templates=templates_dir or paths.templates_dir())
