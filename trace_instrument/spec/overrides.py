@@ -107,11 +107,10 @@ def _read_edit_places(ctx: Context, node: Node, data: dict[str, Node]) -> tuple[
     placed = []
     for item in edits.elements():
         item_data = mapping(ctx, item, PLACE_KEYS, refused=REFUSED_IN_OVERRIDE_EDIT)
-        anchors = read_places(ctx, item, item_data) if item_data else None
-        if anchors is None:
-            return None
-        placed.append(PlacedEdit(tuple(anchors), item.where("edits")))
-    return tuple(placed)
+        anchors = read_places(ctx, item, item_data) if item.is_mapping else None
+        if anchors is not None:
+            placed.append(PlacedEdit(tuple(anchors), item.where("edits")))
+    return tuple(placed) if len(placed) == len(edits.elements()) else None
 
 
 def apply_overrides(ctx: Context, points: list[Point], overrides: list[Override]) -> list[Point]:
