@@ -12,6 +12,7 @@ import libcst as cst
 from trace_instrument.model import CodePattern, SpecSource, Template
 
 PLACEHOLDER = re.compile(r"^__anchor_(\d+)(?:_(value|body))?__$")
+CAPTURE_LIKE = re.compile(r"^__anchor_")  # names in the captures' namespace: a typo there is an error
 
 
 class CodeError(ValueError):
@@ -38,7 +39,7 @@ def parse_pattern(text: str, source: SpecSource) -> CodePattern:
 class _UnindentBlankLines(cst.CSTTransformer):
     """Blank template lines carry no indentation wherever they are spliced."""
 
-    def leave_EmptyLine(self, original_node, updated_node):
+    def leave_EmptyLine(self, original_node: cst.EmptyLine, updated_node: cst.EmptyLine) -> cst.EmptyLine:
         if updated_node.comment is None:
             return updated_node.with_changes(indent=False, whitespace=cst.SimpleWhitespace(""))
         return updated_node
@@ -85,4 +86,14 @@ def placeholders(stmts: tuple[ast.stmt, ...]) -> list[tuple[int, str]]:
                 match = PLACEHOLDER.match(node.id)
                 if match:
                     found.append((int(match.group(1)), match.group(2) or ""))
+    return found
+
+
+def bad_captures(stmts: tuple[ast.stmt, ...]) -> list[str]:
+    """Names that look like captures (`__anchor_...`) but are not one of the three forms."""
+    found = []
+    for top in stmts:
+        for node in ast.walk(top):
+            if isinstance(node, ast.Name) and CAPTURE_LIKE.match(node.id) and not PLACEHOLDER.match(node.id):
+                found.append(node.id)
     return found

@@ -24,3 +24,11 @@ def anchors_dir() -> Path:
 
 def templates_dir() -> Path:
     return data_dir("templates")
+
+
+def schema_path(name: str = "anchors") -> Path:
+    """The JSON Schema of spec files ("anchors") or of anchors/_catalog.yaml ("catalog").
+
+    Editors use it through the `# yaml-language-server: $schema=...` line of a spec file.
+    """
+    return Path(__file__).resolve().parent / f"{name}.schema.json"

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from trace_instrument.model import SpecSource
 
+_STRING_TAG = "tag:yaml.org,2002:str"
+_SCALAR_NAMES = {
+    "tag:yaml.org,2002:int": "a number",
+    "tag:yaml.org,2002:float": "a number",
+    "tag:yaml.org,2002:bool": "true/false",
+    "tag:yaml.org,2002:null": "an empty value",
+    "tag:yaml.org,2002:timestamp": "a date",
+}
+
 
 @dataclass(frozen=True)
 class SpecProblem:
+    """One problem in a spec file or template, with where it is."""
+
     source: SpecSource
     message: str
 
@@ -54,6 +64,20 @@ class Node:
     def is_scalar(self) -> bool:
         return isinstance(self.raw, yaml.ScalarNode)
 
+    @property
+    def is_string(self) -> bool:
+        """A scalar YAML reads as a string (`12`, `true` and an empty value are not)."""
+        return self.is_scalar and self.raw.tag == _STRING_TAG
+
+    @property
+    def kind_name(self) -> str:
+        """What the node is, in words, for error messages."""
+        if self.is_mapping:
+            return "a mapping"
+        if self.is_sequence:
+            return "a list"
+        return _SCALAR_NAMES.get(self.raw.tag, "a string")
+
     def items(self) -> list[tuple[str, Node]]:
         return [(k.value, Node(v, self.file)) for k, v in self.raw.value]
 
@@ -85,8 +109,3 @@ def read_yaml(path: Path, display: str) -> Node:
     if root is None:
         raise SpecError([SpecProblem(SpecSource(display, 1), "empty file")])
     return Node(root, display)
-
-
-def as_plain(node: Node) -> Any:
-    """The node as plain Python data (for leaf values)."""
-    return yaml.safe_load(yaml.serialize(node.raw))
