@@ -165,7 +165,8 @@ def test_single_facility_apply_then_remove(verl_090, checkout_090, catalog, faci
     selection = Selection(facilities=frozenset({facility}))
     result = apply(checkout_090, catalog, selection)
     assert result.written and not result.error
-    assert sorted(result.runtime_files) == [(path, "created") for path in _runtime_files()], "the runtime comes along"
+    created = sorted((f.path, f.status.value) for f in result.runtime_files)
+    assert created == [(path, "created") for path in sorted(_runtime_files())], "the runtime comes along"
     expected = {p.id for p in catalog.points if p.facility == facility and p.extra is None}
     assert expected, f"the catalog has no {facility} point"
     assert {p.point_id for p in result.points} == expected
@@ -225,7 +226,9 @@ def test_check_pristine_reports_missing_and_instrumented_is_present(checkout_090
     assert apply(checkout_090, catalog).written
     done = check(checkout_090, catalog)
     assert {p.point_id: p.status for p in done.points} == dict.fromkeys(core, Status.PRESENT)
-    assert sorted(done.runtime_files) == [(path, "present") for path in _runtime_files()]
+    assert sorted((f.path, f.status.value) for f in done.runtime_files) == [
+        (path, "present") for path in sorted(_runtime_files())
+    ]
 
 
 def _tracing_exports() -> set[str]:

@@ -60,7 +60,7 @@ def test_alternative_anchors_on_080(verl_080, tmp_path, catalog):
     root = copy_tree(verl_080, tmp_path / "c")
     apply(root, catalog)
     constants = (root / "verl/trainer/constants_ppo.py").read_text()
-    assert constants.index('for key in ("VERL_TRACE_DIR",):') < constants.index("    return runtime_env")
+    assert constants.index('for _trace_env_key in ("VERL_TRACE_DIR",):') < constants.index("    return runtime_env")
     tools = (root / "verl/experimental/agent_loop/tool_agent_loop.py").read_text()
     assert tools.index("new_images_this_turn: list[Any] = []") < tools.index(
         "_trace_pre_msg_len = len(agent_data.messages)"

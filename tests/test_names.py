@@ -74,7 +74,9 @@ def _compare(path: Path) -> list[str]:
 
 
 def _compare_scope(path: Path, st: symtable.SymbolTable, scope: Scope, table: NameTable) -> list[str]:
-    owner_class = scope.node.name if scope.kind is ScopeKind.CLASS else _enclosing_class(scope.parent) if scope.parent else None  # type: ignore[attr-defined]
+    owner_class = (
+        scope.node.name if scope.kind is ScopeKind.CLASS else _enclosing_class(scope.parent) if scope.parent else None
+    )  # type: ignore[attr-defined]
     bound = {
         s.get_name()
         for s in st.get_symbols()
@@ -90,7 +92,9 @@ def _compare_scope(path: Path, st: symtable.SymbolTable, scope: Scope, table: Na
     return problems
 
 
-def _compare_reads(path: Path, st: symtable.SymbolTable, scope: Scope, table: NameTable, owner_class: str | None) -> list[str]:
+def _compare_reads(
+    path: Path, st: symtable.SymbolTable, scope: Scope, table: NameTable, owner_class: str | None
+) -> list[str]:
     problems = []
     reads = {use.node.id for uses in table.uses.values() for use in uses if use.scope is scope}
     for name in reads:
@@ -103,7 +107,11 @@ def _compare_reads(path: Path, st: symtable.SymbolTable, scope: Scope, table: Na
         else:
             expected = "global"  # global or builtin
         actual = (
-            "local" if resolved is scope else "global" if resolved is None or resolved.kind is ScopeKind.MODULE else "enclosing"
+            "local"
+            if resolved is scope
+            else "global"
+            if resolved is None or resolved.kind is ScopeKind.MODULE
+            else "enclosing"
         )
         if expected != actual:
             problems.append(f"{path}:{scope.name}: {name!r} is {expected} to the compiler, {actual} to the table")

@@ -55,7 +55,7 @@ def test_hook_passes_on_an_instrumented_checkout_and_fails_on_drift(verl_090, tm
     _git(repo, "commit", "-q", "-m", "instrumented verl")
     clean = _try_repo(repo)
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "check: 93 present — clean" in clean.stdout
+    assert "check: 93 present; runtime: 5 present — clean" in clean.stdout
 
     trainer = repo / "verl/trainer/ppo/ray_trainer.py"
     trainer.write_text(
@@ -65,3 +65,14 @@ def test_hook_passes_on_an_instrumented_checkout_and_fails_on_drift(verl_090, tm
     drifted = _try_repo(repo)
     assert drifted.returncode == 1, drifted.stdout + drifted.stderr
     assert "drifted" in drifted.stdout and "flow.v0.train-reward" in drifted.stdout
+
+    # the gate fails on tracing that would break at run time: the tracing import deleted by hand
+    _git(repo, "reset", "-q", "--hard", "HEAD~1")
+    kept = [
+        line for line in trainer.read_text().splitlines(True) if not line.startswith("from verl.utils.tracing import")
+    ]
+    trainer.write_text("".join(kept))
+    _git(repo, "commit", "-qam", "an import deleted")
+    broken = _try_repo(repo)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "broken" in broken.stdout and "'trace_flow' is not imported" in broken.stdout

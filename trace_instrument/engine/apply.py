@@ -356,11 +356,10 @@ def _edit_once(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileW
     names = frozenset(n for p in inserting for n in p.point.tracing_names)
     names |= frozenset(i.name for p in repairing for i in p.assessment.repairs if i.expected.startswith("from verl"))
     extra_imports = tuple(dict.fromkeys([*(i for p in inserting for i in p.point.imports), *_plain_repairs(repairing)]))
-    baseline = business_baseline(work, catalog)
     try:
         module = cst.parse_module(work.source.data)
         updated = edit_module(module, work.tree, placements, imports=ImportChanges(names, extra_imports)).code
-        _check_output(work, updated, inserting, baseline, catalog)
+        baseline = _check_output(work, updated, inserting, business_baseline(work, catalog), catalog)
     except _NotRunnable:
         raise
     except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
@@ -422,10 +421,13 @@ def _new_imports(work: FileWork, wanted: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _check_output(
-    work: FileWork, updated: str, inserting: list[_Plan], baseline: tuple[str, ...], catalog: Catalog
-) -> None:
+    work: FileWork, updated: str, inserting: list[_Plan], before: tuple[str, ...], catalog: Catalog
+) -> tuple[str, ...]:
     """The output must parse, every point placed must be recognised in it and able to run, and its
-    business code must be the input's but for the rewrites the catalog declares."""
+    business code must be the input's but for the rewrites the catalog declares.
+
+    Returns the output's business fingerprints: the baseline a later verify compares with.
+    """
     tree = ast.parse(updated, filename=work.path)
     # only the points found edited by hand in the input can carry markers in the output
     touched = frozenset(p.id for p in work.points if work.state(p).marker_nodes)
@@ -439,9 +441,10 @@ def _check_output(
     if offenders:
         raise _NotRunnable(offenders)
     declared = declared_removals(locator.recognition)
-    after = [f for f, _ in business_fingerprints(locator.recognition, added_imports(catalog)) if f not in declared]
-    if after != [f for f in baseline if f not in declared]:
+    after = tuple(f for f, _ in business_fingerprints(locator.recognition, added_imports(catalog)))
+    if [f for f in after if f not in declared] != [f for f in before if f not in declared]:
         raise _NotRecognised("the edit would change business code beyond the declared rewrites (catalog bug)")
+    return after
 
 
 # -- across files -----------------------------------------------------------------------------------------

@@ -155,7 +155,11 @@ def check_lines(result: RunResult, *, quiet: bool, verdict: str) -> list[Rendera
     if not quiet or runtime_problems:
         lines += runtime_lines(result)
     order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.BROKEN, Status.MOVED, Status.DRIFTED]
-    lines.append(Text(f"check: {counts_line(items, order)} — {verdict}"))
+    runtime_items = items[len(result.points) :]
+    summary = counts_line(list(result.points), order)
+    if runtime_items:
+        summary += f"; runtime: {counts_line(runtime_items, order)}"
+    lines.append(Text(f"check: {summary} — {verdict}"))
     return lines
 
 
