@@ -78,8 +78,8 @@ def main() -> int:
         return 0
 
     from trace_instrument.engine.apply import apply
-    from trace_instrument.wheels import verl_tree
     from trace_instrument.spec import load_catalog
+    from trace_instrument.wheels import verl_tree
 
     catalog = load_catalog()
     pristine = verl_tree(args.version)

@@ -13,8 +13,8 @@ import pytest
 import support
 from support import copy_tree
 
-from trace_instrument.wheels import WheelError, verl_tree
 from trace_instrument.spec import load_catalog
+from trace_instrument.wheels import WheelError, verl_tree
 
 
 @pytest.fixture(scope="session")

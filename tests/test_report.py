@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 from trace_instrument.cli import app
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.report import report
-from trace_instrument.render.markdown import report as as_markdown
 from trace_instrument.model import Selection
+from trace_instrument.render.markdown import report as as_markdown
 
 
 def test_report_on_a_complete_result(checkout_090, catalog):

@@ -9,10 +9,10 @@ import sys
 import time
 
 import pytest
-from support import tree_bytes
+from support import copy_tree, tree_bytes
 
 from trace_instrument.engine.apply import apply
-from trace_instrument.engine.files import PAUSE_ENV, CheckoutError, checkout_lock
+from trace_instrument.engine.files import LOCK_NAME, PAUSE_AT_ENV, PAUSE_ENV, CheckoutError, checkout_lock
 from trace_instrument.model import Status
 
 TRAINER = "verl/trainer/ppo/ray_trainer.py"
@@ -35,7 +35,7 @@ def test_a_file_that_fails_stops_every_write(checkout_090, verl_090, catalog):
     assert not result.written
     assert tree_bytes(checkout_090) == before
     failed = next(f for f in result.files if f.path.endswith("trainer_sync.py"))
-    assert "syntax error" in failed.error and "--skip" in failed.error
+    assert failed.error is not None and "syntax error" in failed.error.message and "--skip" in failed.error.message
     assert {p.status for p in failed.points} == {Status.SKIPPED}
 
 
@@ -53,7 +53,8 @@ def test_a_run_refuses_while_another_holds_the_lock(checkout_090, catalog):
     with checkout_lock(checkout_090):
         result = apply(checkout_090, catalog)
         assert not result.written
-        assert result.error == f"{checkout_090}: another trace-instrument run holds .trace-instrument.lock"
+        assert result.error is not None
+        assert result.error.message == f"{checkout_090}: another trace-instrument run holds .trace-instrument.lock"
         assert tree_bytes(checkout_090) == before
         assert not (checkout_090 / ".trace-instrument.json").exists()
     assert not (checkout_090 / ".trace-instrument.lock").exists(), "releasing the lock removes its file"
@@ -71,12 +72,11 @@ def test_sigkill_during_writes_leaves_each_file_original_or_complete(
     checkout_090, verl_090, tmp_path, catalog, renamed_before_kill
 ):
     reference = tmp_path / "reference"
-    from support import copy_tree
 
     copy_tree(verl_090, reference)
     apply(reference, catalog)
     complete, original = tree_bytes(reference), tree_bytes(verl_090)
-    env = {**os.environ, PAUSE_ENV: "0.3"}
+    env = {**os.environ, PAUSE_AT_ENV: "renames", PAUSE_ENV: "0.3"}
     process = subprocess.Popen(
         [sys.executable, "-m", "trace_instrument", "apply", str(checkout_090)],
         env=env,
@@ -103,3 +103,46 @@ def test_sigkill_during_writes_leaves_each_file_original_or_complete(
     # the next run finishes the job and clears what the killed run staged
     apply(checkout_090, catalog)
     assert tree_bytes(checkout_090) == complete
+
+
+def _runtime_first(tree: dict[str, bytes]) -> bool:
+    """No instrumented file imports a runtime package that is not all there."""
+    imports = any(b"from verl.utils.tracing import" in data for path, data in tree.items() if path.endswith(".py"))
+    runtime = [p for p in tree if p.startswith("verl/utils/tracing/") and p.endswith(".py")]
+    return not imports or len(runtime) >= 5
+
+
+@pytest.mark.parametrize("stage", ["before-writes", "staging", "renames"])
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_run_ends_cleanly_at_every_stage_of_the_writes(
+    checkout_090, verl_090, tmp_path, catalog, stage, signum, code
+):
+    reference = copy_tree(verl_090, tmp_path / "reference")
+    apply(reference, catalog)
+    complete, original = tree_bytes(reference), tree_bytes(verl_090)
+    env = {**os.environ, PAUSE_AT_ENV: stage, PAUSE_ENV: "0.5"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trace_instrument", "apply", str(checkout_090)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    first = process.stderr.readline()  # the run says where it pauses
+    assert first == f"trace-instrument: paused at {stage}\n"
+    process.send_signal(signum)
+    rest = process.stderr.read()
+    assert process.wait(timeout=120) == code
+    lines = [line for line in rest.splitlines() if not line.startswith("trace-instrument: paused")]
+    name = "SIGINT" if signum == signal.SIGINT else "SIGTERM"
+    assert len(lines) == 1 and lines[0].startswith(f"trace-instrument: interrupted ({name}); "), rest
+    now = tree_bytes(checkout_090)
+    assert not [p for p in now if p.endswith(".ti-tmp")], "staged copies are cleared"
+    assert not (checkout_090 / LOCK_NAME).exists()
+    written = now == complete
+    # signals are held back while the renames run: the tree is the old one or the new one, never a mix
+    assert written or now == original
+    assert written == (stage == "renames")
+    assert lines[0].endswith("the changes had been written completely" if written else "nothing was written")
+    assert _runtime_first(now)

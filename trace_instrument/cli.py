@@ -24,7 +24,7 @@ from rich.text import Text
 from trace_instrument import __version__
 from trace_instrument.engine.apply import apply as run_apply
 from trace_instrument.engine.check import check as run_check
-from trace_instrument.engine.files import InterruptedAfterWrite, Terminated
+from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
 from trace_instrument.engine.patch import unified_patch
 from trace_instrument.engine.remove import remove as run_remove
 from trace_instrument.engine.report import OUTPUTS as REPORT_OUTPUTS
@@ -121,22 +121,25 @@ AnchorsOpt = Annotated[
 
 
 def main() -> None:
-    """The console entry point: SIGTERM ends a run as Ctrl-C does, cleanly."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    """The console entry point: Ctrl-C and SIGTERM end a run cleanly, with one line and 130 / 143."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
+            signal.signal(signum, _on_signal)
     try:
         app()
-    except (KeyboardInterrupt, Terminated, InterruptedAfterWrite) as exc:
+    except (Interrupted, InterruptedAfterWrite, KeyboardInterrupt) as exc:
         _interrupted(exc)
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise Terminated()
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    # not KeyboardInterrupt: the command-line library would swallow that one without a word
+    raise Interrupted(signal.Signals(signum).name)
 
 
 def _interrupted(exc: BaseException) -> NoReturn:
     written = isinstance(exc, InterruptedAfterWrite)
     cause = exc.interruption if isinstance(exc, InterruptedAfterWrite) else exc
-    name = "SIGTERM" if isinstance(cause, Terminated) else "SIGINT"
+    name = cause.signal_name if isinstance(cause, Interrupted) else "SIGINT"
     state = "the changes had been written completely" if written else "nothing was written"
     sys.stderr.write(f"trace-instrument: interrupted ({name}); {state}\n")
     sys.stderr.flush()

@@ -245,9 +245,11 @@ class Selection:
     extras: frozenset[str] = frozenset()
 
     def wants(self, point: Point) -> bool:
+        if point.id in self.skip:
+            return False
         if self.only:
             return point.id in self.only  # named explicitly: extras included
-        if point.id in self.skip or point.facility not in self.facilities:
+        if point.facility not in self.facilities:
             return False
         return point.extra is None or point.extra in self.extras
 

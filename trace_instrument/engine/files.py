@@ -20,13 +20,18 @@ from trace_instrument.model import FileProblemKind, RunError, RunErrorKind, RunR
 LOCK_NAME = ".trace-instrument.lock"
 TEMP_SUFFIX = ".ti-tmp"
 # fault injection for the interruption tests: at which stage of the writes to pause, for how long
-PAUSE_AT_ENV = "TRACE_INSTRUMENT_PAUSE_AT"  # "staging" (after each staged file) or "renames" (after each rename)
+# "before-writes", "staging" (after each staged file) or "renames" (after each rename)
+PAUSE_AT_ENV = "TRACE_INSTRUMENT_PAUSE_AT"
 PAUSE_ENV = "TRACE_INSTRUMENT_PAUSE_SECONDS"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised by the handler the command line installs (like KeyboardInterrupt for SIGINT)."""
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM, raised by the handlers the command line installs."""
+
+    def __init__(self, signal_name: str):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
 
 
 class InterruptedAfterWrite(BaseException):
@@ -139,6 +144,7 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
     the next run finishes the job and clears staged leftovers (*.ti-tmp).
     """
     staged: list[tuple[Path, Path | None]] = []
+    _fault_pause("before-writes")
     try:
         for write in writes:
             target = _real_target(root, write.path)
@@ -156,7 +162,7 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
     try:
         with _signals_held():
             _rename_all(staged)
-    except (KeyboardInterrupt, Terminated) as exc:
+    except (KeyboardInterrupt, Interrupted) as exc:
         # held back during the renames and delivered when they were done: everything is written
         raise InterruptedAfterWrite(exc) from exc
 
