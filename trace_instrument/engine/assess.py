@@ -19,7 +19,7 @@ from trace_instrument.engine.analysis import FileWork
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.results import point_result
 from trace_instrument.locate import AnchorFailure, FileLocator, Placement, PointState
-from trace_instrument.locate.handedits import EditedBlock, edited_blocks
+from trace_instrument.locate.handedits import EditedBlock
 from trace_instrument.locate.runnable import Planned
 from trace_instrument.model import Edit, EditKind, NameIssue, Point, PointResult, Reason, Status
 from trace_instrument.spec.code import CodeError, parse_template
@@ -171,7 +171,7 @@ class FileAssessor:
     # -- edited by hand ------------------------------------------------------------------------
 
     def drifted(self, point: Point, state: PointState) -> PointResult:
-        blocks = edited_blocks(self.work.locator.recognition, state)
+        blocks = state.edited
         message = drift_message(state)
         diff = "\n".join(self._edit_diff(point, edit, state, blocks) for edit in point.edits).strip("\n")
         return point_result(

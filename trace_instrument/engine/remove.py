@@ -29,7 +29,6 @@ from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import internal_error, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.locate import Block
-from trace_instrument.locate.handedits import edited_blocks
 from trace_instrument.locate.names import BUILTINS, NameTable
 from trace_instrument.model import (
     Catalog,
@@ -210,7 +209,7 @@ def _forced_blocks(work: FileWork, point: Point) -> list[Block]:
     """The point's blocks found intact, and each hand-edited block whole."""
     state = work.state(point)
     blocks = list(state.blocks)
-    for edited in edited_blocks(work.locator.recognition, state):
+    for edited in state.edited:
         stmts = list(edited.stmts)
         blocks.append(Block(point, edited.edit, stmts, stmts, exact=False))
     return blocks

@@ -3,19 +3,20 @@
 Markers tell that a point's code is there (a tracing call with its stage, say);
 they do not tell how far its code reaches. A hand-edited block is the run of
 neighbouring statements around the marked ones that still look like the edit's
-template: equal to one of its statements, or of the same shape (an assignment
-to the same name, a call of the same function). Diffs show exactly that run
-against the template, and `remove --force` takes exactly that run out.
+template: equal to one of its statements, or an assignment to one of the
+template's own (underscore) variables. Diffs show exactly that run against the
+template, `remove --force` takes exactly that run out, and the names its
+statements bind are the point's, not the business code's.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from trace_instrument.locate.index import FileIndex, position
+from trace_instrument.locate.index import FileIndex, position, statement_key
 from trace_instrument.locate.match import Matcher
-from trace_instrument.locate.recognize import PointState, Recognition, statement_key
 from trace_instrument.model import Edit, Point
 from trace_instrument.spec.signatures import signatures_in
 
@@ -36,16 +37,22 @@ class EditedBlock:
         return self.stmts[-1].end_lineno or self.stmts[-1].lineno
 
 
-def edited_blocks(recognition: Recognition, state: PointState) -> list[EditedBlock]:
-    """The hand-edited blocks of a point, one per run of marked statements, in file order."""
-    index = recognition.index
+def edited_runs(
+    index: FileIndex, point: Point, marker_nodes: Iterable[ast.AST], instrumentation: frozenset[int]
+) -> list[EditedBlock]:
+    """The hand-edited blocks of a point, one per run of marked statements, in file order.
+
+    `instrumentation`: statements that are code of any point (marked ones included).
+    """
+    nodes = [n for n in marker_nodes if isinstance(n, ast.stmt)]
+    marked = {id(n) for n in nodes}
     taken: set[int] = set()
     blocks = []
-    for node in sorted(state.marker_nodes, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))):
-        if id(node) in taken or not isinstance(node, ast.stmt):
+    for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset)):
+        if id(node) in taken:
             continue
-        edit = _edit_of(state.point, node)
-        run = _grow(index, recognition, node, edit, state)
+        edit = _edit_of(point, node)
+        run = _grow(index, node, edit, marked, instrumentation)
         taken.update(id(s) for s in run)
         blocks.append(EditedBlock(edit, tuple(run)))
     return blocks
@@ -62,24 +69,25 @@ def _edit_of(point: Point, node: ast.stmt) -> Edit:
     return best
 
 
-def _grow(index: FileIndex, recognition: Recognition, node: ast.stmt, edit: Edit, state: PointState) -> list[ast.stmt]:
+def _grow(index: FileIndex, node: ast.stmt, edit: Edit, marked: set[int], others: frozenset[int]) -> list[ast.stmt]:
     """The run around a marked statement whose statements still look like the edit's template."""
     siblings = index.site(node).siblings
     at = position(siblings, node)
-    marked = {id(n) for n in state.marker_nodes}
     keys = [statement_key(t) for t in edit.template.stmts]
     first = last = at
-    while first > 0 and _belongs(siblings[first - 1], edit, keys, marked, recognition):
+    while first > 0 and _belongs(siblings[first - 1], edit, keys, marked, others):
         first -= 1
-    while last + 1 < len(siblings) and _belongs(siblings[last + 1], edit, keys, marked, recognition):
+    while last + 1 < len(siblings) and _belongs(siblings[last + 1], edit, keys, marked, others):
         last += 1
     return siblings[first : last + 1]
 
 
-def _belongs(stmt: ast.stmt, edit: Edit, keys: list[tuple], marked: set[int], recognition: Recognition) -> bool:
+def _belongs(
+    stmt: ast.stmt, edit: Edit, keys: list[tuple[object, ...]], marked: set[int], others: frozenset[int]
+) -> bool:
     if id(stmt) in marked:
         return True
-    if id(stmt) in recognition.instrumentation:
+    if id(stmt) in others:
         return False  # another point's code
     if any(Matcher().statement(t, stmt) for t in edit.template.stmts):
         return True

@@ -161,3 +161,21 @@ def header_only(stmt: ast.stmt) -> ast.stmt:
 def position(items: list[ast.stmt], wanted: ast.stmt) -> int:
     """Index of a statement in its list, by identity (ast nodes have no equality)."""
     return next(i for i, item in enumerate(items) if item is wanted)
+
+
+def statement_key(node: ast.stmt) -> tuple:
+    """Equal statements have equal keys (the converse need not hold)."""
+    value = getattr(node, "value", None)
+    if isinstance(node, ast.Expr) and isinstance(value, ast.Call):
+        func = value.func
+        return ("call", getattr(func, "id", None) or getattr(func, "attr", None))
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+        return (
+            type(node).__name__,
+            type(target).__name__,
+            getattr(target, "id", None) or getattr(target, "attr", None),
+        )
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return ("def", node.name)
+    return (type(node).__name__,)

@@ -17,7 +17,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from trace_instrument.locate.index import FileIndex, Site, is_block, position
+from trace_instrument.locate.handedits import EditedBlock, edited_runs
+from trace_instrument.locate.index import FileIndex, Site, is_block, position, statement_key
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import TRACING_NAMES, Edit, EditKind, Point
 from trace_instrument.spec.signatures import TRACKER_METHODS, signatures_in
@@ -47,6 +48,7 @@ class PointState:
     blocks: list[Block] = field(default_factory=list)
     absent: list[Edit] = field(default_factory=list)
     marker_nodes: list[ast.AST] = field(default_factory=list)
+    edited: list[EditedBlock] = field(default_factory=list)  # hand-edited blocks around the markers
 
     @property
     def complete(self) -> bool:
@@ -90,30 +92,55 @@ class Recognition:
             for edit in point.edits:
                 if edit.kind.inserts:
                     self._find_insert(point, edit)
+        # a block another point's block was moved into is still whole: look again, stepping over it
+        for point in points:
+            for edit in list(self.states[point.id].absent):
+                if edit.kind.inserts and self._find_insert(point, edit, over_others=True):
+                    self.states[point.id].absent.remove(edit)
         for point in points:
             for edit in point.edits:
                 if not edit.kind.inserts:
                     self._find_rewrite(point, edit)
-        for point in points:
-            if markers_for is None or point.id in markers_for:
-                self._find_markers(point)
+        marked = [p for p in points if markers_for is None or p.id in markers_for]
+        for point in marked:
+            self._find_markers(point)
+        # every point's marked statements are known: now each hand-edited block can grow to its edges
+        for point in marked:
+            self._grow_edited(point)
 
     # -- pass 1: inserted statements ---------------------------------------------------
 
-    def _find_insert(self, point: Point, edit: Edit) -> None:
+    def _find_insert(self, point: Point, edit: Edit, over_others: bool = False) -> bool:
+        """Find an insert template as a run of statements (with over_others: other points'
+        recognised blocks may sit between its statements). Records it, or the edit as absent."""
         template = list(edit.template.stmts)
         matcher = Matcher()
         scopes = self.index.scope_nodes(point.scope)
         for site in self._sites_by_key().get(statement_key(template[0]), ()):
-            if not _in_scopes(site, scopes, self.index):
+            if not _in_scopes(site, scopes, self.index) or id(site.node) in self.rank_of:
                 continue
-            run = site.siblings[site.index : site.index + len(template)]
+            run = self._run_from(site, len(template), over_others)
             if len(run) < len(template) or any(id(s) in self.rank_of for s in run):
                 continue
             if all(matcher.statement(t, s) for t, s in zip(template, run)):
                 self._record(Block(point, edit, run, run), edit.rank)
-                return
-        self.states[point.id].absent.append(edit)
+                return True
+        if not over_others:
+            self.states[point.id].absent.append(edit)
+        return False
+
+    def _run_from(self, site: Site, length: int, over_others: bool) -> list[ast.stmt]:
+        """`length` statements from `site` on; with over_others, recognised instrumentation is stepped over."""
+        siblings = site.siblings
+        if not over_others:
+            return siblings[site.index : site.index + length]
+        run: list[ast.stmt] = []
+        for stmt in siblings[site.index :]:
+            if len(run) == length:
+                break
+            if id(stmt) not in self.rank_of:
+                run.append(stmt)
+        return run
 
     def _sites_by_key(self) -> dict[tuple, list[Site]]:
         """Statements grouped by a cheap key, so a template's first statement meets few candidates."""
@@ -196,6 +223,16 @@ class Recognition:
             if id(site.node) not in self.rank_of:
                 self.rank_of[id(site.node)] = min(e.rank for e in point.edits)
 
+    def _grow_edited(self, point: Point) -> None:
+        state = self.states[point.id]
+        if not state.marker_nodes:
+            return
+        state.edited = edited_runs(self.index, point, state.marker_nodes, frozenset(self.rank_of))
+        rank = min(e.rank for e in point.edits)
+        for block in state.edited:
+            for stmt in block.stmts:
+                self.rank_of.setdefault(id(stmt), rank)
+
     def _signature_index(self) -> dict[str, list[Site]]:
         """Tracing-call signature -> the simple statements (and helper defs) that carry it."""
         if self._signatures is None:
@@ -243,24 +280,6 @@ def _region_sizes(template: list[ast.stmt], available: int) -> range:
     if not stretches:
         return range(len(template), len(template) + 1) if available >= len(template) else range(0)
     return range(max(1, len(template) - 1), available + 1)
-
-
-def statement_key(node: ast.stmt) -> tuple:
-    """Equal statements have equal keys (the converse need not hold)."""
-    value = getattr(node, "value", None)
-    if isinstance(node, ast.Expr) and isinstance(value, ast.Call):
-        func = value.func
-        return ("call", getattr(func, "id", None) or getattr(func, "attr", None))
-    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-        return (
-            type(node).__name__,
-            type(target).__name__,
-            getattr(target, "id", None) or getattr(target, "attr", None),
-        )
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return ("def", node.name)
-    return (type(node).__name__,)
 
 
 def _in_scopes(site: Site, scopes: list[ast.AST], index: FileIndex) -> bool:

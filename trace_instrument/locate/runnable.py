@@ -102,6 +102,8 @@ def instrumentation_node_ids(recognition: Recognition) -> frozenset[int]:
     for state in recognition.states.values():
         for block in state.blocks:
             owned.update(id(node) for node in owned_nodes(block))
+        for edited in state.edited:
+            owned.update(id(node) for stmt in edited.stmts for node in ast.walk(stmt))
     return frozenset(owned)
 
 
