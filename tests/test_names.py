@@ -97,7 +97,10 @@ def _compare_reads(
 ) -> list[str]:
     problems = []
     reads = {use.node.id for uses in table.uses.values() for use in uses if use.scope is scope}
+    known = {s.get_name() for s in st.get_symbols()}
     for name in reads:
+        if _mangle(name, owner_class) not in known:
+            continue  # read in an annotation that `from __future__ import annotations` never evaluates
         symbol = st.lookup(_mangle(name, owner_class))
         resolved = table.resolve(name, scope)
         if symbol.is_local():
