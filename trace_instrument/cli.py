@@ -126,7 +126,7 @@ def main() -> None:
         if signal.getsignal(signum) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
             signal.signal(signum, _on_signal)
     try:
-        app()
+        app(prog_name="trace-instrument")
     except (Interrupted, InterruptedAfterWrite, KeyboardInterrupt) as exc:
         _interrupted(exc)
 
@@ -393,7 +393,8 @@ def report(
     else:
         from rich.markdown import Markdown
 
-        _print([Markdown(markdown.report(rep))])
+        # wrapped at the terminal's width, never cropped
+        _out().print(Markdown(markdown.report(rep)), soft_wrap=False)
     raise typer.Exit(code)
 
 
