@@ -28,7 +28,7 @@ def own_leading_count(template: Template) -> int:
     return len(getattr(first, "leading_lines", ()))
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # one entry per point or edit of the catalog
 def pattern_statements(pattern: CodePattern) -> tuple[cst.BaseStatement, ...]:
     """The anchor pattern as LibCST statements (its text is the original code)."""
     return tuple(cst.parse_module(pattern.text + "\n").body)

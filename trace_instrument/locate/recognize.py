@@ -177,7 +177,7 @@ class Recognition:
         caps = None
         for count in _region_sizes(template, len(real)):
             trial = Captures()
-            if matcher._sequence(template, real[:count], trial):
+            if matcher.sequence(template, real[:count], trial):
                 caps, last = trial, real[count - 1]
                 break
         if caps is None:
@@ -187,7 +187,7 @@ class Recognition:
             if not Matcher().statement(anchor.target.stmts[index], stmt):
                 return None
         top = siblings[site.index : position(siblings, last) + 1]
-        matcher._record_attachments(top, caps)
+        matcher.record_attachments(top, caps)
         value_holders = {id(holder) for _, holder in caps.values.values()}
         instrumentation = [s for s in caps.holders.values() if id(s) not in value_holders]
         virtual = {id(holder): anchor.target.stmts[index] for index, (_, holder) in caps.values.items()}
@@ -296,7 +296,7 @@ def _nested_in(site, ids: set[int]) -> bool:
     return any(id(a) in ids for a in site.ancestors)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # one entry per edit of the catalog
 def applied_form(edit: Edit) -> ast.stmt | None:
     """The anchor statement of a replace-expression edit with the replacement made."""
     anchor = edit.anchors[0]

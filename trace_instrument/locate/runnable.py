@@ -37,7 +37,7 @@ class Expectation:
         return binding.imports(self.module, self.member)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # one entry per point or edit of the catalog
 def expectations(point: Point) -> dict[str, Expectation]:
     """The names a point's code imports (tracing names and its declared imports), by name."""
     wanted: dict[str, Expectation] = {}
@@ -292,7 +292,7 @@ def replaced_nodes(placement: Placement, stmts: Sequence[ast.stmt]) -> frozenset
     return frozenset(id(n) for s in placement.region for n in ast.walk(s) if id(n) not in kept)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # one entry per point or edit of the catalog
 def taken_over(edit: Edit) -> frozenset[str]:
     """Names the anchor code of a rewrite binds that the template binds instead (by design)."""
     if edit.kind.inserts:
