@@ -52,7 +52,7 @@ def _enclosing_class(scope: Scope) -> str | None:
 
 def _compare(path: Path) -> list[str]:
     source = path.read_text(encoding="utf-8")
-    table = NameTable(ast.parse(source))
+    table = NameTable(ast.parse(source)).complete()
     ours = _our_scopes(table)
     problems: list[str] = []
 
@@ -168,7 +168,7 @@ class C:
 
 
 def test_a_module_with_every_kind_of_binding():
-    table = NameTable(ast.parse(CASES))
+    table = NameTable(ast.parse(CASES)).complete()
     function = next(s for s in table.scopes if s.name == "f")
     assert table.local_names(function) == {
         "a", "args", "b", "kw", "y", "w", "handle", "i", "j", "k", "err", "first", "rest", "v", "others", "inner",

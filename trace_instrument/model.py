@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import enum
 from dataclasses import dataclass, field
-from typing import Any
 
 FACILITIES = ("sample_flow", "progress", "trajectory", "env", "runtime")
 EXTRAS = ("sglang-timing", "reward-score-metric")
@@ -152,13 +151,14 @@ class CodePattern:
 
 @dataclass(frozen=True, eq=False)
 class Template:
-    """Code spliced in by an edit. `cst` holds LibCST nodes parsed at load."""
+    """Code spliced in by an edit, parsed with `ast` at load (the edit layer parses it with LibCST)."""
 
     name: str
     text: str
     stmts: tuple[ast.stmt, ...]
-    cst: tuple[Any, ...]  # libcst statements, or a single expression for REPLACE_EXPR
     sha: str
+    expression: bool = False  # REPLACE_EXPR: one expression, not statements
+    leading_lines: int = 0  # comment and blank lines above its first statement (they travel with it)
 
 
 @dataclass(frozen=True, eq=False)
@@ -223,6 +223,7 @@ class Catalog:
     runtime: RuntimeModule
     validated_on: tuple[str, ...]
     helpers: frozenset[str] = frozenset()  # functions the templates define (tracing code too)
+    digest: str = ""  # of every file it was read from ("" when not known): keys caches of results
 
     def point(self, point_id: str) -> Point:
         for p in self.points:
