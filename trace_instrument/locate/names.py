@@ -137,7 +137,8 @@ class NameTable:
 
     def complete(self) -> NameTable:
         """Read every function body not read yet; returns the table."""
-        for node, _inner in list(self._pending.values()):
+        while self._pending:  # reading a body may find classes whose methods wait in turn
+            node, _inner = next(iter(self._pending.values()))
             self._read_body(node)
         return self
 
@@ -155,9 +156,12 @@ class NameTable:
             self._statement(stmt, inner)
 
     def _read_around(self, line: int) -> None:
-        """Read the pending bodies whose lines hold `line`."""
-        for node, _inner in list(self._pending.values()):
-            if node.lineno <= line <= (node.end_lineno or node.lineno):
+        """Read the pending bodies whose lines hold `line` (and, in them, those of nested classes' methods)."""
+        while True:
+            holding = [n for n, _ in self._pending.values() if n.lineno <= line <= (n.end_lineno or n.lineno)]
+            if not holding:
+                return
+            for node in holding:
                 self._read_body(node)
 
     @property
