@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from trace_instrument.cli import app
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
-from trace_instrument.model import Reason, Status
+from trace_instrument.model import Reason, Selection, Status
 
 RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
 TRACING_IMPORT = "from verl.utils.tracing import"
@@ -220,3 +220,31 @@ def test_anchor_lost_annotations_carry_the_scope_line(checkout_090, catalog):
     trainer.write_text("".join(lines))
     output = _cli("check", "--format", "github", "--only", "flow.v0.uid-generated", checkout_090).output
     assert f"::error file={RAY_TRAINER},line={fit_line},title=anchor-lost%3A flow.v0.uid-generated::" in output
+
+
+def test_remove_force_takes_a_hand_edited_block_whole_and_apply_puts_it_back_as_one_apply(
+    instrumented, catalog, checkout_090, verl_090, tmp_path
+):
+    from support import copy_tree, tree_bytes
+
+    from trace_instrument.engine.remove import remove
+
+    trainer = instrumented / RAY_TRAINER
+    once = trainer.read_bytes()
+    trainer.write_text(once.decode().replace("detail='actor_parameters_updated'", "detail='actor_updated'"))
+    kept = remove(instrumented, catalog, Selection(only=frozenset({"flow.v0.train-update"})))
+    assert [p.status for p in kept.points] == [Status.KEPT] and not kept.written
+    forced = remove(instrumented, catalog, Selection(only=frozenset({"flow.v0.train-update"})), force=True)
+    assert [p.status for p in forced.points] == [Status.REMOVED]
+    text = trainer.read_text(encoding="utf-8")
+    # the whole block went: no orphan `_traj_uids = ...` line where TRAIN_UPDATE stood
+    assert (
+        text.count("_traj_uids = batch.non_tensor_batch.get")
+        == once.decode().count("_traj_uids = batch.non_tensor_batch.get") - 1
+    )
+    assert "stage='TRAIN_UPDATE'" not in text
+    apply(instrumented, catalog, Selection(only=frozenset({"flow.v0.train-update"})))
+    assert trainer.read_bytes() == once, "remove then apply of one point gives the bytes of one apply"
+    reference = copy_tree(verl_090, tmp_path / "reference")
+    apply(reference, catalog)
+    assert tree_bytes(instrumented) == tree_bytes(reference)
