@@ -10,8 +10,8 @@ import logging
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from . import trace as _trace
-from .trace import _never_raise
+from . import settings
+from .safety import never_raise, warn_once
 from .trajectory_types import Trajectory, TurnRecord, _safe_len
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,14 @@ def _lookup(item, container_name, key):
         return None
 
 
+def _key_part(value) -> str:
+    """``value`` as f-strings format it; an object that cannot be formatted gets a name of its own."""
+    try:
+        return format(value)
+    except Exception:
+        return f"<{type(value).__name__} {id(value):#x}>"
+
+
 def _int_list(ids) -> Optional[List[int]]:
     if ids is None:
         return None
@@ -74,7 +82,7 @@ class TrajectoryTracker:
 
     @staticmethod
     def make_traj_key(uid, sample_idx) -> str:
-        return f"prompt-{uid}/sample-{sample_idx}"
+        return f"prompt-{_key_part(uid)}/sample-{_key_part(sample_idx)}"
 
     @staticmethod
     def extract_str(value) -> Optional[str]:
@@ -115,7 +123,7 @@ class TrajectoryTracker:
         try:
             return self._register(item)
         except Exception:
-            _trace._warn_once("register_trajectory", "tracing: register_trajectory failed", exc_info=True)
+            warn_once("register_trajectory", "tracing: register_trajectory failed", exc_info=True)
             fallback_uid = str(id(item))
             return self.make_traj_key("", fallback_uid), fallback_uid
 
@@ -142,13 +150,13 @@ class TrajectoryTracker:
             )
         return traj_key, traj_uid
 
-    @_never_raise(fallback=list)
+    @never_raise(fallback=list)
     def get_turn_records(self, traj_key) -> List[TurnRecord]:
         """A snapshot of the records appended under ``traj_key`` (empty if unknown)."""
         with self._lock:
             return list(self._records.get(traj_key, ()))
 
-    @_never_raise()
+    @never_raise()
     def append_turn_record(self, traj_key, record):
         """Add ``record``; it is dropped when the key is None or not registered."""
         if traj_key is None:
@@ -159,7 +167,7 @@ class TrajectoryTracker:
             if records is not None:
                 records.append(record)
 
-    @_never_raise()
+    @never_raise()
     def unregister_trajectory(self, traj_key):
         with self._lock:
             self._records.pop(traj_key, None)
@@ -174,12 +182,12 @@ class TrajectoryTracker:
         Never raises: a failing tokenizer leaves the decoded-text fields None,
         and any other failure yields a trajectory with what could be collected.
         """
-        completed_at = _trace._clock()
+        completed_at = settings.clock()
         try:
             return self._build(item, traj_key, traj_uid, created_at, completed_at, tokenizer, instance_id, config,
                                agent_metrics)
         except Exception:
-            _trace._warn_once("build_trajectory", "tracing: build_trajectory failed", exc_info=True)
+            warn_once("build_trajectory", "tracing: build_trajectory failed", exc_info=True)
             return Trajectory(request_id=_to_text(traj_uid) or "", replica_id=instance_id,
                               completed_at_ts=completed_at, agent_metrics=agent_metrics)
 
@@ -208,7 +216,7 @@ class TrajectoryTracker:
         )
 
 
-@_never_raise()
+@never_raise()
 def _initial_prompt_ids(records) -> Optional[List[int]]:
     return _int_list(records[0]._prompt_ids) if records else None
 
@@ -220,7 +228,7 @@ def _elapsed_ms(start, end) -> float:
         return 0.0
 
 
-@_never_raise()
+@never_raise()
 def _fill_template_overhead(previous: TurnRecord, current: TurnRecord, tokenizer):
     """Count (and decode) the chat-template tokens added between two consecutive turns.
 

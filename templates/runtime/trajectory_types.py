@@ -19,8 +19,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
-from . import trace as _trace
-from .trace import _never_raise
+from . import settings
+from .safety import never_raise
 
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 
@@ -176,7 +176,7 @@ class Trajectory(_JsonRecord):
 def _safe_len(value):
     try:
         return len(value) if value is not None else 0
-    except TypeError:
+    except Exception:  # unsized, or a __len__ that raises
         return 0
 
 
@@ -231,25 +231,25 @@ class TurnRecord:
         self._prompt_ids = prompt_ids
         self.turn = Turn(
             turn_index=-1,
-            start_ts=_trace._clock(),
+            start_ts=settings.clock(),
             sglang_rid=rid,
             prompt_token_count=_safe_len(prompt_ids),
         )
 
-    @_never_raise()
+    @never_raise()
     def stamp_end(self):
         """Record the end of the generate call and its client-side duration."""
         turn = self.turn
-        turn.end_ts = _trace._clock()
+        turn.end_ts = settings.clock()
         turn.completion_time_ms = (turn.end_ts - turn.start_ts) * 1000
 
-    @_never_raise()
+    @never_raise()
     def mark_skipped(self, finish_reason="length"):
         """Close a turn that never reached the server (e.g. no token budget left)."""
         self.turn.finish_reason = finish_reason
         self.stamp_end()
 
-    @_never_raise()
+    @never_raise()
     def fill_sglang_response(self, text, response_ids, finish_reason, meta):
         """Copy the completion and derive server timings from sglang's ``meta_info``.
 
@@ -270,7 +270,7 @@ class TurnRecord:
             waiting = (turn.sglang_queue_time_ms or 0) + (turn.sglang_ttft_ms or 0)
             turn.sglang_decode_time_ms = max(0, turn.sglang_time_ms - waiting)
 
-    @_never_raise()
+    @never_raise()
     def patch_observation(self, messages, pre_msg_length, msg_len, tokenizer=None):
         """Attach the tool/function messages appended since ``pre_msg_length``.
 
@@ -290,7 +290,7 @@ class TurnRecord:
         turn.observation_text = "\n".join(parts)
         if tokenizer is not None:
             turn.observation_token_ids = _encode_or_none(tokenizer, turn.observation_text)
-        now = _trace._clock()
+        now = settings.clock()
         turn.observation_start_ts = turn.end_ts or None
         turn.observation_end_ts = now
         turn.observation_time_ms = _ms_between(turn.observation_start_ts, now)

@@ -19,7 +19,7 @@ def dump_dir(tmp_path):
 
 @pytest.fixture
 def fixed_clock(traced):
-    traced.trace._clock = lambda: FIXED_NOW
+    traced.settings.clock = lambda: FIXED_NOW
 
 
 def make_trajectory(runtime):

@@ -117,7 +117,7 @@ def three_turn_tracker(runtime):
 
 
 def test_build_trajectory(traced):
-    traced.trace._clock = lambda: 1010.0
+    traced.settings.clock = lambda: 1010.0
     tracker, item, key, traj_uid = three_turn_tracker(traced)
     metrics = {"generate_sequences": 1.2}
     trajectory = tracker.build_trajectory(

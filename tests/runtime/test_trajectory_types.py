@@ -141,7 +141,7 @@ def test_from_dict_ignores_unknown_keys_and_does_not_mutate_input(traced):
 @pytest.fixture
 def clock(traced):
     now = [1000.0]
-    traced.trace._clock = lambda: now[0]
+    traced.settings.clock = lambda: now[0]
     return now
 
 

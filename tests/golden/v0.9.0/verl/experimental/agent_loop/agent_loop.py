@@ -581,6 +581,7 @@ class AgentLoopWorker:
             trace_config.get("max_samples_per_step_per_worker", None),
         )
         # With tracing on, finished trajectories go to $VERL_TRACE_DIR/trajectory as JSONL.
+        # The store also points /tmp/verl_trace_trajectory_path.txt at that folder, safely.
         self._trajectory_store = None
         self._trajectory_instance_id = os.getpid()
         _trace_dir = get_trace_dir()
@@ -588,12 +589,6 @@ class AgentLoopWorker:
             _dump_dir = os.path.join(_trace_dir, "trajectory")
             self._trajectory_store = TrajectoryStore(_dump_dir, self._trajectory_instance_id)
             logger.info(f"TrajectoryStore initialized: dir={_dump_dir}, instance={self._trajectory_instance_id}")
-            # discovery file for log collectors
-            try:
-                with open("/tmp/verl_trace_trajectory_path.txt", "w") as _f:
-                    _f.write(_dump_dir)
-            except OSError:
-                pass
 
     def _get_mm_processor_kwargs(self, audio_data: Optional[list[Any]] = None) -> dict[str, Any]:
         """Return multimodal processor kwargs with audio sampling-rate defaults."""
@@ -766,10 +761,9 @@ class AgentLoopWorker:
                 if _traj_key is not None:
                     agent_loop._traj_tracker.unregister_trajectory(_traj_key)
                 raise
-            # A finished rollout is counted from a line holding 'is completed, score=' and
-            'status=Finished'
-            # (the string statement above is a no-op the seed patch has here). The score comes
-            # from the output _compute_score filled in, whatever postprocess returned.
+            # One progress line per finished training rollout: the progress panel counts the
+            # lines that hold both 'is completed, score=' and 'status=Finished'. The score is
+            # read from the output _compute_score filled in, whatever postprocess returned.
             if not trajectory.get("validate", False):
                 _score_src = output[-1] if isinstance(output, list) else output
                 log_rollout_completed(kwargs.get('uid', 'unknown'),
