@@ -75,6 +75,7 @@ class _Ledger:
         self.written = Tally()
         self.reporter_started = False
         self.reporter_lock = threading.Lock()
+        self.stopped = threading.Event()
         self.status_lock = threading.Lock()
         self.final_written = False
         self.lost_in_status: dict[str, Counts] | None = None
@@ -127,8 +128,7 @@ def _start_reporter(ledger: _Ledger) -> None:
 
 
 def _report_periodically(ledger: _Ledger) -> None:
-    while True:
-        time.sleep(settings.STATUS_INTERVAL_SECONDS)
+    while not ledger.stopped.wait(settings.STATUS_INTERVAL_SECONDS):
         try:
             _report_now(ledger)
         except Exception:
@@ -219,6 +219,7 @@ def finish(timeout: float) -> str:
     seconds at most: a hung file system must not hold up the exit.
     """
     ledger = _ledger
+    ledger.stopped.set()
     lost = ledger.lost_totals()
     if any(lost.values()) or ledger.written.totals():
         try:
@@ -228,6 +229,11 @@ def finish(timeout: float) -> str:
         except RuntimeError:
             pass
     return "".join(f"[verl tracing] {_LABELS[facility]} writer {_dropped(facility, counts)}\n" for facility, counts in lost.items() if counts)
+
+
+def stop_reporting() -> None:
+    """Stop the reporter thread (test and shutdown helper); counting goes on."""
+    _ledger.stopped.set()
 
 
 def _reset_in_child() -> None:

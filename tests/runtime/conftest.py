@@ -88,6 +88,7 @@ class RuntimeLoader:
             try:
                 module.writer.close_all(5.0)
                 module.progress.close_file()
+                module.losses.stop_reporting()
                 # Drops provoked on purpose must not be reported when pytest exits.
                 atexit.unregister(module.writer._flush_and_report_at_exit)
             finally:
@@ -169,14 +170,14 @@ NOBODY = 65534  # the conventional uid and gid of "nobody"
 # Runs first in an unprivileged script: everything the script needs is imported
 # while it may still read root's files (the interpreter may live under /root),
 # then root drops to nobody, so EPERM paths (sticky /tmp, other users' files) are taken.
-DROP_PRIVILEGES = """
+DROP_PRIVILEGES = f"""
 import errno, io, json, logging, os, signal, socket, sys, tempfile, threading, time, traceback
 import verl.utils.tracing as tracing
 if os.geteuid() == 0:
     os.setgroups([])
-    os.setgid(%d)
-    os.setuid(%d)
-""" % (NOBODY, NOBODY)
+    os.setgid({NOBODY})
+    os.setuid({NOBODY})
+"""
 
 
 class UnprivilegedRunner(ScriptRunner):

@@ -12,15 +12,12 @@ import dataclasses
 import errno
 import io
 import json
-import os
 import threading
 import time
+import tracemalloc
 
+import numpy as np  # a test dependency: pip install -e '.[test]'
 import pytest
-
-np = pytest.importorskip("numpy")
-
-needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 
 
 def exercise_everything(runtime, store_dir):
@@ -80,7 +77,6 @@ def test_sample_dir_is_a_file_then_recovers(traced, trace_dir, load_runtime):
     assert b"kept/0" in load_runtime.read_csv(traced, trace_dir)
 
 
-@needs_dev_full
 def test_sample_csv_on_a_full_disk(traced, trace_dir, load_runtime):
     csv_path = load_runtime.csv_path(trace_dir)
     csv_path.parent.mkdir(parents=True)
@@ -93,7 +89,6 @@ def test_sample_csv_on_a_full_disk(traced, trace_dir, load_runtime):
     assert load_runtime.read_csv(traced, trace_dir).startswith(b"ENV_NOTFOUND_DLC_JOB_ID,sample,after/0,")
 
 
-@needs_dev_full
 def test_progress_log_on_a_full_disk(traced, trace_dir, capsys):
     traced.settings.clock = lambda: 1787215029.0
     hour = time.strftime("%Y%m%d-%H", time.localtime(1787215029.0))
@@ -432,3 +427,43 @@ def test_missing_or_blocked_discovery_dir_is_harmless(load_runtime, trace_dir, m
     runtime.trace_flow("u", "0", "A", "B", "S")
     assert load_runtime.read_csv(runtime, trace_dir).count(b"\r\n") == 1
     assert blocked.read_text() == "x"
+
+
+class NullStdout:
+    def write(self, text):
+        pass
+
+    def flush(self):
+        pass
+
+
+def test_queued_rows_are_bounded_in_encoded_bytes(load_runtime, trace_dir, monkeypatch):
+    """Emoji details: 4 bytes each, whatever a character count says; the memory held stays near the bound."""
+    runtime = load_runtime(trace_dir=trace_dir)
+    runtime.settings.clock = lambda: 1787215029.123
+    bound = 1024 * 1024
+    monkeypatch.setattr(runtime.settings, "SAMPLE_QUEUE_MAX_BYTES", bound)
+    monkeypatch.setattr("sys.stdout", NullStdout())
+    entered, release = gate_writes(runtime, monkeypatch)
+    runtime.trace_flow("warm-up", "0", "A", "B", "S")  # the writer takes it and blocks
+    assert entered.wait(10)
+    tracemalloc.start()
+    try:
+        held_before = tracemalloc.get_traced_memory()[0]
+        for _ in range(200):  # ~24 KB of encoded rows per call, ~4.8 MB in all
+            runtime.trace_flow("u", ["0"] * 100, "A", "B", "S", detail="\U0001f680" * 40)
+        held = tracemalloc.get_traced_memory()[0] - held_before
+    finally:
+        tracemalloc.stop()
+        release.set()
+    assert runtime.flush(10)
+    assert held < 1.25 * bound
+    # Calls are queued while the bytes queued or in flight fit the bound; the rest are dropped whole.
+    warm_up = len(b"ENV_NOTFOUND_DLC_JOB_ID,sample,warm-up/0,RUNNING,1787215029123,from=A|to=B|stage=S\r\n")
+    row = "ENV_NOTFOUND_DLC_JOB_ID,sample,u/0,RUNNING,1787215029123,from=A|to=B|stage=S|detail=" + "\U0001f680" * 40
+    call_bytes = 100 * len((row + "\r\n").encode())
+    queued_calls = (bound - warm_up) // call_bytes
+    assert load_runtime.writer(runtime).drop_report() == (
+        f"[verl tracing] sample-flow writer dropped {(200 - queued_calls) * 100} row(s) "
+        f"(queue full: {(200 - queued_calls) * 100})"
+    )

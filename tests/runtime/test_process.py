@@ -12,8 +12,6 @@ import subprocess
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
-
 END_MARK = re.compile(r"END_OF_SCRIPT (\d+\.\d+)")
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np  # a test dependency: pip install -e '.[test]'
 import pytest
-
-np = pytest.importorskip("numpy")
 
 # 10:59:59.500 local time on some day, whatever the machine's timezone.
 BEFORE_HOUR = time.mktime((2026, 8, 11, 10, 59, 59, 0, 0, -1)) + 0.5

@@ -11,9 +11,8 @@ import os
 import pathlib
 import time
 
+import numpy as np  # a test dependency: pip install -e '.[test]'
 import pytest
-
-np = pytest.importorskip("numpy")
 
 FIXED_NOW = 1787215029.123456  # any instant works; expectations derive from it
 FIXED_MS = 1787215029123

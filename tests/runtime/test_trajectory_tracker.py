@@ -6,9 +6,8 @@ import logging
 import threading
 from types import SimpleNamespace
 
+import numpy as np  # a test dependency: pip install -e '.[test]'
 import pytest
-
-np = pytest.importorskip("numpy")
 
 
 def make_item(uid="u1", traj_uid="2", global_step=5, **extra):
