@@ -28,25 +28,25 @@ from .progress import (
 )
 from .settings import get_trace_dir, set_trace_dir
 from .trace import suppress_sample_trace, trace_flow
-from .writer import flush
 from .trajectory_store import TrajectoryStore
 from .trajectory_tracker import TrajectoryTracker
 from .trajectory_types import Trajectory, Turn, TurnRecord
+from .writer import flush
 
 __all__ = [
-    "trace_flow",
-    "log_progress",
-    "log_gen_throughput",
-    "log_gen_throughput_tokens",
-    "log_rollout_completed",
-    "log_step_window",
-    "get_trace_dir",
-    "set_trace_dir",
-    "suppress_sample_trace",
-    "flush",
-    "Turn",
     "Trajectory",
-    "TurnRecord",
     "TrajectoryStore",
     "TrajectoryTracker",
+    "Turn",
+    "TurnRecord",
+    "flush",
+    "get_trace_dir",
+    "log_gen_throughput",
+    "log_gen_throughput_tokens",
+    "log_progress",
+    "log_rollout_completed",
+    "log_step_window",
+    "set_trace_dir",
+    "suppress_sample_trace",
+    "trace_flow",
 ]

@@ -14,6 +14,10 @@ anything writes the status file one last time (``"final": true``) and prints
 its totals.
 """
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001, S110
+
 from __future__ import annotations
 
 import collections
@@ -22,7 +26,6 @@ import os
 import socket
 import threading
 import time
-from typing import Dict
 
 from . import files, process, settings, streams
 from .safety import warn_once
@@ -32,7 +35,7 @@ _UNITS = {"sample_flow": "row", "progress": "line", "trajectory": "trajectory"}
 _LABELS = {"sample_flow": "sample-flow", "progress": "progress", "trajectory": "trajectory"}
 STATUS_SCHEMA = 1
 
-Counts = Dict[str, int]
+Counts = dict[str, int]
 
 
 class Tally:
@@ -228,7 +231,11 @@ def finish(timeout: float) -> str:
             thread.join(timeout)
         except RuntimeError:
             pass
-    return "".join(f"[verl tracing] {_LABELS[facility]} writer {_dropped(facility, counts)}\n" for facility, counts in lost.items() if counts)
+    return "".join(
+        f"[verl tracing] {_LABELS[facility]} writer {_dropped(facility, counts)}\n"
+        for facility, counts in lost.items()
+        if counts
+    )
 
 
 def stop_reporting() -> None:

@@ -12,10 +12,14 @@ fork (holding the stdout lock, so that no thread of ours is mid-write when
 the child is made).
 """
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001, S110
+
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 _pid = os.getpid()
 _resets: list[Callable[[], None]] = []
@@ -43,7 +47,7 @@ def ensure_current() -> None:
 def _start_new_process() -> None:
     global _pid
     _pid = os.getpid()
-    for reset in list(_resets):
+    for reset in _resets:
         try:
             reset()
         except Exception:

@@ -11,30 +11,34 @@ file starts on a fresh line (the file is shared, so the torn part cannot be cut
 back safely). Nothing here raises.
 """
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001, S110
+
 from __future__ import annotations
 
 import os
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
 from . import files, losses, process, safety, settings, streams, writer
 
 __all__ = [
-    "log_progress",
-    "log_step_window",
     "log_gen_throughput",
     "log_gen_throughput_tokens",
+    "log_progress",
     "log_rollout_completed",
+    "log_step_window",
 ]
 
 _FACILITY = "progress"
 
 _lock = threading.Lock()
-_file_key: Optional[tuple[str, str]] = None  # (progress dir, hour) of the open file
-_fd: Optional[int] = None
-_path: Optional[str] = None
-_torn_path: Optional[str] = None  # the file whose last line a failed write cut short
+_file_key: tuple[str, str] | None = None  # (progress dir, hour) of the open file
+_fd: int | None = None
+_path: str | None = None
+_torn_path: str | None = None  # the file whose last line a failed write cut short
 _announced = False
 
 
@@ -154,7 +158,8 @@ def log_gen_throughput(batch: Any, seconds: Any) -> None:
     """
     try:
         tensors = batch.batch
-        if tensors is None or "responses" not in tensors.keys():
+        # A TensorDict refuses `key in td`; it answers `key in td.keys()`.
+        if tensors is None or "responses" not in tensors.keys():  # noqa: SIM118
             return
         responses = tensors["responses"]
         mask = tensors.get("attention_mask", None)

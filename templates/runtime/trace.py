@@ -17,6 +17,10 @@ the background writer. Nothing here raises; a row that cannot be formatted or
 written is counted as lost.
 """
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001
+
 from __future__ import annotations
 
 import contextvars
@@ -25,13 +29,14 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import files, losses, process, safety, settings, streams
 from .settings import get_trace_dir, set_trace_dir
 from .writer import BackgroundWriter, Chunk
 
-__all__ = ["trace_flow", "suppress_sample_trace", "get_trace_dir", "set_trace_dir"]
+__all__ = ["get_trace_dir", "set_trace_dir", "suppress_sample_trace", "trace_flow"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +120,8 @@ class _SampleCsvOutput:
 
     def __init__(self, trace_dir: str) -> None:
         self.trace_dir = trace_dir
-        self.path: Optional[str] = None
-        self._fd: Optional[int] = None
+        self.path: str | None = None
+        self._fd: int | None = None
         self._size = 0
         self._torn = False
         self._announced = False
@@ -168,11 +173,11 @@ class _SampleCsvOutput:
     forget_inherited = close  # raw fd: closing the child's copy flushes nothing
 
 
-_sample_sink: Optional[tuple[str, BackgroundWriter]] = None  # the writer of the current trace dir
+_sample_sink: tuple[str, BackgroundWriter] | None = None  # the writer of the current trace dir
 _sample_sink_lock = threading.Lock()
 
 
-def _sample_writer_for(trace_dir: str) -> Optional[BackgroundWriter]:
+def _sample_writer_for(trace_dir: str) -> BackgroundWriter | None:
     """The CSV writer for ``trace_dir``; a writer for an older dir is retired."""
     global _sample_sink
     sink = _sample_sink

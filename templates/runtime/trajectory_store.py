@@ -1,5 +1,9 @@
 """Appends finished trajectories to size-rotated JSONL files from a background thread."""
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001, S110
+
 from __future__ import annotations
 
 import dataclasses
@@ -7,8 +11,8 @@ import errno
 import json
 import os
 import time
-from collections.abc import Mapping
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from . import files, safety, settings
 from .trajectory_types import Turn, _json_default
@@ -81,12 +85,12 @@ class _RotatingJsonlOutput:
 
     _MAX_NAME_ATTEMPTS = 1000
 
-    def __init__(self, dump_dir: Optional[str], instance_id: str, max_bytes: int) -> None:
+    def __init__(self, dump_dir: str | None, instance_id: str, max_bytes: int) -> None:
         self.dump_dir = dump_dir
         self.instance_id = instance_id
         self.max_bytes = max_bytes
-        self.path: Optional[str] = None
-        self._fd: Optional[int] = None
+        self.path: str | None = None
+        self._fd: int | None = None
         self._size = 0
         self._last_stamp_ms = -1
 
@@ -153,7 +157,7 @@ class _RotatingJsonlOutput:
         files.close_fd(fd)
 
 
-def _text_or_none(path: Any) -> Optional[str]:
+def _text_or_none(path: Any) -> str | None:
     try:
         return settings.path_text(path)
     except Exception:
@@ -224,7 +228,7 @@ class TrajectoryStore:
         self._prepare_dump_dir(folder)
 
     @staticmethod
-    def _prepare_dump_dir(folder: Optional[str]) -> None:
+    def _prepare_dump_dir(folder: str | None) -> None:
         if folder is None:
             safety.warn_once("trajectory-dir", "tracing: TrajectoryStore got a folder that is not a path")
             return
@@ -236,7 +240,7 @@ class TrajectoryStore:
         files.publish_discovery(files.TRAJECTORY_DISCOVERY_FILE, folder)
 
     @property
-    def current_file(self) -> Optional[str]:
+    def current_file(self) -> str | None:
         """Path of the file being appended to (None before the first line is written)."""
         return self._output.path
 
@@ -258,11 +262,11 @@ class TrajectoryStore:
         finally:
             safety.leave()
 
-    def flush(self, timeout: Optional[float] = 5.0) -> bool:
+    def flush(self, timeout: float | None = 5.0) -> bool:
         """Wait up to ``timeout`` seconds for queued lines to be written."""
         return self._guarded(lambda: self._writer.flush(deadline_after(timeout)))
 
-    def close(self, timeout: Optional[float] = 5.0) -> bool:
+    def close(self, timeout: float | None = 5.0) -> bool:
         """Write what is queued (waiting at most ``timeout`` seconds) and close the file."""
         return self._guarded(lambda: self._writer.close(deadline_after(timeout)))
 

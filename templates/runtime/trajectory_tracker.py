@@ -4,11 +4,15 @@ Lifecycle per rollout: ``register_trajectory`` -> ``append_turn_record`` (once
 per model call) -> ``build_trajectory`` -> ``unregister_trajectory``.
 """
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001
+
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from typing import Dict, List, Optional, Tuple
 
 from . import settings
 from .safety import never_raise, warn_once
@@ -17,7 +21,7 @@ from .trajectory_types import Trajectory, TurnRecord, _safe_len
 logger = logging.getLogger(__name__)
 
 
-def _element_count(value) -> Optional[int]:
+def _element_count(value) -> int | None:
     size = getattr(value, "size", None)  # numpy
     if isinstance(size, int):
         return size
@@ -25,7 +29,7 @@ def _element_count(value) -> Optional[int]:
     return numel() if callable(numel) else None
 
 
-def _to_text(value) -> Optional[str]:
+def _to_text(value) -> str | None:
     """``value`` as text; a one-element array or tensor yields its element."""
     if value is None or isinstance(value, str):
         return value
@@ -55,14 +59,14 @@ def _key_part(value) -> str:
         return f"<{type(value).__name__} {id(value):#x}>"
 
 
-def _int_list(ids) -> Optional[List[int]]:
+def _int_list(ids) -> list[int] | None:
     if ids is None:
         return None
     tolist = getattr(ids, "tolist", None)  # numpy/torch: plain ints, JSON-safe
     return list(tolist()) if callable(tolist) else list(ids)
 
 
-def _decode_or_none(tokenizer, ids) -> Optional[str]:
+def _decode_or_none(tokenizer, ids) -> str | None:
     if tokenizer is None or ids is None:
         return None
     try:
@@ -75,7 +79,7 @@ class TrajectoryTracker:
     """Thread-safe map from trajectory key to the TurnRecords collected so far."""
 
     def __init__(self):
-        self._records: Dict[str, List[TurnRecord]] = {}
+        self._records: dict[str, list[TurnRecord]] = {}
         self._lock = threading.Lock()
 
     # -- helpers kept public for callers that build keys themselves -----------
@@ -85,11 +89,11 @@ class TrajectoryTracker:
         return f"prompt-{_key_part(uid)}/sample-{_key_part(sample_idx)}"
 
     @staticmethod
-    def extract_str(value) -> Optional[str]:
+    def extract_str(value) -> str | None:
         return _to_text(value)
 
     @staticmethod
-    def parse_sample_index(traj_uid) -> Optional[int]:
+    def parse_sample_index(traj_uid) -> int | None:
         """``int(traj_uid)`` when it is an integer string (an over-sample index), else None."""
         text = _to_text(traj_uid)
         if text is None:
@@ -100,7 +104,7 @@ class TrajectoryTracker:
             return None
 
     @staticmethod
-    def extract_n_samples(config) -> Optional[int]:
+    def extract_n_samples(config) -> int | None:
         """``rollout.over_sampling.n``, else ``rollout.n``, of ``config.actor_rollout_ref``."""
         try:
             rollout = config.actor_rollout_ref.rollout
@@ -114,7 +118,7 @@ class TrajectoryTracker:
 
     # -- lifecycle --------------------------------------------------------------
 
-    def register_trajectory(self, item) -> Tuple[str, str]:
+    def register_trajectory(self, item) -> tuple[str, str]:
         """Start collecting for ``item``; returns ``(traj_key, traj_uid)``.
 
         The key combines uid and traj_uid because a traj_uid alone is only an
@@ -127,7 +131,7 @@ class TrajectoryTracker:
             fallback_uid = str(id(item))
             return self.make_traj_key("", fallback_uid), fallback_uid
 
-    def _register(self, item) -> Tuple[str, str]:
+    def _register(self, item) -> tuple[str, str]:
         uid = _to_text(_lookup(item, "non_tensor_batch", "uid")) or ""
         traj_uid = _to_text(_lookup(item, "non_tensor_batch", "traj_uid"))
         if not traj_uid:
@@ -151,7 +155,7 @@ class TrajectoryTracker:
         return traj_key, traj_uid
 
     @never_raise(fallback=list)
-    def get_turn_records(self, traj_key) -> List[TurnRecord]:
+    def get_turn_records(self, traj_key) -> list[TurnRecord]:
         """A snapshot of the records appended under ``traj_key`` (empty if unknown)."""
         with self._lock:
             return list(self._records.get(traj_key, ()))
@@ -184,19 +188,25 @@ class TrajectoryTracker:
         """
         completed_at = settings.clock()
         try:
-            return self._build(item, traj_key, traj_uid, created_at, completed_at, tokenizer, instance_id, config,
-                               agent_metrics)
+            return self._build(
+                item, traj_key, traj_uid, created_at, completed_at, tokenizer, instance_id, config, agent_metrics
+            )
         except Exception:
             warn_once("build_trajectory", "tracing: build_trajectory failed", exc_info=True)
-            return Trajectory(request_id=_to_text(traj_uid) or "", replica_id=instance_id,
-                              completed_at_ts=completed_at, agent_metrics=agent_metrics)
+            return Trajectory(
+                request_id=_to_text(traj_uid) or "",
+                replica_id=instance_id,
+                completed_at_ts=completed_at,
+                agent_metrics=agent_metrics,
+            )
 
-    def _build(self, item, traj_key, traj_uid, created_at, completed_at, tokenizer, instance_id, config,
-               agent_metrics) -> Trajectory:
+    def _build(
+        self, item, traj_key, traj_uid, created_at, completed_at, tokenizer, instance_id, config, agent_metrics
+    ) -> Trajectory:
         records = self.get_turn_records(traj_key)
         for index, record in enumerate(records):
             record.turn.turn_index = index
-        for previous, current in zip(records, records[1:]):
+        for previous, current in itertools.pairwise(records):
             _fill_template_overhead(previous, current, tokenizer)
         initial_ids = _initial_prompt_ids(records)
         return Trajectory(
@@ -217,7 +227,7 @@ class TrajectoryTracker:
 
 
 @never_raise()
-def _initial_prompt_ids(records) -> Optional[List[int]]:
+def _initial_prompt_ids(records) -> list[int] | None:
     return _int_list(records[0]._prompt_ids) if records else None
 
 

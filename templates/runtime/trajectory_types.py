@@ -12,12 +12,16 @@ A turn is one model call (the action) plus whatever the environment answered
 Field order is the JSON key order of the trajectory dumps; do not reorder.
 """
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001, S112
+
 from __future__ import annotations
 
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any
 
 from . import settings
 from .safety import never_raise
@@ -104,41 +108,41 @@ class Turn(_JsonRecord):
     turn_index: int  # 0-based position within the trajectory
 
     # Input sent to the inference server.
-    prompt_token_count: Optional[int] = None
-    prompt_text: Optional[str] = None  # large; not collected, dropped from dumps
+    prompt_token_count: int | None = None
+    prompt_text: str | None = None  # large; not collected, dropped from dumps
 
     # Model output.
     completion_text: str = ""
-    completion_token_ids: List[int] = field(default_factory=list)  # output tokens only
-    completion_token_count: Optional[int] = None
+    completion_token_ids: list[int] = field(default_factory=list)  # output tokens only
+    completion_token_count: int | None = None
     finish_reason: str = ""  # "stop", "length", "tool_call" or an error string
 
     # Tool/environment feedback; None when the turn called no tool.
-    observation_text: Optional[str] = None
-    observation_token_ids: Optional[List[int]] = None
+    observation_text: str | None = None
+    observation_token_ids: list[int] | None = None
 
     # Client-side timestamps (seconds since the epoch).
     start_ts: float = 0.0  # before the generate request
     end_ts: float = 0.0  # after its response
-    observation_start_ts: Optional[float] = None
-    observation_end_ts: Optional[float] = None
+    observation_start_ts: float | None = None
+    observation_end_ts: float | None = None
 
     # Durations in milliseconds.
-    turn_total_time_ms: Optional[float] = None
+    turn_total_time_ms: float | None = None
     completion_time_ms: float = 0.0
-    observation_time_ms: Optional[float] = None
+    observation_time_ms: float | None = None
 
     # Server-side metrics; None unless sglang reports them (--enable-metrics).
     sglang_rid: str = ""
-    sglang_time_ms: Optional[float] = None  # server end-to-end latency
-    sglang_queue_time_ms: Optional[float] = None
-    sglang_ttft_ms: Optional[float] = None  # request received -> prefill finished
-    sglang_prefill_ms: Optional[float] = None  # GPU prefill launch latency
-    sglang_decode_time_ms: Optional[float] = None  # total - queue - ttft
+    sglang_time_ms: float | None = None  # server end-to-end latency
+    sglang_queue_time_ms: float | None = None
+    sglang_ttft_ms: float | None = None  # request received -> prefill finished
+    sglang_prefill_ms: float | None = None  # GPU prefill launch latency
+    sglang_decode_time_ms: float | None = None  # total - queue - ttft
 
     # Chat-template tokens inserted between turns (turns >= 1 only).
-    template_overhead_tokens: Optional[int] = None
-    template_overhead_text: Optional[str] = None
+    template_overhead_tokens: int | None = None
+    template_overhead_text: str | None = None
 
 
 @dataclass
@@ -147,25 +151,25 @@ class Trajectory(_JsonRecord):
 
     request_id: str  # the traj_uid
 
-    prompt_uid: Optional[str] = None
-    sample_index: Optional[int] = None  # 0..n_samples-1 when traj_uid is an index
-    n_samples: Optional[int] = None
+    prompt_uid: str | None = None
+    sample_index: int | None = None  # 0..n_samples-1 when traj_uid is an index
+    n_samples: int | None = None
 
     replica_id: int = -1  # dropped from dumps: no per-request replica in verl
-    global_step: Optional[int] = None  # weights version the rollout started with
+    global_step: int | None = None  # weights version the rollout started with
 
     created_at_ts: float = 0.0
     completed_at_ts: float = 0.0
     total_time_ms: float = 0.0
 
-    turns: List[Turn] = field(default_factory=list)
-    initial_prompt_text: Optional[str] = None
-    initial_prompt_token_ids: Optional[List[int]] = None  # large; dropped from dumps
+    turns: list[Turn] = field(default_factory=list)
+    initial_prompt_text: str | None = None
+    initial_prompt_token_ids: list[int] | None = None  # large; dropped from dumps
 
-    agent_metrics: Optional[dict] = None  # passed through from the agent loop
+    agent_metrics: dict | None = None  # passed through from the agent loop
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Trajectory":
+    def from_dict(cls, data: dict) -> Trajectory:
         data = dict(data)  # never mutate the caller's dict
         turns = [turn if isinstance(turn, Turn) else Turn.from_dict(turn) for turn in data.pop("turns", None) or []]
         trajectory = super().from_dict(data)
@@ -180,7 +184,7 @@ def _safe_len(value):
         return 0
 
 
-def _ms(seconds: Any) -> Optional[float]:
+def _ms(seconds: Any) -> float | None:
     """Seconds to milliseconds; None for missing or non-numeric input."""
     if seconds is None:
         return None
@@ -192,7 +196,7 @@ def _ms(seconds: Any) -> Optional[float]:
         return None
 
 
-def _ms_between(start: Any, end: Any) -> Optional[float]:
+def _ms_between(start: Any, end: Any) -> float | None:
     if start is None or end is None:
         return None
     try:
@@ -211,9 +215,7 @@ def _message_field(message, key):
 def _observation_text(message) -> str:
     content = _message_field(message, "content") or ""
     if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text") or "") if isinstance(part, dict) else str(part) for part in content
-        )
+        return "\n".join(str(part.get("text") or "") if isinstance(part, dict) else str(part) for part in content)
     return str(content)
 
 
@@ -225,7 +227,7 @@ class TurnRecord:
     None of the methods raise.
     """
 
-    __slots__ = ("turn", "_prompt_ids")
+    __slots__ = ("_prompt_ids", "turn")
 
     def __init__(self, prompt_ids, rid=""):
         self._prompt_ids = prompt_ids

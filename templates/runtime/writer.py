@@ -12,6 +12,10 @@ forked child starts with empty queues and no thread: its parent's queued
 records are the parent's to write.
 """
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001, S110
+
 from __future__ import annotations
 
 import atexit
@@ -21,12 +25,12 @@ import sys
 import threading
 import time
 import weakref
-from typing import Any, Optional, Protocol, Tuple
+from typing import Any, Protocol
 
 from . import losses, process, safety, settings, streams
 
 # A chunk is (encoded bytes, records in them, layout the output may use to find record ends).
-Chunk = Tuple[bytes, int, Any]
+Chunk = tuple[bytes, int, Any]
 
 
 class Output(Protocol):
@@ -58,7 +62,7 @@ class _PendingBytes:
         self._closed = False
         self._stalled = False  # a wait for room timed out; cleared when a write finishes
 
-    def put(self, chunk: Chunk, wait_seconds: float = 0.0) -> Optional[str]:
+    def put(self, chunk: Chunk, wait_seconds: float = 0.0) -> str | None:
         """Queue ``chunk``; None if queued, else the reason it was not."""
         size = len(chunk[0])
         with self._lock:
@@ -84,7 +88,7 @@ class _PendingBytes:
             self._has_room.wait(remaining)
         return not self._closed
 
-    def take_all(self) -> Optional[list[Chunk]]:
+    def take_all(self) -> list[Chunk] | None:
         """Block until chunks are queued; return them all, or None once closed and empty."""
         with self._lock:
             while not self._chunks and not self._closed:
@@ -150,7 +154,7 @@ class BackgroundWriter:
 
     def _reset_process_state(self) -> None:
         self._pending = _PendingBytes(self._max_bytes)
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
     def forget_after_fork(self) -> None:
@@ -245,7 +249,7 @@ class BackgroundWriter:
             counts["not flushed at exit"] = counts.get("not flushed at exit", 0) + unfinished
         return counts
 
-    def drop_report(self) -> Optional[str]:
+    def drop_report(self) -> str | None:
         """``[verl tracing] NAME writer dropped N unit(s) (reason: n, ...)``, or None."""
         counts = self.drop_counts()
         total = sum(counts.values())
@@ -255,14 +259,14 @@ class BackgroundWriter:
         return f"[verl tracing] {self.name} writer dropped {total} {self.unit}(s) ({details})"
 
 
-def deadline_after(timeout: Optional[float]) -> float:
+def deadline_after(timeout: float | None) -> float:
     """time.monotonic() ``timeout`` seconds from now (None: never)."""
     if timeout is None:
         return float("inf")
     return time.monotonic() + max(0.0, float(timeout))
 
 
-def flush(timeout: Optional[float] = 5.0) -> bool:
+def flush(timeout: float | None = 5.0) -> bool:
     """Wait up to ``timeout`` seconds for all queued trace output to reach disk.
 
     The exit hook does this automatically; call it explicitly before leaving
@@ -327,7 +331,7 @@ def _flush_and_report_at_exit() -> None:
         safety.leave()
 
 
-_multiprocessing_hook_pid: Optional[int] = None
+_multiprocessing_hook_pid: int | None = None
 
 
 def watch_multiprocessing_exit() -> None:
