@@ -39,7 +39,13 @@ Counts = dict[str, int]
 
 
 class Tally:
-    """Counts by key. ``add`` is one deque append (atomic, takes no lock); readers fold under a lock."""
+    """Counts by key. ``add`` is a deque append (atomic) and never waits for a lock.
+
+    Additions are folded into the totals by readers, and by ``add`` itself once
+    many have piled up, if it can take the fold lock without waiting.
+    """
+
+    _FOLD_AFTER = 1024
 
     def __init__(self) -> None:
         self._new: collections.deque[tuple[str, int]] = collections.deque()
@@ -48,21 +54,29 @@ class Tally:
 
     def add(self, key: str, count: int = 1) -> None:
         self._new.append((key, count))
+        if len(self._new) > self._FOLD_AFTER and self._fold_lock.acquire(blocking=False):
+            try:
+                self._fold()
+            finally:
+                self._fold_lock.release()
 
     def totals(self) -> Counts:
         """The counts so far (empty if another reader holds the lock for too long)."""
         if not self._fold_lock.acquire(timeout=settings.LOCK_TIMEOUT_SECONDS):
             return {}
         try:
-            while True:
-                try:
-                    key, count = self._new.popleft()
-                except IndexError:
-                    break
-                self._totals[key] += count
+            self._fold()
             return {key: count for key, count in self._totals.items() if count}
         finally:
             self._fold_lock.release()
+
+    def _fold(self) -> None:
+        while True:
+            try:
+                key, count = self._new.popleft()
+            except IndexError:
+                return
+            self._totals[key] += count
 
 
 def format_counts(counts: Counts) -> str:
@@ -141,9 +155,7 @@ def _report_periodically(ledger: _Ledger) -> None:
 def _report_now(ledger: _Ledger) -> None:
     lost = ledger.lost_totals()
     if lost != ledger.lost_in_status:
-        path = _write_status(ledger, lost, final=False)
-    else:
-        path = None
+        _write_status(ledger, lost, final=False)
     now = time.monotonic()
     if now - ledger.last_line_at < settings.STDERR_REPORT_INTERVAL_SECONDS:
         return
@@ -151,7 +163,8 @@ def _report_now(ledger: _Ledger) -> None:
     if not any(since.values()):
         return
     parts = [_describe(facility, counts) for facility, counts in since.items() if counts]
-    where = f"; counts in {path}" if path else ""
+    trace_dir = settings.trace_dir
+    where = f"; counts in {status_path(trace_dir)}" if trace_dir and ledger.lost_in_status is not None else ""
     streams.write_stderr(f"[verl tracing] lost since the last report: {'; '.join(parts)}{where}\n")
     ledger.lost_at_last_line = lost
     ledger.last_line_at = now

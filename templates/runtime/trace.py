@@ -170,7 +170,10 @@ class _SampleCsvOutput:
         fd, self._fd = self._fd, None
         files.close_fd(fd)
 
-    forget_inherited = close  # raw fd: closing the child's copy flushes nothing
+    def forget_inherited(self) -> None:
+        """In a forked child: close the inherited descriptor (a raw fd: nothing to flush)."""
+        self.close()
+        self._torn = False  # the child writes a file of its own
 
 
 _sample_sink: tuple[str, BackgroundWriter] | None = None  # the writer of the current trace dir

@@ -7,6 +7,7 @@ import re
 import signal
 import socket
 import subprocess
+import tracemalloc
 
 STATUS_KEYS = ["schema", "host", "pid", "updated_at", "final", "lost", "written"]
 
@@ -138,3 +139,20 @@ def test_exit_report_covers_every_facility(script, tmp_path):
     assert proc.returncode == 0, proc.stderr
     reports = [line for line in proc.stderr.splitlines() if line.startswith("[verl tracing]")]
     assert reports == ["[verl tracing] progress writer dropped 1 line(s) (write error: 1)"]
+
+
+def test_counting_a_long_run_holds_no_memory_per_record(traced, trace_dir):
+    for _ in range(2000):  # warm up: the first folds allocate the totals
+        traced.losses.count_written("progress", 1)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(100_000):
+            traced.losses.count_written("progress", 1)
+            traced.losses.count_lost("sample_flow", "queue full", 2, report=False)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 256 * 1024  # a deque entry per record would be ~15 MB here
+    status = traced.losses.status()
+    assert status["written"]["progress"] == 102_000 and status["lost"]["sample_flow"] == {"queue full": 200_000}
