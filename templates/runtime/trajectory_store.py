@@ -60,12 +60,38 @@ def _compact_trajectory(trajectory) -> dict:
     return compact
 
 
+def _dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, default=_json_default)
+
+
 def format_trajectory_line(trajectory) -> str:
     """One JSONL line (without newline): index columns plus the rest as a JSON string."""
     payload = _compact_trajectory(trajectory)
     line = {key: payload.pop(key, None) for key in _INDEX_KEYS}
-    line["raw_message"] = json.dumps(payload, ensure_ascii=False, default=_json_default)
-    return json.dumps(line, ensure_ascii=False, default=_json_default)
+    line["raw_message"] = _dumps(payload)
+    return _dumps(line)
+
+
+def encode_trajectory_line(trajectory) -> bytes:
+    r"""``format_trajectory_line(trajectory) + "\n"`` as the file gets it: UTF-8, lone surrogates backslash-escaped.
+
+    Quoting ``raw_message`` a second time is the costly part of a large line.
+    Done on the UTF-8 bytes it is two byte replacements: that JSON text holds
+    no control characters (the first dumps escaped them), so its string
+    escaping only doubles backslashes and escapes quotes, and in UTF-8 those
+    two bytes never occur inside another character. Text that needs the
+    surrogate escape takes the plain path.
+    """
+    payload = _compact_trajectory(trajectory)
+    index = [(key, payload.pop(key, None)) for key in _INDEX_KEYS]
+    raw_message = _dumps(payload)
+    try:
+        head = "".join(f'"{key}": {_dumps(value)}, ' for key, value in index).encode("utf-8")
+        quoted = raw_message.encode("utf-8").replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+    except UnicodeEncodeError:
+        line = dict(index, raw_message=raw_message)
+        return (_dumps(line) + "\n").encode("utf-8", "backslashreplace")
+    return b"".join((b"{", head, b'"raw_message": "', quoted, b'"}\n'))
 
 
 def _file_stamp(epoch_ms: int) -> str:
@@ -251,7 +277,7 @@ class TrajectoryStore:
             return
         try:
             try:
-                data = format_trajectory_line(trajectory).encode("utf-8", "backslashreplace") + b"\n"
+                data = encode_trajectory_line(trajectory)
             except Exception as exc:
                 self._writer.count_drop("unserializable")
                 safety.warn_once("trajectory-serialize", "tracing: trajectory dropped, cannot serialize: %s", exc)

@@ -313,3 +313,24 @@ def test_a_stuck_writer_is_waited_for_once_then_writes_drop_at_once(traced, dump
     release.set()
     assert store.close(10)
     assert store._writer.drop_report() == "[verl tracing] trajectory writer dropped 4 trajectory(s) (queue full: 4)"
+
+
+TRICKY_TEXTS = [
+    'plain "quoted" \\ backslash \\\\ double',
+    "control \x00 \x01 \x1f \t \n \r chars",
+    "unicode é → ✓ 工具 \U0001f680 \u2028 \u2029 \x7f",
+    "lone \udc80 surrogate",
+    '\\"already escaped\\"',
+]
+
+
+@pytest.mark.parametrize("text", TRICKY_TEXTS, ids=["quotes", "controls", "unicode", "surrogate", "escaped"])
+def test_lines_are_exactly_what_json_dumps_gives(traced, dump_dir, text):
+    record = {"prompt_uid": text, "sample_index": 3, "request_id": text, "turns": [{"completion_text": text * 50}]}
+    store = traced.TrajectoryStore(str(dump_dir), 1)
+    store.write(record)
+    store.close()
+    raw = {"request_id": text, "turns": [{"completion_text": text * 50, "turn_total_time_ms": 0.0}]}
+    line = {"prompt_uid": text, "sample_index": 3, "raw_message": json.dumps(raw, ensure_ascii=False)}
+    expected = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+    assert written_files(dump_dir)[0].read_bytes() == expected
