@@ -206,24 +206,24 @@ def _status(ledger: _Ledger, lost: dict[str, Counts], final: bool) -> dict[str, 
     }
 
 
-def _write_status(ledger: _Ledger, lost: dict[str, Counts], final: bool) -> str | None:
-    """Rewrite the status file; its path, or None when there is no trace dir or it failed."""
+def _write_status(ledger: _Ledger, lost: dict[str, Counts], final: bool) -> bool:
+    """Rewrite the status file; False when there is no trace dir, the final one is written, or it failed."""
     trace_dir = settings.trace_dir
     if not trace_dir or not ledger.status_lock.acquire(timeout=settings.LOCK_TIMEOUT_SECONDS):
-        return None
+        return False
     try:
         if ledger.final_written:
-            return None
+            return False
         path = status_path(trace_dir)
         content = (json.dumps(_status(ledger, lost, final)) + "\n").encode("utf-8", "backslashreplace")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         files.replace_file(os.path.dirname(path), os.path.basename(path), content)
         ledger.lost_in_status = lost
         ledger.final_written = final
-        return path
+        return True
     except Exception as exc:
         warn_once(("status", trace_dir), "tracing: cannot write the status file under %s: %s", trace_dir, exc)
-        return None
+        return False
     finally:
         ledger.status_lock.release()
 
