@@ -32,10 +32,18 @@ PUBLIC_NAMES = {
 def test_expected_source_files():
     assert [path.name for path in SOURCES] == [
         "__init__.py",
+        "files.py",
+        "losses.py",
+        "process.py",
+        "progress.py",
+        "safety.py",
+        "settings.py",
+        "streams.py",
         "trace.py",
         "trajectory_store.py",
         "trajectory_tracker.py",
         "trajectory_types.py",
+        "writer.py",
     ]
 
 
