@@ -248,3 +248,37 @@ def test_remove_force_takes_a_hand_edited_block_whole_and_apply_puts_it_back_as_
     reference = copy_tree(verl_090, tmp_path / "reference")
     apply(reference, catalog)
     assert tree_bytes(instrumented) == tree_bytes(reference)
+
+
+def test_an_outdated_runtime_file_is_updated_and_a_hand_edited_one_left_alone(instrumented, catalog):
+    from trace_instrument.engine.runtime import digest
+
+    runtime_file = instrumented / "verl/utils/tracing/trace.py"
+    shipped = runtime_file.read_bytes()
+    older = shipped + b"\n# as an older release of the tool shipped it\n"
+    runtime_file.write_bytes(older)
+    manifest_path = instrumented / ".trace-instrument.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest["runtime"]["trace.py"] = digest(older)  # what that older apply recorded
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    body = json.loads(_cli("check", "--format", "json", instrumented).output)
+    runtime_items = {p["file"]: p["status"] for p in body["points"] if p["id"] == "runtime"}
+    assert runtime_items["verl/utils/tracing/trace.py"] == "stale" and body["exit_code"] == 1
+    applied = apply(instrumented, catalog)
+    assert {f.path: f.status.value for f in applied.runtime_files}["verl/utils/tracing/trace.py"] == "updated"
+    assert runtime_file.read_bytes() == shipped and _cli("check", instrumented).exit_code == 0
+    # an edit nobody recorded is the user's: apply leaves it, and the points that need it are broken
+    runtime_file.write_bytes(shipped + b"\n# my own change\n")
+    assert _cli("apply", instrumented).exit_code == 1
+    assert runtime_file.read_bytes().endswith(b"# my own change\n")
+    checked = check(instrumented, catalog)
+    assert {p.reason for p in checked.points if p.status is Status.BROKEN} == {Reason.RUNTIME_INCOMPLETE}
+
+
+def test_the_earlier_runtime_hashes_are_well_formed_and_none_is_todays(catalog):
+    from trace_instrument.engine.runtime import digest
+
+    today = {digest(content) for _name, content in catalog.runtime.files}
+    earlier = {h for hashes in catalog.runtime.earlier.values() for h in hashes}
+    assert earlier and not (earlier & today)
+    assert all(re.fullmatch(r"[0-9a-f]{16}", h) for h in earlier)
