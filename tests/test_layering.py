@@ -1,4 +1,8 @@
-"""The package is layered one way; only the command line imports typer and rich."""
+"""The package is layered one way; only the command line (and the trace report renderers) import typer and rich.
+
+Two stacks share ``model``: the codemod (spec <- locate <- edit <- engine) and the trace reader
+(``traces``, with its renderers in ``traces.render``); neither imports the other.
+"""
 
 from __future__ import annotations
 
@@ -16,15 +20,26 @@ LAYERS = {
     "engine": 4,
     "formats": 5,
     "cli": 5,
+    "traces": 4,
+    "cli_traces": 5,
     "__main__": 6,
     "__init__": 0,
 }
 UI_LIBRARIES = {"typer", "rich", "click"}
+UI_MODULES = ("trace_instrument.cli", "trace_instrument.cli_traces", "trace_instrument.traces.render")
+CODEMOD = {"spec", "locate", "edit", "engine", "formats"}
+RENDER_LAYER = 5
 
 
 def _layer(module: str) -> int:
     parts = module.split(".")
+    if parts[1:3] == ["traces", "render"]:
+        return RENDER_LAYER
     return LAYERS[parts[1]] if len(parts) > 1 else 0
+
+
+def _is_ui_module(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in UI_MODULES)
 
 
 def _modules():
@@ -45,7 +60,17 @@ def test_imports_only_point_down(path: Path, module: str):
         for name in names:
             root = name.split(".")[0]
             if root in UI_LIBRARIES:
-                assert module in ("trace_instrument.cli",), f"{module} imports {name}: only the CLI may"
+                assert _is_ui_module(module), f"{module} imports {name}: only the CLI and renderers may"
             own_module = root == "trace_instrument" and name not in ("trace_instrument", "trace_instrument.__version__")
             if own_module and name.split(".")[1] in LAYERS:
                 assert _layer(name) <= own, f"{module} (layer {own}) imports {name} (layer {_layer(name)})"
+                _assert_stacks_apart(module, name)
+
+
+def _assert_stacks_apart(module: str, name: str) -> None:
+    """The trace reader and the codemod meet only in model (and in the command line on top)."""
+    mine, theirs = module.split(".")[1:2], name.split(".")[1]
+    if mine == ["traces"]:
+        assert theirs not in CODEMOD, f"{module} imports {name}: the trace reader uses no codemod layer"
+    if mine and mine[0] in CODEMOD:
+        assert theirs not in ("traces", "cli_traces"), f"{module} imports {name}: the codemod never reads traces"

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trace_instrument import __version__, formats
+from trace_instrument.cli_traces import register as register_trace_commands
 from trace_instrument.engine.apply import apply as run_apply
 from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.patch import unified_patch
@@ -33,6 +34,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Instrument a verl checkout with sample-flow, progress and trajectory tracing, deterministically.",
 )
+register_trace_commands(app)
 # piped output (CI logs) gets a wide fixed width instead of rich's 80 columns
 out = Console(soft_wrap=True, highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
