@@ -38,6 +38,7 @@ PAYLOAD_SCHEMA = {
 }
 TOP_SCHEMA = {"prompt_uid": "VARCHAR", "sample_index": "BIGINT", "raw_message": "VARCHAR"}
 EXAMPLES = 3
+JSONL_MEMORY_LIMIT = "4GB"
 
 
 def _sql_string(text: str) -> str:
@@ -80,6 +81,7 @@ class DuckDBBackend(Backend):
         self.dialect = DuckDBDialect()
         self.database = database
         self.con = duckdb.connect(str(database))
+        self.memory_limit = memory_limit
         self.con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
         self.con.execute(f"SET temp_directory = {_sql_string(str(database) + '.tmp')}")
         self.con.execute("SET preserve_insertion_order = false")
@@ -116,7 +118,11 @@ class DuckDBBackend(Backend):
         self.script("transitions")
         trajectories = inputs.of_kind("trajectory")
         if trajectories:
+            # a very long line (a 100 MB trajectory) needs a read buffer of a few times its size; the limit
+            # is raised for this statement only (ordinary lines never allocate such buffers)
+            self.run(f"SET memory_limit = {_sql_string(JSONL_MEMORY_LIMIT)}")
             self.script("trajectories", paths=_paths(trajectories), torn_filter=_jsonl_torn_filter(trajectories, torn))
+            self.run(f"SET memory_limit = {_sql_string(self.memory_limit)}")
             skipped.extend(self._jsonl_problems(trajectories))
         else:
             self.script("empty_trajectories")
