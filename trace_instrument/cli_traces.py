@@ -53,6 +53,11 @@ def _steps(text: str | None) -> tuple[int, int] | None:
     return lo, hi
 
 
+def _internal(exc: Exception) -> None:
+    """An engine failure (a full disk, a bug): one clear line, exit 2, no traceback."""
+    _fail(f"could not read the traces ({type(exc).__name__}: {exc}); try --no-cache, or report this")
+
+
 def _fail(message: str) -> None:
     err.print(f"[red]error:[/red] {message}", markup=True)
     raise typer.Exit(ERROR)
@@ -87,6 +92,9 @@ def analyze_command(
         return
     except ImportError as exc:
         _fail(f"{exc}: install the extra with  pip install 'trace-instrument[spark]'")
+        return
+    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
+        _internal(exc)
         return
     if fmt is AnalyzeFormat.json:
         from trace_instrument.traces.render.metrics import to_json
@@ -146,6 +154,8 @@ def export_command(
                 err.print(f"wrote {parquet / (table + '.parquet')}: {rows:,} rows", markup=False)
     except TraceInputError as exc:
         _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
+        _internal(exc)
 
 
 def register(app: typer.Typer) -> None:

@@ -59,6 +59,9 @@ class Options:
     spark_master: str | None = None
 
 
+DEFAULT_OPTIONS = Options()
+
+
 # -- opening an engine on the inputs ---------------------------------------------------------------
 
 
@@ -183,7 +186,7 @@ def _read_cache_meta(backend: Backend) -> LoadReport:
 # -- the analysis ----------------------------------------------------------------------------------
 
 
-def analyze(roots: list[Path], options: Options = Options()) -> Analysis:
+def analyze(roots: list[Path], options: Options = DEFAULT_OPTIONS) -> Analysis:
     """Every view of the run under ``roots``; raises TraceInputError when nothing usable is there."""
     roots = [Path(r) for r in roots]
     missing = [str(r) for r in roots if not r.is_dir()]

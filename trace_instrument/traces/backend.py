@@ -64,6 +64,9 @@ class Dialect:
     def last_ignore_nulls(self, expr: str) -> str:
         raise NotImplementedError
 
+    def hash_of(self, expr: str) -> str:
+        return f"hash({expr})"
+
     def constants(self) -> dict[str, str]:
         return {"order_key": ORDER_KEY_SQL}
 

@@ -63,6 +63,9 @@ class DuckDBDialect(Dialect):
     def last_ignore_nulls(self, expr: str) -> str:
         return f"last_value({expr} IGNORE NULLS)"
 
+    def traj_of(self, column: str) -> str:
+        return f"regexp_extract({column}, '/([^/]*)$', 1)"
+
     def constants(self) -> dict[str, str]:
         return {
             **super().constants(),

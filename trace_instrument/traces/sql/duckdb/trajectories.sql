@@ -26,7 +26,7 @@ SELECT line_no AS traj_id, file_id,
        p.request_id AS request_id, p.n_samples AS n_samples, p.global_step AS global_step,
        p.created_at_ts AS created_at_ts, p.completed_at_ts AS completed_at_ts, p.total_time_ms AS total_time_ms,
        coalesce(len(p.turns), 0) AS n_turns,
-       list_sum(list_transform(p.turns, lambda t: t.completion_token_count)) AS response_tokens,
+       CAST(list_sum(list_transform(p.turns, lambda t: t.completion_token_count)) AS BIGINT) AS response_tokens,
        p.turns[-1].finish_reason AS stop_reason,
        list_sum(list_transform(p.turns, lambda t: t.observation_time_ms)) AS observation_ms
 FROM traj_lines
