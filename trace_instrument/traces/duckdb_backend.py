@@ -52,7 +52,8 @@ class DuckDBDialect(Dialect):
         return f"quantile_cont({expr}, [{', '.join(points)}])"
 
     def top_ids(self, id_expr: str, value: str, k: str) -> str:
-        return f"max_by({id_expr}, {value}, {k})"
+        # ties broken by the id (descending), as Spark's sort of (value, id) pairs does
+        return f"max_by({id_expr}, struct_pack(v := {value}, i := {id_expr}), {k})"
 
     def content_struct(self, column: str) -> str:
         return f"regexp_extract({column}, {_sql_string(CONTENT_PATTERN)}, ['frm', 'dst', 'stage', 'step', 'detail'])"
@@ -115,9 +116,7 @@ class DuckDBBackend(Backend):
             skipped.extend(reject_skips)
         else:
             self.script("empty_events")
-        self._pass_through("events")
         self.script("entities")
-        self._pass_through("entities")
         self.script("transitions")
         trajectories = inputs.of_kind("trajectory")
         if trajectories:
@@ -139,9 +138,6 @@ class DuckDBBackend(Backend):
         if torn_traj:
             skipped.append(_torn_skip("torn last trajectory line (run still being written)", torn_traj, by_id))
         return LoadReport(tuple(skipped), rejected)
-
-    def _pass_through(self, view: str) -> None:
-        self.run(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {view}_all")
 
     def _files_table(self, files: tuple[SourceFile, ...]) -> None:
         self.con.execute(

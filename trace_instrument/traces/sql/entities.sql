@@ -24,6 +24,6 @@ SELECT sample_id,
        bool_or(code = 10) AS m_completed,
        bool_or(code IN (11, 13)) AS m_reward,
        bool_or(code = 17) AS m_trained
-FROM events
+FROM events_all
 WHERE code IS NOT NULL AND code <> 19
 GROUP BY sample_id

@@ -15,14 +15,14 @@ FROM (
            {{last_ignore_nulls(CASE WHEN code = 8 THEN ts END)}} OVER (
                PARTITION BY sample_id ORDER BY {{order_key}}, code, file_id, param
                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS last_recv
-    FROM events
+    FROM events_all
     WHERE code IS NOT NULL AND code <> 19
     WINDOW w AS (PARTITION BY sample_id ORDER BY {{order_key}}, code, file_id, param)
 ) AS ordered
 WHERE prev_code IS NOT NULL
 UNION ALL
 SELECT t.sample_id, s.last_code, t.first_code, t.first_ordered_ts - s.last_ordered_ts, s.last_file, t.first_file,
-       CAST(NULL AS VARCHAR), CAST(NULL AS BIGINT), FALSE
-FROM entities AS t
-JOIN entities AS s ON s.uid = t.uid AND NOT s.is_traj
+       CAST(NULL AS STRING), CAST(NULL AS BIGINT), FALSE
+FROM entities_all AS t
+JOIN entities_all AS s ON s.uid = t.uid AND NOT s.is_traj
 WHERE t.is_traj
