@@ -12,9 +12,8 @@ FROM (
            lag(ts) OVER w AS prev_ts,
            lag(file_id) OVER w AS prev_file,
            lag(param) OVER w AS prev_param,
-           {{last_ignore_nulls(CASE WHEN code = 8 THEN ts END)}} OVER (
-               PARTITION BY sample_id ORDER BY {{order_key}}, code, file_id, param
-               ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS last_recv
+           -- the same window as lag(): one sort serves both (rows of different codes are never peers)
+           {{last_ignore_nulls(CASE WHEN code = 8 THEN ts END)}} OVER w AS last_recv
     FROM events_all
     WHERE code IS NOT NULL AND code <> 19
     WINDOW w AS (PARTITION BY sample_id ORDER BY {{order_key}}, code, file_id, param)
