@@ -12,7 +12,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from trace_instrument.traces.analyze import DEFAULT_OPTIONS, Options, _steps, open_engine
+from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.events import EVENT_NAMES
+from trace_instrument.traces.model import StepWindow
 from trace_instrument.traces.progress import parse_progress
 
 SCHEMA_VERSION = 1
@@ -52,7 +54,7 @@ def _sql(name: str) -> str:
     return sql_text(name).strip().rstrip(";")
 
 
-def _write_steps(backend, steps, path: Path) -> None:  # type: ignore[no-untyped-def]
+def _write_steps(backend: Backend, steps: tuple[StepWindow, ...], path: Path) -> None:
     columns = (
         "step BIGINT, data_ms BIGINT, rollout_start_ms BIGINT, rollout_end_ms BIGINT, train_start_ms BIGINT, "
         "train_end_ms BIGINT, sync_ms BIGINT, rollouts_completed BIGINT, samples_trained BIGINT, overlap_ms BIGINT, "

@@ -50,7 +50,7 @@ def export_perfetto(
         backend.script("perfetto_selection", slowest=slowest, uniform=max(0, limit - slowest))
         target.parent.mkdir(parents=True, exist_ok=True)
         opener = gzip.open if target.name.endswith(".gz") else open
-        with opener(target, "wt", encoding="utf-8") as out:  # type: ignore[operator]
+        with opener(target, "wt", encoding="utf-8") as out:
             writer = _EventWriter(out)
             selected = writer.trajectories(backend, files)
             writer.trainer(backend, progress, options)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from trace_instrument.traces.model import Analysis, Histogram
 from trace_instrument.traces.render.metrics import short_name_of
-from trace_instrument.traces.render.tables import header_lines, ms, num, sections
+from trace_instrument.traces.render.tables import Section, header_lines, ms, num, sections
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
 W = 640  # chart width in px
@@ -152,7 +152,10 @@ def gantt(a: Analysis) -> str:
     span = max(t1 - t0, 1)
     left, row_h, top = 60, 26, 24
     height = top + row_h * len(steps) + 30
-    x_of = lambda t: left + (t - t0) / span * (W - left - 12)
+
+    def x_of(t: float) -> float:
+        return left + (t - t0) / span * (W - left - 12)
+
     parts = [
         _text(left, 14, "rollout", size=11, cls="legend-rollout"),
         _text(left + 60, 14, "train", cls="legend-train"),
@@ -241,7 +244,7 @@ def _latency_charts(a: Analysis) -> str:
     return "".join(out) or "<p>No transitions.</p>"
 
 
-def _table(section) -> str:  # type: ignore[no-untyped-def]
+def _table(section: Section) -> str:
     head = "".join(f"<th>{_esc(c)}</th>" for c in section.columns)
     body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in section.rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body or '<tr><td>(none)</td></tr>'}</tbody></table>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from statistics import mean
 from typing import Any
@@ -22,7 +23,7 @@ def _dist(prefix: str, dist: Distribution) -> dict[str, float]:
     return out
 
 
-def _seconds(values: list[int | None]) -> float | None:
+def _seconds(values: Sequence[int | None]) -> float | None:
     present = [v for v in values if v is not None]
     return mean(present) / 1000 if present else None
 

@@ -44,6 +44,11 @@ def rel(epoch_ms: int | None, origin: int | None) -> str:
     return f"+{(epoch_ms - origin) / 1000:,.3f}s"
 
 
+def _short(event: str) -> str:
+    """``received_generate_response`` for ``LLM_GENERATE:received_generate_response`` (tables stay narrow)."""
+    return event.split(":", 1)[-1]
+
+
 def header_lines(h: Header) -> list[str]:
     steps = f"{h.steps[0]}-{h.steps[-1]} ({len(h.steps)})" if h.steps else "-"
     lines = [
