@@ -12,13 +12,13 @@ from trace_instrument.traces.backend import CONTENT_PATTERN, UID_PATTERN, Backen
 from trace_instrument.traces.discover import Inputs, TornTail, locate_line
 from trace_instrument.traces.model import Skipped, SourceFile
 
+# Only the turn fields a view or the export uses: converting JSON into this struct is the largest
+# cost of reading trajectories, and it grows with every field.
 _TURN_FIELDS = {
     "turn_index": "BIGINT",
     "prompt_token_count": "BIGINT",
     "completion_token_count": "BIGINT",
     "finish_reason": "VARCHAR",
-    "start_ts": "DOUBLE",
-    "end_ts": "DOUBLE",
     "completion_time_ms": "DOUBLE",
     "observation_time_ms": "DOUBLE",
     "sglang_time_ms": "DOUBLE",
@@ -171,14 +171,14 @@ class DuckDBBackend(Backend):
         by_id = {f.file_id: f for f in files}
         problems: list[Skipped] = []
         bad = self.run(
-            "SELECT file_id, bad_text, count(*) OVER () FROM traj_lines WHERE NOT is_json ORDER BY file_id, line_no LIMIT 3"
+            "SELECT file_id, bad_text, count(*) OVER () FROM traj_lines WHERE NOT is_json ORDER BY file_id, rowid LIMIT 3"
         )
         if bad:
             examples = tuple(_where(by_id[fid].path, text) for fid, text, _ in bad)
             problems.append(Skipped("trajectory line that is not JSON", int(bad[0][2]), examples))
         odd = self.run(
             "SELECT file_id, count(*) OVER () FROM traj_lines WHERE is_json AND "
-            "(p IS NULL OR (p.request_id IS NULL AND p.turns IS NULL)) ORDER BY file_id, line_no LIMIT 3"
+            "(p IS NULL OR (p.request_id IS NULL AND p.turns IS NULL)) ORDER BY file_id, rowid LIMIT 3"
         )
         if odd:
             examples = tuple(by_id[fid].path for fid, _ in odd)

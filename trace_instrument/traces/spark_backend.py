@@ -18,7 +18,7 @@ from trace_instrument.traces.model import Skipped, SourceFile
 
 _TURN = (
     "struct<turn_index:bigint,prompt_token_count:bigint,completion_token_count:bigint,finish_reason:string,"
-    "start_ts:double,end_ts:double,completion_time_ms:double,observation_time_ms:double,sglang_time_ms:double,"
+    "completion_time_ms:double,observation_time_ms:double,sglang_time_ms:double,"
     "sglang_queue_time_ms:double,sglang_ttft_ms:double,sglang_prefill_ms:double,sglang_decode_time_ms:double>"
 )
 PAYLOAD_SCHEMA = (

@@ -1,22 +1,21 @@
 -- Every transition between consecutive stages of a sample, plus the bridge from a prompt's last
 -- sample-level row to each of its trajectories' first row. `dup` marks a row identical to the one
--- before it (a duplicate row); `tool_dt` is the time from the last generate response to a tool row.
+-- before it (same stage, time and file: a duplicate row); `tool_dt` is the time from the last generate response to a tool row.
 CREATE TABLE transitions_all AS
 SELECT sample_id, prev_code, code, ts - prev_ts AS dt, prev_file, file_id, param,
        CASE WHEN code = 9 THEN ts - last_recv END AS tool_dt,
-       (code = prev_code AND ts = prev_ts AND file_id = prev_file
-        AND coalesce(param, '') = coalesce(prev_param, '')) AS dup
+       (code = prev_code AND ts = prev_ts AND file_id = prev_file) AS dup
 FROM (
     SELECT sample_id, code, ts, file_id, param,
            lag(code) OVER w AS prev_code,
            lag(ts) OVER w AS prev_ts,
            lag(file_id) OVER w AS prev_file,
-           lag(param) OVER w AS prev_param,
            -- the same window as lag(): one sort serves both (rows of different codes are never peers)
            {{last_ignore_nulls(CASE WHEN code = 8 THEN ts END)}} OVER w AS last_recv
     FROM events_all
     WHERE code IS NOT NULL AND code <> 19
-    WINDOW w AS (PARTITION BY sample_id ORDER BY {{order_key}}, code, file_id, param)
+    -- the order key alone: extra sort keys double the cost of this sort, the largest of the analysis
+    WINDOW w AS (PARTITION BY sample_id ORDER BY {{order_key}})
 ) AS ordered
 WHERE prev_code IS NOT NULL
 UNION ALL

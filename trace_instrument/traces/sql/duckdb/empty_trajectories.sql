@@ -4,6 +4,6 @@ CREATE TABLE trajectories_all (traj_id BIGINT, file_id INTEGER, fmt VARCHAR, pro
                            completed_at_ts DOUBLE, total_time_ms DOUBLE, n_turns BIGINT, response_tokens BIGINT,
                            stop_reason VARCHAR, observation_ms DOUBLE);
 CREATE TABLE turns_all (traj_id BIGINT, turn_index BIGINT, prompt_tokens BIGINT, completion_tokens BIGINT,
-                    finish_reason VARCHAR, start_ts DOUBLE, end_ts DOUBLE, completion_ms DOUBLE, observation_ms DOUBLE,
+                    finish_reason VARCHAR, completion_ms DOUBLE, observation_ms DOUBLE,
                     sglang_total_ms DOUBLE, sglang_queue_ms DOUBLE, sglang_ttft_ms DOUBLE, sglang_prefill_ms DOUBLE,
                     sglang_decode_ms DOUBLE)

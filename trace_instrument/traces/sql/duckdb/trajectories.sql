@@ -1,7 +1,7 @@
 -- DuckDB: trajectory JSONL lines, new format ({prompt_uid, sample_index, raw_message}) or the old
 -- flat one, parsed to one row per trajectory; lines that are not JSON objects keep `ok` false.
 CREATE TABLE traj_lines AS
-SELECT file_id, line_no, line_len,
+SELECT file_id, line_len,
        top IS NOT NULL AS is_json,
        top.prompt_uid AS prompt_uid, top.sample_index AS sample_index,
        CASE WHEN top.raw_message IS NULL THEN 'flat' ELSE 'raw_message' END AS fmt,
@@ -10,9 +10,9 @@ SELECT file_id, line_no, line_len,
             WHEN top.raw_message IS NULL THEN TRY(json_transform(line, '{{payload_schema}}'))
             ELSE TRY(json_transform(top.raw_message, '{{payload_schema}}'))
        END AS p
-FROM (SELECT f.file_id, r.line_no, length(r.line) AS line_len, r.line,
+FROM (SELECT f.file_id, length(r.line) AS line_len, r.line,
              TRY(json_transform(r.line, '{{top_schema}}')) AS top
-      FROM (SELECT filename, line, row_number() OVER () AS line_no
+      FROM (SELECT filename, line
             FROM read_csv({{paths}}, columns = {'line': 'VARCHAR'}, header = false, auto_detect = false,
                           delim = '{{unit_sep}}', quote = '', escape = '', filename = true, max_line_size = 1073741824,
                           store_rejects = true, rejects_table = 'jsonl_rejects', rejects_scan = 'jsonl_scans')
@@ -20,7 +20,7 @@ FROM (SELECT f.file_id, r.line_no, length(r.line) AS line_len, r.line,
       JOIN files AS f ON f.path = r.filename) AS parsed;
 
 CREATE TABLE trajectories_all AS
-SELECT line_no AS traj_id, file_id,
+SELECT rowid AS traj_id, file_id,
        fmt,
        prompt_uid, sample_index,
        p.request_id AS request_id, p.n_samples AS n_samples, p.global_step AS global_step,
@@ -32,12 +32,13 @@ SELECT line_no AS traj_id, file_id,
 FROM traj_lines
 WHERE p IS NOT NULL AND (p.request_id IS NOT NULL OR p.turns IS NOT NULL);
 
-CREATE TABLE turns_all AS
+-- a view: the turns are unnested when a query needs them (the sglang breakdown, the export)
+CREATE VIEW turns_all AS
 SELECT traj_id, t.turn_index AS turn_index, t.prompt_token_count AS prompt_tokens,
        t.completion_token_count AS completion_tokens, t.finish_reason AS finish_reason,
-       t.start_ts AS start_ts, t.end_ts AS end_ts, t.completion_time_ms AS completion_ms,
+       t.completion_time_ms AS completion_ms,
        t.observation_time_ms AS observation_ms, t.sglang_time_ms AS sglang_total_ms,
        t.sglang_queue_time_ms AS sglang_queue_ms, t.sglang_ttft_ms AS sglang_ttft_ms,
        t.sglang_prefill_ms AS sglang_prefill_ms, t.sglang_decode_time_ms AS sglang_decode_ms
-FROM (SELECT line_no AS traj_id, unnest(p.turns) AS t FROM traj_lines
+FROM (SELECT rowid AS traj_id, unnest(p.turns) AS t FROM traj_lines
       WHERE p IS NOT NULL AND p.turns IS NOT NULL) AS u

@@ -10,7 +10,7 @@ WHERE FALSE;
 CREATE TABLE turns_all AS
 SELECT CAST(NULL AS BIGINT) AS traj_id, CAST(NULL AS BIGINT) AS turn_index, CAST(NULL AS BIGINT) AS prompt_tokens,
        CAST(NULL AS BIGINT) AS completion_tokens, CAST(NULL AS STRING) AS finish_reason,
-       CAST(NULL AS DOUBLE) AS start_ts, CAST(NULL AS DOUBLE) AS end_ts, CAST(NULL AS DOUBLE) AS completion_ms,
+       CAST(NULL AS DOUBLE) AS completion_ms,
        CAST(NULL AS DOUBLE) AS observation_ms, CAST(NULL AS DOUBLE) AS sglang_total_ms,
        CAST(NULL AS DOUBLE) AS sglang_queue_ms, CAST(NULL AS DOUBLE) AS sglang_ttft_ms,
        CAST(NULL AS DOUBLE) AS sglang_prefill_ms, CAST(NULL AS DOUBLE) AS sglang_decode_ms

@@ -31,7 +31,7 @@ WHERE p IS NOT NULL AND (p.request_id IS NOT NULL OR p.turns IS NOT NULL);
 CREATE TABLE turns_all AS
 SELECT traj_id, t.turn_index AS turn_index, t.prompt_token_count AS prompt_tokens,
        t.completion_token_count AS completion_tokens, t.finish_reason AS finish_reason,
-       t.start_ts AS start_ts, t.end_ts AS end_ts, t.completion_time_ms AS completion_ms,
+       t.completion_time_ms AS completion_ms,
        t.observation_time_ms AS observation_ms, t.sglang_time_ms AS sglang_total_ms,
        t.sglang_queue_time_ms AS sglang_queue_ms, t.sglang_ttft_ms AS sglang_ttft_ms,
        t.sglang_prefill_ms AS sglang_prefill_ms, t.sglang_decode_time_ms AS sglang_decode_ms
