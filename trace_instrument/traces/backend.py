@@ -21,6 +21,7 @@ from trace_instrument.traces.events import ORDER_KEY_SQL
 from trace_instrument.traces.model import Skipped
 
 # from=A|to=B|stage=S[|global_step=N][|detail=D]; [|] rather than \| so the same literal works everywhere
+_PIPE = "'|'"
 CONTENT_PATTERN = "^from=([^|]*)[|]to=([^|]*)[|]stage=([^|]*)(?:[|]global_step=([^|]*))?(?:[|]detail=(.*))?$"
 UID_PATTERN = "^(.*)/[^/]*$"
 _MACRO = re.compile(r"\{\{\s*(\w+)\s*(?:\((.*?)\))?\s*\}\}", re.DOTALL)
@@ -56,6 +57,32 @@ class Dialect:
         raise NotImplementedError
 
     def content_struct(self, column: str) -> str:
+        """``from=A|to=B|stage=S[|global_step=N][|detail=D]`` as a struct (stage, step, detail).
+
+        Split at ``|`` rather than matched with a regular expression: a fifth of the cost, and the
+        largest per-row cost of the whole analysis. ``stage`` is '' when the content does not have
+        that shape; the detail is everything after ``|detail=`` (it may itself hold a ``|``).
+        """
+        c = column
+        valid = (
+            f"{self.starts_with(c, 'from=')} AND {self.starts_with(f'split_part({c}, {_PIPE}, 2)', 'to=')} "
+            f"AND {self.starts_with(f'split_part({c}, {_PIPE}, 3)', 'stage=')}"
+        )
+        fourth = f"split_part({c}, {_PIPE}, 4)"
+        detail_at = self.position(c, "|detail=")
+        return self.struct(
+            stage=f"CASE WHEN {valid} THEN substr(split_part({c}, {_PIPE}, 3), 7) ELSE '' END",
+            step=f"CASE WHEN {self.starts_with(fourth, 'global_step=')} THEN substr({fourth}, 13) ELSE '' END",
+            detail=f"CASE WHEN {detail_at} > 0 THEN substr({c}, {detail_at} + 8) ELSE '' END",
+        )
+
+    def starts_with(self, expr: str, prefix: str) -> str:
+        return f"starts_with({expr}, '{prefix}')"
+
+    def position(self, expr: str, needle: str) -> str:
+        return f"strpos({expr}, '{needle}')"
+
+    def struct(self, **fields: str) -> str:
         raise NotImplementedError
 
     def uid_of(self, column: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import duckdb
 
-from trace_instrument.traces.backend import CONTENT_PATTERN, UID_PATTERN, Backend, Dialect, LoadReport
+from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
 from trace_instrument.traces.discover import Inputs, TornTail, locate_line
 from trace_instrument.traces.model import Skipped, SourceFile
 
@@ -55,8 +55,8 @@ class DuckDBDialect(Dialect):
         # ties broken by the id (descending), as Spark's sort of (value, id) pairs does
         return f"max_by({id_expr}, struct_pack(v := {value}, i := {id_expr}), {k})"
 
-    def content_struct(self, column: str) -> str:
-        return f"regexp_extract({column}, {_sql_string(CONTENT_PATTERN)}, ['frm', 'dst', 'stage', 'step', 'detail'])"
+    def struct(self, **fields: str) -> str:
+        return "struct_pack(" + ", ".join(f"{name} := {expr}" for name, expr in fields.items()) + ")"
 
     def uid_of(self, column: str) -> str:
         return f"regexp_extract({column}, {_sql_string(UID_PATTERN)}, 1)"

@@ -31,8 +31,11 @@ EVENT_NAMES: dict[int, str] = {
 LOOP_CODES = (7, 8, 9)
 SYNC_CODE = 19
 # Sort key of a row within its sample: pipeline rank first (the generate/tool loop shares rank 7,
-# a horizon FILTER_TRAJECTORIES row sorts before training), then time. Fits in a BIGINT.
-ORDER_KEY_SQL = "((CASE code WHEN 8 THEN 7 WHEN 9 THEN 7 WHEN 18 THEN 11 ELSE code END) * 100000000000000 + ts)"
+# a horizon FILTER_TRAJECTORIES row sorts before training), then time, then the code. Fits a BIGINT.
+# The code breaks ties (a response and a tool row in the same millisecond keep their pipeline order).
+ORDER_KEY_SQL = (
+    "(((CASE code WHEN 8 THEN 7 WHEN 9 THEN 7 WHEN 18 THEN 11 ELSE code END) * 100000000000000 + ts) * 32 + code)"
+)
 
 MILESTONES = ("generated", "dispatched", "agent loop started", "agent loop completed", "reward", "trained")
 

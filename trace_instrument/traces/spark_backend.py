@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.traces.backend import CONTENT_PATTERN, UID_PATTERN, Backend, Dialect, LoadReport
+from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
 from trace_instrument.traces.discover import Inputs, TornTail
 from trace_instrument.traces.model import Skipped, SourceFile
 
@@ -45,13 +45,14 @@ class SparkDialect(Dialect):
             "x -> x.i)"
         )
 
-    def content_struct(self, column: str) -> str:
-        pattern = _lit(CONTENT_PATTERN)
-        parts = ", ".join(
-            f"'{name}', regexp_extract({column}, {pattern}, {i})"
-            for i, name in enumerate(("frm", "dst", "stage", "step", "detail"), 1)
-        )
-        return f"named_struct({parts})"
+    def struct(self, **fields: str) -> str:
+        return "named_struct(" + ", ".join(f"'{name}', {expr}" for name, expr in fields.items()) + ")"
+
+    def starts_with(self, expr: str, prefix: str) -> str:
+        return f"startswith({expr}, '{prefix}')"
+
+    def position(self, expr: str, needle: str) -> str:
+        return f"instr({expr}, '{needle}')"
 
     def uid_of(self, column: str) -> str:
         return f"regexp_extract({column}, {_lit(UID_PATTERN)}, 1)"

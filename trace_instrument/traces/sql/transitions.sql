@@ -1,6 +1,7 @@
 -- Every transition between consecutive stages of a sample, plus the bridge from a prompt's last
 -- sample-level row to each of its trajectories' first row. `dup` marks a row identical to the one
--- before it (same stage, time and file: a duplicate row); `tool_dt` is the time from the last generate response to a tool row.
+-- before it (same stage, time and file: a duplicate row); `tool_dt` is the time from the last
+-- generate response to a tool row.
 CREATE TABLE transitions_all AS
 SELECT sample_id, prev_code, code, ts - prev_ts AS dt, prev_file, file_id, param,
        CASE WHEN code = 9 THEN ts - last_recv END AS tool_dt,
@@ -10,7 +11,7 @@ FROM (
            lag(code) OVER w AS prev_code,
            lag(ts) OVER w AS prev_ts,
            lag(file_id) OVER w AS prev_file,
-           -- the same window as lag(): one sort serves both (rows of different codes are never peers)
+           -- the same window as lag(): one sort serves both
            {{last_ignore_nulls(CASE WHEN code = 8 THEN ts END)}} OVER w AS last_recv
     FROM events_all
     WHERE code IS NOT NULL AND code <> 19
