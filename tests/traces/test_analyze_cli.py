@@ -82,3 +82,17 @@ def test_second_run_reuses_the_cache(tiny_run: Path, tmp_path: Path) -> None:
     third = analyze([trace], Options())
     assert not third.cached
     assert 3 in third.header.steps
+
+
+def test_cached_result_round_trips_exactly(sim_run, tmp_path: Path) -> None:
+    import shutil
+
+    from trace_instrument.traces import serde
+
+    trace = shutil.copytree(sim_run[0], tmp_path / "trace")
+    first = analyze([trace], Options())
+    assert serde.from_json(serde.to_json(first)) == first
+    second = analyze([trace], Options())
+    assert second.cached and second == type(first)(**{**first.__dict__, "cached": True})
+    other_steps = analyze([trace], Options(steps=(2, 3)))  # not stored yet: computed from the cached tables
+    assert other_steps.cached and [s.step for s in other_steps.steps] == [2, 3]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trace_instrument.traces import serde
 from trace_instrument.traces.backend import Backend, LoadReport
 from trace_instrument.traces.discover import CACHE_DIR_NAME, Inputs, discover, locate_line
 from trace_instrument.traces.events import EVENT_NAMES, MILESTONES, event_name, in_flight_state
@@ -41,7 +42,7 @@ from trace_instrument.traces.model import (
 )
 from trace_instrument.traces.progress import ProgressInfo, parse_progress, parse_status
 
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
 DEFAULT_MEMORY_LIMIT = "1GB"
 SLOWEST = 10
 OLDEST = 20
@@ -193,9 +194,39 @@ def analyze(roots: list[Path], options: Options = DEFAULT_OPTIONS) -> Analysis:
     if missing:
         raise TraceInputError("not a folder: " + ", ".join(missing))
     with open_engine(roots, options) as (backend, inputs, report, cached):
+        if cached:
+            stored = _cached_result(backend, options)
+            if stored is not None:
+                return _replace_cached(stored, True)
         backend.select_steps(options.steps)
         analysis = compute(backend, inputs, report, options)
+        if options.cache and backend.name == "duckdb":
+            _store_result(backend, options, analysis)
         return _replace_cached(analysis, cached)
+
+
+def _result_key(options: Options) -> str:
+    return "all" if options.steps is None else f"{options.steps[0]}-{options.steps[1]}"
+
+
+def _cached_result(backend: Backend, options: Options) -> Analysis | None:
+    """The analysis a previous run stored for the same steps (the cache holds plain JSON, never code)."""
+    try:
+        rows = backend.rows("cached_result", key=_sql_literal(_result_key(options)))
+        return serde.from_json(rows[0][0]) if rows else None
+    except Exception:  # noqa: BLE001 - an older or damaged cache means: compute again
+        return None
+
+
+def _store_result(backend: Backend, options: Options, analysis: Analysis) -> None:
+    backend.run("CREATE TABLE IF NOT EXISTS cache_results (steps VARCHAR, analysis VARCHAR)")
+    key = _sql_literal(_result_key(options))
+    backend.run(f"DELETE FROM cache_results WHERE steps = {key}")
+    backend.run(f"INSERT INTO cache_results VALUES ({key}, {_sql_literal(serde.to_json(analysis))})")
+
+
+def _sql_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _replace_cached(analysis: Analysis, cached: bool) -> Analysis:
