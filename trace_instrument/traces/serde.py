@@ -29,7 +29,7 @@ def _build(kind: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
         return _build(inner[0], value)
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         hints = typing.get_type_hints(kind, vars(model))
         return kind(**{f.name: _build(hints[f.name], value[f.name]) for f in dataclasses.fields(kind) if f.init})
     if origin is tuple:

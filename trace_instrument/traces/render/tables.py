@@ -122,8 +122,8 @@ def sections(a: Analysis) -> list[Section]:
             ("from", "to", "count", "p50", "p90", "p99", "max", "neg", "slowest"),
             tuple(
                 (
-                    lat.from_event,
-                    lat.to_event,
+                    _short(lat.from_event),
+                    _short(lat.to_event),
                     num(lat.count),
                     ms(lat.p50),
                     ms(lat.p90),
