@@ -22,6 +22,7 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from trace_instrument import __version__
+from trace_instrument.cli_traces import register as register_trace_commands
 from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
 from trace_instrument.engine.patch import unified_patch
@@ -37,6 +38,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Instrument a verl checkout with sample-flow, progress and trajectory tracing, deterministically.",
 )
+register_trace_commands(app)
 
 
 def _console(stderr: bool) -> Console:
