@@ -165,6 +165,11 @@ def _plan_removal(plan: _Plan, mapping: CstMap, block: Block) -> None:
         plan.targets.update(id(mapping.statement(s)) for s in block.top)
     elif edit.kind is EditKind.REPLACE_EXPR:
         statement = mapping.statement(block.top[0])
+        if block.expr is None:  # recognised, but the replacement is in the statement's header twice
+            raise EditError(
+                f"line {block.line}: {edit.template.text!r} is in the statement more than once; "
+                f"cannot tell which one to turn back into {edit.anchors[0].expr.text!r}"
+            )
         target = _find_expression(statement, block.expr)
         plan.swaps[id(target)] = cst.parse_expression(edit.anchors[0].expr.text)
         plan.deep.add(id(statement))

@@ -200,7 +200,8 @@ class Recognition:
         applied = applied_form(edit)
         if applied is None or not Matcher().statement(applied, stmt):
             return None
-        replacement = find_expression(stmt, edit.template.stmts[0].value)
+        # in the header only, as the anchor finder and the edit layer look: the body may say it too
+        replacement = find_expression(header_only(stmt), edit.template.stmts[0].value)
         return Block(point, edit, [stmt], [], virtual={id(stmt): anchor.target.stmts[0]}, expr=replacement)
 
     # -- pass 3: markers ------------------------------------------------------------------
