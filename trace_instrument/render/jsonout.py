@@ -27,7 +27,8 @@ SCHEMAS = ("run", "check", "verify", "report", "points")
 
 def schema(name: str) -> dict[str, Any]:
     """The JSON Schema of one output shape (run: apply and remove)."""
-    text = resources.files("trace_instrument.render").joinpath("schemas", f"{name}.schema.json").read_text("utf-8")
+    # one name per step: Traversable.joinpath takes several only from Python 3.11
+    text = (resources.files("trace_instrument.render") / "schemas" / f"{name}.schema.json").read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 
