@@ -21,10 +21,13 @@ class PairingError(RuntimeError):
 
 @dataclass
 class CstMap:
+    """Which LibCST statement holds each ast statement, and the LibCST nodes around each one."""
+
     line_of: dict[int, cst.CSTNode] = field(default_factory=dict)  # ast stmt id -> LibCST statement
     path_of: dict[int, tuple[int, ...]] = field(default_factory=dict)  # LibCST stmt id -> ids of its ancestors
 
     def statement(self, node: ast.stmt) -> cst.CSTNode:
+        """The LibCST statement line, block statement or one-line suite holding an ast statement."""
         try:
             return self.line_of[id(node)]
         except KeyError:
@@ -32,6 +35,7 @@ class CstMap:
 
 
 def pair(module: cst.Module, tree: ast.Module) -> CstMap:
+    """The map between a module's LibCST and ast statements (both parsed from the same text)."""
     mapping = CstMap()
     _pair_list(mapping, module.body, tree.body, (id(module),))
     return mapping

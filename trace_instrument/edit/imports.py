@@ -119,6 +119,8 @@ def _imported_names(node: ImportNode) -> set[str]:
 
 
 def add_imports(module: cst.Module, changes: ImportChanges) -> cst.Module:
+    """The tracing names merged into `from verl.utils.tracing import ...`, and the other imports
+    the code needs added where isort would put them (each only when not there yet)."""
     body = list(module.body)
     if changes.tracing_names:
         body = _merge_tracing(body, changes.tracing_names)

@@ -81,6 +81,7 @@ class Captured:
         self.around_value_line = around_value_line
 
     def around(self, index: int) -> tuple[Statements, Statements]:
+        """The statements that go before and after the line of value capture `index`."""
         return self.around_value_line.get(index, ([], []))
 
 
@@ -124,6 +125,7 @@ class _Fill(cst.CSTTransformer):
 
 
 def fill_template(template: Template, captured: Captured) -> Statements:
+    """A rewrite template's statements with its placeholders replaced by the captured code."""
     module = cst.Module(body=list(template_nodes(template)))
     return list(module.visit(_Fill(captured)).body)
 

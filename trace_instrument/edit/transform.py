@@ -68,6 +68,11 @@ def edit_module(
     removals: Sequence[Block] = (),
     imports: ImportChanges | None = None,
 ) -> cst.Module:
+    """The module with the placements made, the removals' blocks taken out (rewrites and swaps turned
+    back), and the imports changed.
+
+    `tree` is the ast of the same text: the placements and blocks name its statements.
+    """
     mapping = pair(module, tree)
     plan = _Plan(newline=module.default_newline)
     for placement in placements:

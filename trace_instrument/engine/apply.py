@@ -48,6 +48,8 @@ from trace_instrument.model import (
 
 @dataclass(frozen=True)
 class ApplyOptions:
+    """How apply runs: write or only report, keep going past failed files, update older templates."""
+
     write: bool = True
     keep_going: bool = False  # write the files that worked even if others failed
     update: bool = False  # refresh points applied with an older template
