@@ -11,6 +11,7 @@ PACKAGE = Path(__file__).parent.parent / "trace_instrument"
 LAYERS = {
     "model": 0,
     "wheels": 0,  # fetches verl wheels: needs nothing of ours
+    "caches": 0,  # cache files keyed by content and the tool's version: needs nothing else of ours
     "spec": 1,
     "selfcheck": 1,  # runs the runtime package in a subprocess
     "locate": 2,
