@@ -28,7 +28,7 @@ from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
 from trace_instrument.engine.patch import unified_patch
 from trace_instrument.engine.report import OUTPUTS as REPORT_OUTPUTS
 from trace_instrument.engine.verify import verify as run_verify
-from trace_instrument.model import EXTRAS, FACILITIES, Catalog, RunResult, Selection, Status
+from trace_instrument.model import EXTRAS, FACILITIES, Catalog, RunResult, Selection, Status, VerifyResult
 from trace_instrument.render import ci, exits, jsonout, markdown, text
 from trace_instrument.render.items import counts_line
 from trace_instrument.spec import SpecError, load_catalog
@@ -440,7 +440,7 @@ def demo(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _demo_steps(catalog: Catalog, version: str, workdir: Path):  # type: ignore[no-untyped-def]
+def _demo_steps(catalog: Catalog, version: str, workdir: Path) -> tuple[RunResult, RunResult, VerifyResult]:
     import shutil
 
     from trace_instrument.engine.apply import apply as run_apply
