@@ -59,10 +59,13 @@ class Binding:
     node: ast.AST  # the Name, alias, arg, def or clause that binds it
     stmt: ast.stmt | None  # the innermost statement holding the binding (None for a lambda's parameters)
     line: int
+    clause: ast.excepthandler | ast.match_case | None = None  # an except or case clause binding it
 
     @property
     def code(self) -> str:
         """The binding's code on one line, for messages ("from time import time")."""
+        if self.clause is not None:
+            return clause_header(self.clause)
         if self.stmt is None:
             return f"lambda parameter {self.name}"
         return one_line(self.stmt)
@@ -126,6 +129,7 @@ class NameTable:
         self._stmt: ast.stmt | None = None
         self._lazy = lazy
         self._pending: dict[int, tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope]] = {}  # def -> inner scope
+        self._clause: ast.excepthandler | ast.match_case | None = None  # binding except / case clause
         for stmt in tree.body:
             self._statement(stmt, self.module)
         lines = source.splitlines() if source is not None else None
@@ -221,10 +225,25 @@ class NameTable:
     def local_names(self, scope: Scope) -> set[str]:
         return {name for name in scope.bindings if scope.binds(name)}
 
+    def would_resolve_to(self, name: str, scope: Scope, owner: Scope) -> bool:
+        """Would `name`, read by `scope`'s code, resolve to `owner` once `owner` binds it?"""
+        current: Scope | None = scope
+        first = True
+        while current is not None:
+            if name in current.declared_global:
+                return owner is self.module
+            visible = first or current.kind is not ScopeKind.CLASS  # class bodies hide from nested code
+            if current is owner:
+                return visible
+            if visible and current.binds(name):
+                return False
+            current, first = current.parent, False
+        return False
+
     # -- building ------------------------------------------------------------------------
 
     def _bind(self, scope: Scope, name: str, kind: BindingKind, node: ast.AST, line: int) -> None:
-        binding = Binding(name, kind, node, self._stmt, line)
+        binding = Binding(name, kind, node, self._stmt, line, self._clause)
         if kind is BindingKind.STAR_IMPORT:
             scope.stars.append(binding)
             return
@@ -276,10 +295,10 @@ class NameTable:
             self._uses.setdefault(node.id, []).append(Use(node, scope, self._stmt))
             return
         kind = BindingKind.DELETION if isinstance(node.ctx, ast.Del) else role
-        self._bind(self._binding_scope(node.id, bind_in or scope), node.id, kind, node, node.lineno)
+        self._bind(self.binding_scope(node.id, bind_in or scope), node.id, kind, node, node.lineno)
         self.scope_of_node[id(node)] = scope
 
-    def _binding_scope(self, name: str, scope: Scope) -> Scope:
+    def binding_scope(self, name: str, scope: Scope) -> Scope:
         """Where an assignment to `name` in `scope`'s code lands (`global` / `nonlocal` move it)."""
         if name in scope.declared_global:
             return self.module
@@ -358,12 +377,20 @@ class NameTable:
         if handler.type is not None:
             self._expression(handler.type, scope)
         if handler.name:
-            self._bind(scope, handler.name, BindingKind.EXCEPT_TARGET, handler, handler.lineno)
+            self._clause = handler
+            try:
+                self._bind(scope, handler.name, BindingKind.EXCEPT_TARGET, handler, handler.lineno)
+            finally:
+                self._clause = None
         for stmt in handler.body:
             self._statement(stmt, scope)
 
     def _match_case(self, case: ast.match_case, scope: Scope) -> None:
-        self._pattern(case.pattern, scope)
+        self._clause = case
+        try:
+            self._pattern(case.pattern, scope)
+        finally:
+            self._clause = None
         if case.guard is not None:
             self._expression(case.guard, scope)
         for stmt in case.body:
@@ -465,6 +492,19 @@ def one_line(stmt: ast.stmt, limit: int = 100) -> str:
                 break
         text_line = ast.unparse(shallow).split("\n")[0].strip()
     return text_line if len(text_line) <= limit else text_line[: limit - 3] + "..."
+
+
+def clause_header(clause: ast.excepthandler | ast.match_case, limit: int = 100) -> str:
+    """`except OSError as exc:` or `case {'time': t}:`, the line of a clause that binds a name."""
+    if isinstance(clause, ast.ExceptHandler):
+        kind = f" {ast.unparse(clause.type)}" if clause.type is not None else ""
+        name = f" as {clause.name}" if clause.name else ""
+        text = f"except{kind}{name}:"
+    else:
+        assert isinstance(clause, ast.match_case)
+        guard = f" if {ast.unparse(clause.guard)}" if clause.guard is not None else ""
+        text = f"case {ast.unparse(clause.pattern)}{guard}:"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _header_copy(stmt: ast.stmt) -> ast.stmt:

@@ -163,16 +163,18 @@ class PointNames:
     def _binding_issues(
         self, name: str, line: int, scope: Scope, replaced: frozenset[int] = frozenset()
     ) -> list[NameIssue]:
-        """The point binds `name` in a scope: business code there must neither bind nor read it.
+        """The point binds `name` in `scope`'s code: business code must neither bind the name in the
+        scope the binding lands in, nor read it where the point's binding is what it would read.
 
-        `replaced`: nodes of business code a rewrite takes out (their bindings go with them).
+        A binding lands in `scope` itself (Python makes an assigned name local to its function),
+        unless business code there declares the name `global` or `nonlocal`: then the point would
+        assign a variable the business code owns. `replaced`: nodes of business code a rewrite
+        takes out (their bindings go with them).
         """
-        owner = self.table.resolve(name, scope) or scope
-        if owner.kind is ScopeKind.MODULE and scope.kind is not ScopeKind.MODULE:
-            # `global` in business code made the point's assignment a module-level one
-            declared = [b for b in scope.bindings.get(name, []) if b.kind is BindingKind.GLOBAL]
-            if declared:
-                return [_conflict(name, line, declared[0])]
+        declared = [b for b in scope.bindings.get(name, []) if b.kind in (BindingKind.GLOBAL, BindingKind.NONLOCAL)]
+        if declared and scope.kind is not ScopeKind.MODULE:
+            return [_conflict(name, line, declared[0])]
+        owner = self.table.binding_scope(name, scope)
         theirs = [b for b in owner.bindings.get(name, []) if id(b.node) not in self.owned | replaced]
         if theirs:
             return [_conflict(name, line, theirs[0])]
@@ -180,7 +182,7 @@ class PointNames:
             return []  # class attributes are read through self, not as names
         for use in self.table.uses_in(name, owner):
             business = id(use.node) not in self.owned and id(use.node) not in replaced
-            if business and self.table.resolve(name, use.scope) is owner:
+            if business and self.table.would_resolve_to(name, use.scope, owner):
                 code = one_line(use.stmt) if use.stmt is not None else name
                 return [NameIssue(name, line, Reason.NAME_CONFLICT, code, use.node.lineno, relation="used by")]
         return []
