@@ -20,7 +20,7 @@ from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
-from trace_instrument.engine.assess import Assessment, FileAssessor, RuntimeState
+from trace_instrument.engine.assess import Assessment, FileAssessor, RuntimeState, overlap_message, overlaps
 from trace_instrument.engine.baseline import added_imports, business_baseline
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked, unwritable
 from trace_instrument.engine.manifest import Manifest
@@ -303,17 +303,10 @@ def _settle_dependencies(plans: list[_Plan], selected: frozenset[str]) -> None:
 
 def _refuse_overlaps(plans: list[_Plan]) -> None:
     """Two edits that would rewrite the same statement: neither is made."""
-    owner: dict[int, _Plan] = {}
-    for plan in plans:
-        for placement in plan.assessment.placements if plan.inserts else []:
-            for stmt in placement.region:
-                other = owner.setdefault(id(stmt), plan)
-                if other is plan or not other.inserts:
-                    continue
-                line = getattr(stmt, "lineno", 0)
-                for victim, rival in ((plan, other), (other, plan)):
-                    victim.status, victim.reason = Status.AMBIGUOUS, Reason.OVERLAP
-                    victim.message = f"its anchor overlaps point {rival.point.id} at line {line}; fix the anchor specs"
+    inserting = {plan.point.id: plan for plan in plans if plan.inserts}
+    for point_id, (rival, line) in overlaps(plan.assessment for plan in inserting.values()).items():
+        plan = inserting[point_id]
+        plan.status, plan.reason, plan.message = Status.AMBIGUOUS, Reason.OVERLAP, overlap_message(rival, line)
 
 
 # -- editing ------------------------------------------------------------------------------------------

@@ -56,8 +56,19 @@ class FileAssessor:
         self.runtime = runtime
         self._placements: dict[str, list[Placement] | AnchorFailure] = {}
         self._planned: Planned | None = None
+        self._assessed: dict[str, Assessment] = {}
+        self._assessing: set[str] = set()  # a guard against `requires` cycles
 
     def assess(self, point: Point) -> Assessment:
+        if point.id not in self._assessed:
+            self._assessing.add(point.id)
+            try:
+                self._assessed[point.id] = self._assess(point)
+            finally:
+                self._assessing.discard(point.id)
+        return self._assessed[point.id]
+
+    def _assess(self, point: Point) -> Assessment:
         state = self.work.state(point)
         if state.complete:
             return self._in_file(point, state)
@@ -120,6 +131,12 @@ class FileAssessor:
                 reason=placed.reason,
             )
             return Assessment(point, result)
+        blocked = self._required_not_placeable(point)
+        if blocked is not None:
+            # before the names: the names a required point would bind are unbound without it
+            required, status = blocked
+            message = f"requires {required} ({status.value})"
+            return Assessment(point, point_result(point, Status.SKIPPED, message=message, reason=Reason.REQUIREMENT))
         issues = self.placement_issues(point, placed)
         line = min(p.line for p in placed)
         if issues:
@@ -130,6 +147,20 @@ class FileAssessor:
             return Assessment(point, result)
         result = point_result(point, Status.MISSING, line=line, message="not applied; `apply` adds it here")
         return Assessment(point, result, placements=list(placed))
+
+    def _required_not_placeable(self, point: Point) -> tuple[str, Status] | None:
+        """A point of this file that `point` requires and that apply would not put in place.
+
+        (Requirements in other files are settled by apply once every file is done.)
+        """
+        for required in point.requires:
+            other = next((p for p in self.work.points if p.id == required), None)
+            if other is None or required in self._assessing:
+                continue
+            assessment = self.assess(other)
+            if not will_be_in_place(assessment):
+                return required, assessment.status
+        return None
 
     def placements(self, point: Point) -> list[Placement] | AnchorFailure:
         """Where each edit of an absent point goes (remembered), or why it cannot go anywhere."""
@@ -219,6 +250,34 @@ class FileAssessor:
         while first > 0 and lines[first - 1].strip().startswith("#"):
             first -= 1  # the block's own comment lines
         return textwrap.dedent("\n".join(lines[first : block.last_line])).splitlines()
+
+
+def will_be_in_place(assessment: Assessment) -> bool:
+    """Does apply leave this point in place (already there, added, or repaired)?"""
+    status = assessment.status
+    return status.in_place or status is Status.MISSING or (status is Status.BROKEN and bool(assessment.repairs))
+
+
+def overlaps(assessments: Iterable[Assessment]) -> dict[str, tuple[str, int]]:
+    """Points whose edits would rewrite a statement another point's edits rewrite too.
+
+    Point id -> (the other point's id, the statement's line); neither can be made.
+    """
+    owner: dict[int, str] = {}
+    found: dict[str, tuple[str, int]] = {}
+    for assessment in assessments:
+        mine = assessment.point.id
+        for placement in assessment.placements:
+            for stmt in placement.region:
+                other = owner.setdefault(id(stmt), mine)
+                if other != mine:
+                    found.setdefault(mine, (other, stmt.lineno))
+                    found.setdefault(other, (mine, stmt.lineno))
+    return found
+
+
+def overlap_message(other: str, line: int) -> str:
+    return f"its anchor overlaps point {other} at line {line}; fix the anchor specs"
 
 
 def _template_stmts(edit: Edit) -> tuple[ast.stmt, ...]:

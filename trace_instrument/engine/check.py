@@ -8,19 +8,29 @@ it, and every name it uses means what it should (see engine.assess).
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trace_instrument.caches import PickleCache, digest
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
-from trace_instrument.engine.assess import FileAssessor, RuntimeState
+from trace_instrument.engine.assess import FileAssessor, RuntimeState, overlap_message, overlaps
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import internal_error, problem_results
 from trace_instrument.engine.versions import verl_version
-from trace_instrument.model import TRACING_NAMES, Catalog, FileResult, Point, PointResult, RunResult, Selection, Status
+from trace_instrument.model import (
+    TRACING_NAMES,
+    Catalog,
+    FileResult,
+    Point,
+    PointResult,
+    Reason,
+    RunResult,
+    Selection,
+    Status,
+)
 from trace_instrument.spec.signatures import signatures_in
 
 
@@ -95,9 +105,19 @@ def _check_file(context: _Context, root: Path, relative: str, points: list[Point
     if isinstance(work, FileProblem):
         return problem_results(work, points)
     assessor = FileAssessor(work, context.manifest, context.runtime)
-    results = [assessor.assess(point).result for point in points]
+    assessments = [assessor.assess(point) for point in points]
+    # what apply would refuse among the points it would add: two rewriting the same statement
+    clashing = overlaps(a for a in assessments if a.status is Status.MISSING)
+    results = [_refused_overlap(a.result, clashing) for a in assessments]
     results += _unexpected(work, context.catalog)
     return FileResult(work.path, tuple(results))
+
+
+def _refused_overlap(result: PointResult, clashing: dict[str, tuple[str, int]]) -> PointResult:
+    if result.point_id not in clashing:
+        return result
+    message = overlap_message(*clashing[result.point_id])
+    return replace(result, status=Status.AMBIGUOUS, reason=Reason.OVERLAP, message=message)
 
 
 # -- tracing code nobody accounts for ---------------------------------------------------
@@ -134,9 +154,9 @@ def _unexpected_elsewhere(root: Path, catalog: Catalog, seen: set[str]) -> list[
             if not any(word in data for word in words):
                 continue
             tree = ast.parse(data)
-        except (OSError, SyntaxError, ValueError):
-            continue
-        found = [_unexpected_result(relative, n, s) for s, n in signatures_in(tree.body, catalog.helpers)]
+            found = [_unexpected_result(relative, n, s) for s, n in signatures_in(tree.body, catalog.helpers)]
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            continue  # not a file of the catalog's: what cannot be read or walked is not searched
         if found:
             files.append(FileResult(relative, tuple(found)))
     return files
