@@ -1,53 +1,191 @@
-"""Per-operation fixtures: tests/fixtures/<operation>/<case>/{spec.yaml,before.py,after.py}.
+"""Per-operation fixtures: tests/fixtures/<operation>/<case>/, each a spec.yaml and a before.py
+(the file verl/target.py of a synthetic checkout) and what the operation makes of them.
 
-Each case is run four ways: before -> after (apply), after -> after (the no-op
-twin: a second apply changes no byte), after -> before (remove), and
-before -> before under --dry-run.
+apply/<case>/
+    after.py       what apply makes of before.py. Run four ways: before -> after (apply),
+                   after -> after (the no-op twin: a second apply changes no byte),
+                   after -> before (remove) and before -> before under --dry-run.
+    expected.yaml  the points apply does not place: per point its status, reason, a fragment of
+                   its message and, where they matter, the lines, name issues and candidates.
+                   `check` on before.py reports the same (a point's `check:` mapping says where
+                   it differs). Without an after.py, nothing at all is written.
+check/<case>/      before.py holds the points' code already (moved, drifted, broken ...).
+    expected.yaml  what check reports; apply reports the same (a point's `apply:` mapping says
+                   where it differs) and leaves the file alone,
+    after.py       ... unless it repairs it: then apply gives after.py and check is clean on it.
+
+The exit code of each operation (trace_instrument.render.exits) is `exit` in expected.yaml (one
+number for both, or a mapping by operation), 1 when not given. Points expected.yaml does not
+name must be placed by apply (missing in check before that), or be present in check cases.
 """
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from support import assert_snapshot
 
 from trace_instrument.engine.apply import apply
+from trace_instrument.engine.check import check
 from trace_instrument.engine.remove import remove
-from trace_instrument.model import EXTRAS, Selection
+from trace_instrument.model import EXTRAS, Catalog, PointResult, RunResult, Selection, Status
+from trace_instrument.render import exits
 from trace_instrument.spec import load_catalog
 
 FIXTURES = Path(__file__).parent / "fixtures"
+TARGET = "verl/target.py"
+ALL = Selection(extras=frozenset(EXTRAS))
+OVERRIDE_KEYS = {"apply", "check"}
+POINT_KEYS = {"status", "reason", "message", "line", "expected_line", "names", "candidates", "diff"} | OVERRIDE_KEYS
+NAME_KEYS = {"name", "problem", "binding", "binding_line", "relation", "line", "expected"}
 
 
-def _cases() -> list:
-    return list(_case_iter())
-
-
-def _case_iter():
-    for spec in sorted(FIXTURES.glob("*/*/spec.yaml")):
+def _cases(operation: str, *having: str) -> list[Any]:
+    found = []
+    for spec in sorted((FIXTURES / operation).glob("*/spec.yaml")):
         case = spec.parent
-        yield pytest.param(case, id=f"{case.parent.name}/{case.name}")
+        if all((case / name).exists() for name in having):
+            found.append(pytest.param(case, id=f"{operation}/{case.name}"))
+    return found
 
 
-def _target(tmp_path: Path, data: bytes) -> Path:
-    target = tmp_path / "verl" / "target.py"
+def test_every_case_is_complete() -> None:
+    """A case folder is run only when it holds what its operation needs."""
+    for operation, outcomes in (("apply", ("after.py", "expected.yaml")), ("check", ("expected.yaml",))):
+        for case in sorted(p for p in (FIXTURES / operation).iterdir() if p.is_dir()):
+            assert (case / "spec.yaml").is_file() and (case / "before.py").is_file(), case
+            assert any((case / name).is_file() for name in outcomes), f"{case}: no {' or '.join(outcomes)}"
+    assert sorted(p.name for p in FIXTURES.iterdir()) == ["apply", "check", "spec"]
+
+
+# -- running a case ----------------------------------------------------------------------
+
+
+def _catalog(case: Path, tmp_path: Path) -> Catalog:
+    """The case's points alone (its spec copied to a folder of its own: expected.yaml is no spec)."""
+    folder = tmp_path / "spec"
+    folder.mkdir(exist_ok=True)
+    shutil.copy(case / "spec.yaml", folder / "spec.yaml")
+    return load_catalog([folder], shipped=False)
+
+
+def _checkout(tmp_path: Path, data: bytes) -> Path:
+    root = tmp_path / "checkout"
+    target = root / TARGET
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
-    return target
+    return root
 
 
-def _run(case: Path, tmp_path: Path, data: bytes, *, operation=apply, **kwargs) -> bytes:
-    catalog = load_catalog([case], shipped=False)
-    target = _target(tmp_path, data)
-    result = operation(tmp_path, catalog, Selection(extras=frozenset(EXTRAS)), **kwargs)
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+Operation = Callable[..., RunResult]
+
+
+def _operate(case: Path, tmp_path: Path, data: bytes, operation: Operation, **kwargs: Any) -> tuple[RunResult, Path]:
+    root = _checkout(tmp_path, data)
+    return operation(root, _catalog(case, tmp_path), ALL, **kwargs), root
+
+
+def _run(case: Path, tmp_path: Path, data: bytes, operation: Operation = apply, **kwargs: Any) -> bytes:
+    """The target's bytes after a run that must go through without errors."""
+    result, root = _operate(case, tmp_path, data, operation, **kwargs)
     assert not result.error, result.error
     assert not [f.error for f in result.files if f.error]
-    return target.read_bytes()
+    return (root / TARGET).read_bytes()
 
 
-@pytest.mark.parametrize("case", _cases())
-def test_apply_gives_after(case: Path, tmp_path: Path):
+# -- what a case expects -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expected:
+    points: dict[str, dict[str, Any]]
+    exit: dict[str, int]
+
+    def of(self, point_id: str, operation: str) -> dict[str, Any] | None:
+        """What `operation` must report for the point (None: not named, so in place)."""
+        point = self.points.get(point_id)
+        if point is None:
+            return None
+        fields = {k: v for k, v in point.items() if k not in OVERRIDE_KEYS}
+        return {**fields, **point.get(operation, {})}
+
+
+def _expected(case: Path) -> Expected:
+    data = yaml.safe_load((case / "expected.yaml").read_text(encoding="utf-8"))
+    assert set(data) <= {"points", "exit"}, f"{case.name}/expected.yaml: unknown keys {set(data) - {'points', 'exit'}}"
+    points = data["points"]
+    for point_id, fields in points.items():
+        unknown = set(fields) - POINT_KEYS
+        assert not unknown, f"{case.name}/expected.yaml: {point_id}: unknown keys {unknown}"
+        for issue in fields.get("names", []):
+            assert set(issue) <= NAME_KEYS, f"{case.name}/expected.yaml: {point_id}: unknown name keys"
+    code = data.get("exit", exits.FAILED)
+    exit_codes = code if isinstance(code, dict) else {"apply": code, "check": code}
+    return Expected(points, {"apply": exits.FAILED, "check": exits.FAILED, **exit_codes})
+
+
+def _assert_point(found: PointResult, wanted: dict[str, Any], operation: str) -> None:
+    where = f"{operation}: {found.point_id}"
+    assert found.status.value == wanted["status"], f"{where}: {found.status.value} ({found.message})"
+    reason = found.reason.value if found.reason is not None else None
+    assert reason == wanted.get("reason"), f"{where}: reason {reason} ({found.message})"
+    assert wanted["message"] in found.message, f"{where}: {found.message!r} lacks {wanted['message']!r}"
+    for key in ("line", "expected_line", "diff"):
+        if key in wanted:
+            assert getattr(found, key) == wanted[key], f"{where}: {key}"
+    if "names" in wanted or found.names:
+        issues = [_name_fields(issue, wanted) for issue in found.names]
+        expected_issues = [_name_expectation(issue, wanted) for issue in wanted.get("names", [])]
+        assert issues == expected_issues, f"{where}: names"
+    if "candidates" in wanted:
+        assert [{"line": c.line, "code": c.code} for c in found.candidates] == wanted["candidates"], where
+
+
+def _name_expectation(issue: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    return {"problem": point.get("reason"), "binding": "", "binding_line": 0, "relation": "bound by", **issue}
+
+
+def _name_fields(issue: Any, point: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a NameIssue the expectation speaks of (the line and expected text when named)."""
+    fields = {
+        "name": issue.name,
+        "problem": issue.problem.value,
+        "binding": issue.binding,
+        "binding_line": issue.binding_line,
+        "relation": issue.relation,
+    }
+    named = {key for entry in point.get("names", []) for key in entry}
+    fields.update({key: getattr(issue, key) for key in ("line", "expected") if key in named})
+    return fields
+
+
+def _assert_points(result: RunResult, expected: Expected, operation: str, unnamed: set[Status]) -> None:
+    assert result.error is None, result.error
+    found = {p.point_id: p for p in result.points}
+    assert set(expected.points) <= set(found), f"{operation}: no result for {set(expected.points) - set(found)}"
+    for point_id, point in found.items():
+        wanted = expected.of(point_id, operation)
+        if wanted is None:
+            assert point.status in unnamed, f"{operation}: {point_id} is {point.status.value}: {point.message}"
+        else:
+            _assert_point(point, wanted, operation)
+
+
+# -- apply: positive cases, run four ways ----------------------------------------------------
+
+
+@pytest.mark.parametrize("case", _cases("apply", "after.py"))
+def test_apply_gives_after(case: Path, tmp_path: Path) -> None:
     before = (case / "before.py").read_bytes()
     produced = _run(case, tmp_path, before)
     assert produced != before, "the fixture must change something"
@@ -55,19 +193,90 @@ def test_apply_gives_after(case: Path, tmp_path: Path):
     assert_snapshot(case / "after.py", produced)
 
 
-@pytest.mark.parametrize("case", _cases())
-def test_no_op_twin_second_apply_changes_nothing(case: Path, tmp_path: Path):
+@pytest.mark.parametrize("case", _cases("apply", "after.py"))
+def test_no_op_twin_second_apply_changes_nothing(case: Path, tmp_path: Path) -> None:
     after = (case / "after.py").read_bytes()
     assert _run(case, tmp_path, after) == after
 
 
-@pytest.mark.parametrize("case", _cases())
-def test_remove_restores_before(case: Path, tmp_path: Path):
+@pytest.mark.parametrize("case", _cases("apply", "after.py"))
+def test_remove_restores_before(case: Path, tmp_path: Path) -> None:
     after = (case / "after.py").read_bytes()
     assert _run(case, tmp_path, after, operation=remove) == (case / "before.py").read_bytes()
 
 
-@pytest.mark.parametrize("case", _cases())
-def test_dry_run_writes_nothing(case: Path, tmp_path: Path):
+@pytest.mark.parametrize("case", _cases("apply", "after.py"))
+def test_dry_run_writes_nothing(case: Path, tmp_path: Path) -> None:
     before = (case / "before.py").read_bytes()
     assert _run(case, tmp_path, before, write=False) == before
+
+
+# -- apply: what it refuses ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", _cases("apply", "expected.yaml"))
+def test_apply_reports_what_it_does_not_place(case: Path, tmp_path: Path) -> None:
+    expected = _expected(case)
+    before = (case / "before.py").read_bytes()
+    result, root = _operate(case, tmp_path, before, apply)
+    _assert_points(result, expected, "apply", {Status.APPLIED})
+    assert exits.apply_exit(result) == expected.exit["apply"]
+    if not (case / "after.py").exists():
+        assert _files(root) == {TARGET: before}, "nothing may be written: no edit, no runtime, no manifest"
+        assert not result.written
+
+
+@pytest.mark.parametrize("case", _cases("apply", "expected.yaml", "after.py"))
+def test_nothing_of_a_point_not_placed_is_written(case: Path, tmp_path: Path) -> None:
+    """Where other points of the file are applied, check on the result still finds no trace of
+    the ones apply did not place (a line of theirs would make them drifted or broken)."""
+    expected = _expected(case)
+    result, _root = _operate(case, tmp_path, (case / "after.py").read_bytes(), check)
+    found = {p.point_id: p for p in result.points}
+    for point_id, point in found.items():
+        wanted = expected.of(point_id, "check")
+        if wanted is None:
+            assert point.status is Status.PRESENT, f"{point_id}: {point.status.value} {point.message}"
+        else:  # the lines moved with what apply added; the status and reason may not change
+            reason = point.reason.value if point.reason is not None else None
+            assert (point.status.value, reason) == (wanted["status"], wanted.get("reason")), point.message
+
+
+@pytest.mark.parametrize("case", _cases("apply", "expected.yaml"))
+def test_check_reports_the_same_before_apply(case: Path, tmp_path: Path) -> None:
+    expected = _expected(case)
+    before = (case / "before.py").read_bytes()
+    result, root = _operate(case, tmp_path, before, check)
+    _assert_points(result, expected, "check", {Status.MISSING})
+    assert exits.check_exit(result) == expected.exit["check"]
+    assert _files(root) == {TARGET: before}
+
+
+# -- check: code already in the file -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", _cases("check", "expected.yaml"))
+def test_check_reports_the_code_in_place(case: Path, tmp_path: Path) -> None:
+    expected = _expected(case)
+    before = (case / "before.py").read_bytes()
+    result, root = _operate(case, tmp_path, before, check)
+    _assert_points(result, expected, "check", {Status.PRESENT})
+    assert exits.check_exit(result) == expected.exit["check"]
+    assert _files(root) == {TARGET: before}
+
+
+@pytest.mark.parametrize("case", _cases("check", "expected.yaml"))
+def test_apply_on_the_code_in_place(case: Path, tmp_path: Path) -> None:
+    expected = _expected(case)
+    before = (case / "before.py").read_bytes()
+    result, root = _operate(case, tmp_path, before, apply)
+    _assert_points(result, expected, "apply", {Status.PRESENT})
+    assert exits.apply_exit(result) == expected.exit["apply"]
+    after = case / "after.py"
+    if not after.exists():
+        assert (root / TARGET).read_bytes() == before, "apply leaves what it cannot put right alone"
+        return
+    produced = (root / TARGET).read_bytes()
+    assert_snapshot(after, produced)
+    again = check(root, _catalog(case, tmp_path), ALL)
+    assert exits.check_exit(again) == exits.OK, [(p.point_id, p.status.value, p.message) for p in again.points]
