@@ -6,7 +6,8 @@ apply/<case>/
                    after -> after (the no-op twin: a second apply changes no byte),
                    after -> before (remove) and before -> before under --dry-run.
     expected.yaml  the points apply does not place: per point its status, reason, a fragment of
-                   its message and, where they matter, the lines, name issues and candidates.
+                   its message (`message`, or all of it: `message_is`) and, where they matter,
+                   the lines, name issues and candidates.
                    `check` on before.py reports the same (a point's `check:` mapping says where
                    it differs). Without an after.py, nothing at all is written.
 check/<case>/      before.py holds the points' code already (moved, drifted, broken ...).
@@ -42,7 +43,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TARGET = "verl/target.py"
 ALL = Selection(extras=frozenset(EXTRAS))
 OVERRIDE_KEYS = {"apply", "check"}
-POINT_KEYS = {"status", "reason", "message", "line", "expected_line", "names", "candidates", "diff"} | OVERRIDE_KEYS
+POINT_KEYS = {"status", "reason", "message", "message_is", "line", "expected_line", "names", "candidates", "diff"}
+POINT_KEYS |= OVERRIDE_KEYS
 NAME_KEYS = {"name", "problem", "binding", "binding_line", "relation", "line", "expected"}
 
 
@@ -139,7 +141,11 @@ def _assert_point(found: PointResult, wanted: dict[str, Any], operation: str) ->
     assert found.status.value == wanted["status"], f"{where}: {found.status.value} ({found.message})"
     reason = found.reason.value if found.reason is not None else None
     assert reason == wanted.get("reason"), f"{where}: reason {reason} ({found.message})"
-    assert wanted["message"] in found.message, f"{where}: {found.message!r} lacks {wanted['message']!r}"
+    assert "message" in wanted or "message_is" in wanted, f"{where}: expected.yaml names no message"
+    if "message_is" in wanted:
+        assert found.message == wanted["message_is"], f"{where}: message"
+    if "message" in wanted:
+        assert wanted["message"] in found.message, f"{where}: {found.message!r} lacks {wanted['message']!r}"
     for key in ("line", "expected_line", "diff"):
         if key in wanted:
             assert getattr(found, key) == wanted[key], f"{where}: {key}"
