@@ -39,7 +39,6 @@ class Assessment:
     point: Point
     result: PointResult
     placements: list[Placement] = field(default_factory=list)  # MISSING: where each edit goes
-    repairs: tuple[NameIssue, ...] = ()  # BROKEN by missing imports only: what apply adds
     stale: PointState | None = None  # STALE: the older template's code, found in the file
 
     @property
@@ -107,7 +106,7 @@ class FileAssessor:
             message += "; `trace-instrument apply` adds the import"
         line = min(i.line for i in issues)
         result = point_result(point, Status.BROKEN, line=line, message=message, reason=reason, names=tuple(issues))
-        return Assessment(point, result, repairs=tuple(issues) if repairable else ())
+        return Assessment(point, result)
 
     # -- a point not there at all ------------------------------------------------------------
 
