@@ -35,6 +35,7 @@ from support import REPOSITORY, copy_tree, tree_bytes
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.remove import remove
+from trace_instrument.engine.verify import verify
 from trace_instrument.model import Catalog, EditKind, Point, Reason, Status
 
 RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"  # the catalog touches it
@@ -653,3 +654,19 @@ def test_a_release_outside_validated_on_gets_one_line(verl_091: Path, tmp_path: 
     assert version_line_count(outputs["check"].out, "0.9.1") == 0
     report = expect(tool(checkout, "check", ".", "--format", "json"), 0).json()
     assert (report["verl_version"], report["validated"]) == ("0.10.0", False)
+
+
+def test_verify_baseline_takes_a_tag_when_the_checkout_is_a_subfolder(verl_090: Path, tmp_path: Path, catalog):
+    repository = tmp_path / "monorepo"
+    checkout = copy_tree(verl_090, repository / "third_party" / "verl")
+    git(repository, "init", "-q", "-b", "main")
+    commit_all(repository, "vendor verl 0.9.0")
+    git(repository, "tag", "verl-0.9.0")
+    assert apply(checkout, catalog).written
+    replace_once(checkout / RAY_TRAINER, FORK_EDIT_OLD, FORK_EDIT_NEW)
+    result = verify(checkout, catalog, baseline="verl-0.9.0")
+    failed = [(f.check.value, f.subject, f.line) for f in result.findings if not f.ok]
+    assert failed == [("zero-intrusion", RAY_TRAINER, line_of(checkout / RAY_TRAINER, FORK_EDIT_NEW))]
+    touched = {p.file for p in core_points(catalog)}
+    proven = {f.subject for f in result.findings if f.check.value == "zero-intrusion" and f.ok}
+    assert proven == touched - {RAY_TRAINER}
