@@ -81,3 +81,113 @@ def test_python_dash_m_runs_the_cli():
         [sys.executable, "-m", "trace_instrument", "--version"], check=False, capture_output=True, text=True
     )
     assert done.returncode == 0 and done.stdout.startswith("trace-instrument ")
+
+
+def test_keep_going_writes_every_other_file_when_one_is_read_only(checkout_090, verl_090):
+    locked = checkout_090 / "verl/trainer/ppo/v1/trainer_sync.py"
+    locked.chmod(0o444)
+    stopped = _run("apply", checkout_090)
+    assert stopped.exit_code == 2 and "read-only" in stopped.output
+    assert tree_bytes(checkout_090) == tree_bytes(verl_090), "without --keep-going nothing is written"
+    going = _run("apply", "--keep-going", checkout_090)
+    assert going.exit_code == 2
+    changed = {path for path, data in tree_bytes(checkout_090).items() if tree_bytes(verl_090).get(path) != data}
+    assert "verl/trainer/ppo/v1/trainer_sync.py" not in changed
+    assert "verl/trainer/ppo/v1/trainer_base.py" in changed and "verl/utils/tracing/trace.py" in changed
+
+
+def test_patch_to_stdout_and_to_an_unwritable_path(checkout_090, verl_090, tmp_path):
+    to_stdout = _run("apply", "--patch", "-", checkout_090)
+    assert to_stdout.exit_code == 0 and to_stdout.output.startswith("diff --git a/")
+    assert tree_bytes(checkout_090) == tree_bytes(verl_090), "--patch writes nothing else"
+    # the patch applies with git on the pristine tree and gives what apply writes
+    subprocess.run(["git", "init", "-q", str(checkout_090)], check=True)
+    patch = tmp_path / "change.patch"
+    patch.write_text(to_stdout.output, encoding="utf-8")
+    subprocess.run(["git", "-C", str(checkout_090), "apply", str(patch)], check=True)
+    reference = tmp_path / "reference"
+    from support import copy_tree
+
+    copy_tree(verl_090, reference)
+    assert _run("apply", reference).exit_code == 0
+    assert tree_bytes(checkout_090) == tree_bytes(reference)
+    unwritable = _run("apply", "--patch", tmp_path / "no-such-folder" / "x.patch", checkout_090)
+    assert unwritable.exit_code == 2
+    assert "cannot write the patch" in unwritable.output and "Traceback" not in unwritable.output
+
+
+def test_unknown_names_get_a_did_you_mean_and_skip_works_with_only(checkout_090):
+    wrong_id = _run("apply", "--only", "flow.v0.uid-generatd", checkout_090)
+    assert wrong_id.exit_code == 2 and "did you mean 'flow.v0.uid-generated'?" in wrong_id.output
+    wrong_facility = _run("check", "--facility", "progres", checkout_090)
+    assert wrong_facility.exit_code == 2 and "did you mean 'progress'?" in wrong_facility.output
+    wrong_extra = _run("apply", "--extras", "sglang-timin", checkout_090)
+    assert wrong_extra.exit_code == 2 and "did you mean 'sglang-timing'?" in wrong_extra.output
+    both = json.loads(
+        _run(
+            "apply", "--format", "json", "--only", "flow.v0.uid-generated", "--only", "flow.v0.traj-uid-repeat",
+            "--skip", "flow.v0.traj-uid-repeat", checkout_090,
+        ).output
+    )  # fmt: skip
+    assert [p["id"] for p in both["points"]] == ["flow.v0.uid-generated"]
+
+
+def _in_a_terminal(args: list[str], columns: int, **env: str) -> str:
+    """Run the CLI under a pseudo-terminal `columns` wide; what it printed."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES", "TERM")}
+    environment.update(TERM="xterm-256color", **env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trace_instrument", *args], stdout=follower, stderr=follower, env=environment
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    process.wait(timeout=300)
+    os.close(leader)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def test_no_color_removes_every_escape_code(checkout_090):
+    coloured = _in_a_terminal(["check", str(checkout_090)], 120)
+    assert "\x1b[" in coloured, "a terminal gets colours (else this test proves nothing)"
+    plain = _in_a_terminal(["check", str(checkout_090)], 120, NO_COLOR="1")
+    assert "\x1b" not in plain and "missing" in plain
+
+
+def test_report_never_cuts_lines_in_a_narrow_terminal(checkout_090):
+    _run("apply", "--facility", "sample_flow", "--facility", "runtime", checkout_090)
+    markdown = _run("report", "--format", "markdown", checkout_090).output
+    narrow = _in_a_terminal(["report", str(checkout_090)], 40, NO_COLOR="1")
+    assert "…" not in narrow
+    joined = "".join(line.strip() for line in narrow.replace("\r", "").splitlines())
+    words = {w.strip("`*-•,;()#") for w in markdown.split()} - {""}
+    missing = sorted(w for w in words if w not in joined)
+    assert missing == [], missing[:10]
+    piped = _run("report", checkout_090).output
+    assert piped == markdown, "a pipe gets the Markdown text itself, never wrapped"
+
+
+def test_shell_completion_is_available():
+    shown = subprocess.run(
+        [sys.executable, "-m", "trace_instrument", "--show-completion", "bash"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert "_TRACE_INSTRUMENT_COMPLETE=complete_bash" in shown.stdout and "trace-instrument" in shown.stdout

@@ -139,9 +139,17 @@ def test_the_shipped_catalog_loads_and_is_complete():
     assert {p.extra for p in catalog.points if p.extra} == {"sglang-timing", "reward-score-metric"}
     assert [name for name, _ in catalog.runtime.files] == [
         "__init__.py",
+        "files.py",
+        "losses.py",
+        "process.py",
+        "progress.py",
+        "safety.py",
+        "settings.py",
+        "streams.py",
         "trace.py",
         "trajectory_store.py",
         "trajectory_tracker.py",
         "trajectory_types.py",
+        "writer.py",
     ]
     assert catalog.validated_on

@@ -22,11 +22,9 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from trace_instrument import __version__
-from trace_instrument.engine.apply import apply as run_apply
 from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
 from trace_instrument.engine.patch import unified_patch
-from trace_instrument.engine.remove import remove as run_remove
 from trace_instrument.engine.report import OUTPUTS as REPORT_OUTPUTS
 from trace_instrument.engine.verify import verify as run_verify
 from trace_instrument.model import EXTRAS, FACILITIES, Catalog, RunResult, Selection, Status
@@ -126,7 +124,7 @@ def main() -> None:
         if signal.getsignal(signum) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
             signal.signal(signum, _on_signal)
     try:
-        app()
+        app(prog_name="trace-instrument")
     except (Interrupted, InterruptedAfterWrite, KeyboardInterrupt) as exc:
         _interrupted(exc)
 
@@ -236,6 +234,8 @@ def apply(
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
 ) -> None:
     """Instrument the checkout: put every selected point in place, repair what present points need."""
+    from trace_instrument.engine.apply import apply as run_apply  # LibCST: only the commands that edit load it
+
     catalog = _catalog(anchors)
     selection = _selection(catalog, facility, only, skip, extras)
     write = not dry_run and patch is None
@@ -350,6 +350,8 @@ def remove(
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
 ) -> None:
     """Take the instrumentation out again, restoring the original code."""
+    from trace_instrument.engine.remove import remove as run_remove
+
     catalog = _catalog(anchors)
     selection = _selection(catalog, facility, only, skip, [])
     result = run_remove(path, catalog, selection, write=not dry_run, force=force)
@@ -393,7 +395,8 @@ def report(
     else:
         from rich.markdown import Markdown
 
-        _print([Markdown(markdown.report(rep))])
+        # wrapped at the terminal's width, never cropped
+        _out().print(Markdown(markdown.report(rep)), soft_wrap=False)
     raise typer.Exit(code)
 
 
@@ -438,6 +441,7 @@ def demo(
 def _demo_steps(catalog: Catalog, version: str, workdir: Path):  # type: ignore[no-untyped-def]
     import shutil
 
+    from trace_instrument.engine.apply import apply as run_apply
     from trace_instrument.wheels import WheelError, verl_tree
 
     with _step(f"fetching verl {version} from PyPI (cached after the first time)"):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import enum
 from dataclasses import dataclass, field
-from typing import Any
 
 FACILITIES = ("sample_flow", "progress", "trajectory", "env", "runtime")
 EXTRAS = ("sglang-timing", "reward-score-metric")
@@ -34,6 +33,48 @@ TRACING_NAMES = frozenset(
     }
 )
 TRACING_MODULE = "verl.utils.tracing"
+# Everything else the runtime package exports: names too generic to tell tracing code by.
+GENERIC_RUNTIME_NAMES = frozenset({"Turn", "Trajectory", "flush"})
+# The runtime's `__all__` is exactly these (it stands alone inside verl, so it keeps its own copy;
+# tests/test_vocabulary.py keeps the two equal).
+RUNTIME_EXPORTS = TRACING_NAMES | GENERIC_RUNTIME_NAMES
+
+# One trajectory JSONL line (the seed's trace_data_formats.md): its keys, the keys of the JSON
+# object in its raw_message string, and the keys of each turn in it.
+TRAJECTORY_LINE_KEYS = ("prompt_uid", "sample_index", "raw_message")
+RAW_MESSAGE_KEYS = (
+    "request_id",
+    "n_samples",
+    "global_step",
+    "created_at_ts",
+    "completed_at_ts",
+    "total_time_ms",
+    "turns",
+    "initial_prompt_text",
+    "agent_metrics",
+)
+TURN_KEYS = (
+    "turn_index",
+    "prompt_token_count",
+    "completion_text",
+    "completion_token_count",
+    "finish_reason",
+    "observation_text",
+    "start_ts",
+    "end_ts",
+    "observation_start_ts",
+    "observation_end_ts",
+    "turn_total_time_ms",
+    "completion_time_ms",
+    "observation_time_ms",
+    "sglang_time_ms",
+    "sglang_queue_time_ms",
+    "sglang_ttft_ms",
+    "sglang_prefill_ms",
+    "sglang_decode_time_ms",
+    "template_overhead_tokens",
+    "template_overhead_text",
+)
 
 
 class EditKind(str, enum.Enum):
@@ -152,13 +193,14 @@ class CodePattern:
 
 @dataclass(frozen=True, eq=False)
 class Template:
-    """Code spliced in by an edit. `cst` holds LibCST nodes parsed at load."""
+    """Code spliced in by an edit, parsed with `ast` at load (the edit layer parses it with LibCST)."""
 
     name: str
     text: str
     stmts: tuple[ast.stmt, ...]
-    cst: tuple[Any, ...]  # libcst statements, or a single expression for REPLACE_EXPR
     sha: str
+    expression: bool = False  # REPLACE_EXPR: one expression, not statements
+    leading_lines: int = 0  # comment and blank lines above its first statement (they travel with it)
 
 
 @dataclass(frozen=True, eq=False)
@@ -223,6 +265,7 @@ class Catalog:
     runtime: RuntimeModule
     validated_on: tuple[str, ...]
     helpers: frozenset[str] = frozenset()  # functions the templates define (tracing code too)
+    digest: str = ""  # of every file it was read from ("" when not known): keys caches of results
 
     def point(self, point_id: str) -> Point:
         for p in self.points:

@@ -18,7 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from trace_instrument.model import Catalog, Check, Finding
+from trace_instrument.model import RAW_MESSAGE_KEYS, TRAJECTORY_LINE_KEYS, Catalog, Check, Finding
+from trace_instrument.model import TURN_KEYS as TURN_KEY_NAMES
 
 _SCRIPT = r"""
 import sys
@@ -40,39 +41,8 @@ store.close()
 t.flush(5)
 """
 
-RAW_KEYS = {
-    "request_id",
-    "n_samples",
-    "global_step",
-    "created_at_ts",
-    "completed_at_ts",
-    "total_time_ms",
-    "turns",
-    "initial_prompt_text",
-    "agent_metrics",
-}
-TURN_KEYS = {
-    "turn_index",
-    "prompt_token_count",
-    "completion_text",
-    "completion_token_count",
-    "finish_reason",
-    "observation_text",
-    "start_ts",
-    "end_ts",
-    "observation_start_ts",
-    "observation_end_ts",
-    "turn_total_time_ms",
-    "completion_time_ms",
-    "observation_time_ms",
-    "sglang_time_ms",
-    "sglang_queue_time_ms",
-    "sglang_ttft_ms",
-    "sglang_prefill_ms",
-    "sglang_decode_time_ms",
-    "template_overhead_tokens",
-    "template_overhead_text",
-}
+RAW_KEYS = set(RAW_MESSAGE_KEYS)
+TURN_KEYS = set(TURN_KEY_NAMES)
 FLOW_LINE = re.compile(
     r"^\[FLOW_TRACE\] \d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2} \| uid=u1 \| traj_uid=0 \| from=SelfCheck \| to=Disk"
     r" \| stage=TRAIN_UPDATE \| global_step=3 \| detail=self_check$",
@@ -191,7 +161,7 @@ def _trajectory_findings(folder: Path) -> list[Finding]:
                 "trajectory JSONL", [f"expected one JSON line with a raw_message string, got {len(lines)} lines"], ""
             )
         ]
-    if list(record) != ["prompt_uid", "sample_index", "raw_message"]:
+    if tuple(record) != TRAJECTORY_LINE_KEYS:
         problems.append(f"top-level keys {list(record)}")
     if (record.get("prompt_uid"), record.get("sample_index")) != ("u1", 0):
         problems.append("prompt_uid / sample_index values wrong")

@@ -14,19 +14,13 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from trace_instrument.caches import cache_dir
+
 WHEEL_DIR_ENV = "TRACE_INSTRUMENT_WHEELS"
-CACHE_ENV = "TRACE_INSTRUMENT_CACHE"
 
 
 class WheelError(Exception):
     """The verl wheel could not be had; the message says what to do."""
-
-
-def cache_dir() -> Path:
-    base = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"), "trace-instrument"
-    )
-    return Path(base)
 
 
 def verl_tree(version: str) -> Path:

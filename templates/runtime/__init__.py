@@ -8,40 +8,45 @@
   per-rollout JSONL records under ``{trace_dir}/trajectory/``.
 
 Everything is off until a trace directory is set (``$VERL_TRACE_DIR`` at import,
-or ``set_trace_dir()``), and nothing here raises into the training code.
+or ``set_trace_dir()``), and nothing here raises into the training code. What
+is lost anyway is counted and reported (stderr, ``{trace_dir}/status/``).
 Standard library only; imports are relative so the package can live anywhere.
+
+Modules: ``settings`` (environment, switch, clock), ``safety`` (containment,
+re-entry guard), ``streams`` (stdout/stderr), ``files`` (raw descriptors, atomic
+small files), ``process`` (fork handling), ``losses`` (counts, status file),
+``writer`` (bounded background writers, flush, exit), ``trace`` (sample flow),
+``progress`` (progress lines) and the three ``trajectory_*`` modules.
 """
 
-from .trace import (
-    flush,
-    get_trace_dir,
+from .progress import (
     log_gen_throughput,
     log_gen_throughput_tokens,
     log_progress,
     log_rollout_completed,
     log_step_window,
-    set_trace_dir,
-    suppress_sample_trace,
-    trace_flow,
 )
+from .settings import get_trace_dir, set_trace_dir
+from .trace import suppress_sample_trace, trace_flow
 from .trajectory_store import TrajectoryStore
 from .trajectory_tracker import TrajectoryTracker
 from .trajectory_types import Trajectory, Turn, TurnRecord
+from .writer import flush
 
 __all__ = [
-    "trace_flow",
-    "log_progress",
-    "log_gen_throughput",
-    "log_gen_throughput_tokens",
-    "log_rollout_completed",
-    "log_step_window",
-    "get_trace_dir",
-    "set_trace_dir",
-    "suppress_sample_trace",
-    "flush",
-    "Turn",
     "Trajectory",
-    "TurnRecord",
     "TrajectoryStore",
     "TrajectoryTracker",
+    "Turn",
+    "TurnRecord",
+    "flush",
+    "get_trace_dir",
+    "log_gen_throughput",
+    "log_gen_throughput_tokens",
+    "log_progress",
+    "log_rollout_completed",
+    "log_step_window",
+    "set_trace_dir",
+    "suppress_sample_trace",
+    "trace_flow",
 ]

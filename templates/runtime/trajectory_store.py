@@ -1,15 +1,22 @@
 """Appends finished trajectories to size-rotated JSONL files from a background thread."""
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001, S110
+
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from . import trace as _trace
+from . import files, safety, settings
 from .trajectory_types import Turn, _json_default
+from .writer import BackgroundWriter, Chunk, deadline_after
 
 _MB = 1024 * 1024
 
@@ -53,12 +60,38 @@ def _compact_trajectory(trajectory) -> dict:
     return compact
 
 
+def _dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, default=_json_default)
+
+
 def format_trajectory_line(trajectory) -> str:
     """One JSONL line (without newline): index columns plus the rest as a JSON string."""
     payload = _compact_trajectory(trajectory)
     line = {key: payload.pop(key, None) for key in _INDEX_KEYS}
-    line["raw_message"] = json.dumps(payload, ensure_ascii=False, default=_json_default)
-    return json.dumps(line, ensure_ascii=False, default=_json_default)
+    line["raw_message"] = _dumps(payload)
+    return _dumps(line)
+
+
+def encode_trajectory_line(trajectory) -> bytes:
+    r"""``format_trajectory_line(trajectory) + "\n"`` as the file gets it: UTF-8, lone surrogates backslash-escaped.
+
+    Quoting ``raw_message`` a second time is the costly part of a large line.
+    Done on the UTF-8 bytes it is two byte replacements: that JSON text holds
+    no control characters (the first dumps escaped them), so its string
+    escaping only doubles backslashes and escapes quotes, and in UTF-8 those
+    two bytes never occur inside another character. Text that needs the
+    surrogate escape takes the plain path.
+    """
+    payload = _compact_trajectory(trajectory)
+    index = [(key, payload.pop(key, None)) for key in _INDEX_KEYS]
+    raw_message = _dumps(payload)
+    try:
+        head = "".join(f'"{key}": {_dumps(value)}, ' for key, value in index).encode("utf-8")
+        quoted = raw_message.encode("utf-8").replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+    except UnicodeEncodeError:
+        line = dict(index, raw_message=raw_message)
+        return (_dumps(line) + "\n").encode("utf-8", "backslashreplace")
+    return b"".join((b"{", head, b'"raw_message": "', quoted, b'"}\n'))
 
 
 def _file_stamp(epoch_ms: int) -> str:
@@ -71,45 +104,58 @@ class _RotatingJsonlOutput:
 
     New files are created exclusively; a taken name (same millisecond, or a
     planted file) moves the stamp forward by 1 ms instead of appending to it.
+    A line that fails part-way is cut off again, so the file keeps only whole
+    lines and the next line goes to the same file; a file left empty is
+    removed when the store closes.
     """
 
     _MAX_NAME_ATTEMPTS = 1000
-    _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 
-    def __init__(self, dump_dir, instance_id, max_bytes):
+    def __init__(self, dump_dir: str | None, instance_id: str, max_bytes: int) -> None:
         self.dump_dir = dump_dir
         self.instance_id = instance_id
         self.max_bytes = max_bytes
-        self.path = None
-        self._fd = None
+        self.path: str | None = None
+        self._fd: int | None = None
         self._size = 0
         self._last_stamp_ms = -1
 
-    def write_chunks(self, chunks):
-        failed = 0
-        for text, n_records in chunks:
+    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, int]:
+        written = failed = 0
+        for data, count, _ in chunks:
             try:
-                self._write_line(text.encode("utf-8", "backslashreplace"))
+                self._write_line(data)
+                written += count
             except OSError as exc:
-                failed += n_records
-                self.close()  # next line starts a fresh file
-                _trace._warn_once(("trajectory-write", self.dump_dir), "tracing: trajectory write failed: %s", exc)
-        return failed
+                failed += count
+                self._recover(exc)
+                safety.warn_once(("trajectory-write", self.dump_dir), "tracing: trajectory write failed: %s", exc)
+        return written, failed
 
-    def _write_line(self, data):
+    def _write_line(self, data: bytes) -> None:
         if self._fd is None or self._size >= self.max_bytes:
             self._open_next_file()
-        _trace._write_all(self._fd, data)
+        assert self._fd is not None
+        files.write_all(self._fd, data)
         self._size += len(data)
 
-    def _open_next_file(self):
+    def _recover(self, exc: OSError) -> None:
+        """After a failed line: cut its torn part off and keep the file, or give the file up."""
+        torn = getattr(exc, "written", 0)
+        if self._fd is not None and files.truncate_to(self._fd, self._size, self._size + torn):
+            return
+        self._close(remove_if_empty=False)
+
+    def _open_next_file(self) -> None:
         self.close()
+        if self.dump_dir is None:
+            raise OSError(errno.EINVAL, "the trajectory folder is not a usable path")
         os.makedirs(self.dump_dir, exist_ok=True)
-        stamp_ms = max(int(_trace._clock() * 1000), self._last_stamp_ms + 1)
+        stamp_ms = max(int(settings.clock() * 1000), self._last_stamp_ms + 1)
         for _ in range(self._MAX_NAME_ATTEMPTS):
             path = os.path.join(self.dump_dir, f"trajectory_{self.instance_id}_{_file_stamp(stamp_ms)}.jsonl")
             try:
-                self._fd = os.open(path, self._CREATE_FLAGS, 0o644)
+                self._fd = files.open_fd(path, files.CREATE_NEW_FLAGS)
             except FileExistsError:
                 stamp_ms += 1
                 continue
@@ -117,78 +163,146 @@ class _RotatingJsonlOutput:
             return
         raise FileExistsError(f"no free trajectory file name in {self.dump_dir}")
 
-    def close(self):
-        fd, self._fd = self._fd, None
-        _trace._close_fd(fd)
+    def close(self) -> None:
+        self._close(remove_if_empty=True)
 
-    forget_inherited = close
+    def _close(self, remove_if_empty: bool) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        files.close_fd(fd)
+        if remove_if_empty and self._size == 0 and self.path is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+    def forget_inherited(self) -> None:
+        """In a forked child: close the inherited descriptor; the parent's file stays as it is."""
+        fd, self._fd = self._fd, None
+        files.close_fd(fd)
+
+
+def _text_or_none(path: Any) -> str | None:
+    try:
+        return settings.path_text(path)
+    except Exception:
+        return None
+
+
+def _id_text(instance_id: Any) -> str:
+    """The instance id as it appears in file names: one name part, whatever it is."""
+    try:
+        text = format(instance_id)
+    except Exception:
+        text = f"{type(instance_id).__name__}-{id(instance_id):x}"
+    return files.safe_name(text)
+
+
+def _size_limit(max_file_size_mb: Any, max_file_size_bytes: Any) -> int:
+    try:
+        if max_file_size_bytes is not None:
+            return max(1, int(max_file_size_bytes))
+        return max(1, int(max_file_size_mb * _MB))
+    except Exception:
+        return 100 * _MB
+
+
+def _queue_limit(max_queue_bytes: Any) -> int:
+    try:
+        if max_queue_bytes is not None:
+            return max(1, int(max_queue_bytes))
+    except Exception:
+        pass
+    return settings.TRAJECTORY_QUEUE_MAX_BYTES
 
 
 class TrajectoryStore:
     """Appends one JSONL line per trajectory under ``dump_dir``, off the caller's thread.
 
-    Lines are built in ``write()`` (a snapshot of the trajectory at that moment)
-    and queued for one background writer; when the bounded queue is full the
-    trajectory is dropped and counted in the exit report. Nothing here raises.
+    Lines are built and encoded in ``write()`` (a snapshot of the trajectory at
+    that moment) and queued for one background writer. The queue holds at most
+    ``max_queue_bytes`` of encoded lines (default: ``$VERL_TRACE_TRAJECTORY_QUEUE_MB``,
+    256 MiB); when it is full, ``write()`` waits up to
+    ``TRAJECTORY_QUEUE_WAIT_SECONDS`` for room, then drops the trajectory and
+    counts it. Nothing here raises, not even for a garbage folder or id.
     """
 
-    DEFAULT_MAX_QUEUE_CHARS = 64 * _MB
-
-    def __init__(self, dump_dir, instance_id, max_file_size_mb=100, *, max_file_size_bytes=None,
-                 max_queue_chars=DEFAULT_MAX_QUEUE_CHARS):
+    def __init__(
+        self,
+        dump_dir: Any,
+        instance_id: Any,
+        max_file_size_mb: Any = 100,
+        *,
+        max_file_size_bytes: Any = None,
+        max_queue_bytes: Any = None,
+        max_queue_chars: Any = None,  # older name of max_queue_bytes
+    ) -> None:
         self.dump_dir = dump_dir
         self.instance_id = instance_id
-        self.max_file_size_bytes = self._size_limit(max_file_size_mb, max_file_size_bytes)
-        self._output = _RotatingJsonlOutput(dump_dir, instance_id, self.max_file_size_bytes)
-        self._writer = _trace._BackgroundWriter("trajectory", "trajectory", self._output, max_queue_chars)
-        self._prepare_dump_dir()
+        self.max_file_size_bytes = _size_limit(max_file_size_mb, max_file_size_bytes)
+        folder = _text_or_none(dump_dir)
+        self._output = _RotatingJsonlOutput(folder, _id_text(instance_id), self.max_file_size_bytes)
+        self._writer = BackgroundWriter(
+            "trajectory",
+            "trajectory",
+            "trajectory",
+            self._output,
+            _queue_limit(max_queue_bytes if max_queue_bytes is not None else max_queue_chars),
+            settings.TRAJECTORY_QUEUE_WAIT_SECONDS,
+        )
+        self._prepare_dump_dir(folder)
 
     @staticmethod
-    def _size_limit(max_file_size_mb, max_file_size_bytes):
-        try:
-            if max_file_size_bytes is not None:
-                return max(1, int(max_file_size_bytes))
-            return max(1, int(max_file_size_mb * _MB))
-        except (TypeError, ValueError):
-            return 100 * _MB
-
-    def _prepare_dump_dir(self):
-        try:
-            os.makedirs(self.dump_dir, exist_ok=True)
-        except Exception as exc:
-            _trace._warn_once(("trajectory-dir", str(self.dump_dir)), "tracing: cannot create %s: %s",
-                              self.dump_dir, exc)
+    def _prepare_dump_dir(folder: str | None) -> None:
+        if folder is None:
+            safety.warn_once("trajectory-dir", "tracing: TrajectoryStore got a folder that is not a path")
             return
-        _trace._publish_discovery(_trace.TRAJECTORY_DISCOVERY_FILE, self.dump_dir)
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except Exception as exc:
+            safety.warn_once(("trajectory-dir", folder), "tracing: cannot create %s: %s", folder, exc)
+            return
+        files.publish_discovery(files.TRAJECTORY_DISCOVERY_FILE, folder)
 
     @property
-    def current_file(self):
+    def current_file(self) -> str | None:
         """Path of the file being appended to (None before the first line is written)."""
         return self._output.path
 
-    def write(self, trajectory):
+    def write(self, trajectory: Any) -> None:
         """Queue ``trajectory`` (a Trajectory or an equivalent dict) for writing."""
-        try:
-            line = format_trajectory_line(trajectory)
-        except Exception as exc:
-            self._writer.count_drop("unserializable")
-            _trace._warn_once("trajectory-serialize", "tracing: trajectory dropped, cannot serialize: %s", exc)
+        if not safety.enter():
+            self._writer.count_drop("re-entrant call", report=False)
             return
         try:
-            self._writer.submit(line + "\n", 1)
+            try:
+                data = encode_trajectory_line(trajectory)
+            except Exception as exc:
+                self._writer.count_drop("unserializable")
+                safety.warn_once("trajectory-serialize", "tracing: trajectory dropped, cannot serialize: %s", exc)
+                return
+            self._writer.submit((data, 1, None))
         except Exception:
-            _trace._warn_once("trajectory-submit", "tracing: trajectory dropped", exc_info=True)
+            safety.warn_once("trajectory-submit", "tracing: trajectory dropped", exc_info=True)
+        finally:
+            safety.leave()
 
-    def flush(self, timeout=5.0):
+    def flush(self, timeout: float | None = 5.0) -> bool:
         """Wait up to ``timeout`` seconds for queued lines to be written."""
-        try:
-            return self._writer.flush(_trace._deadline_after(timeout))
-        except Exception:
-            return False
+        return self._guarded(lambda: self._writer.flush(deadline_after(timeout)))
 
-    def close(self, timeout=5.0):
+    def close(self, timeout: float | None = 5.0) -> bool:
         """Write what is queued (waiting at most ``timeout`` seconds) and close the file."""
+        return self._guarded(lambda: self._writer.close(deadline_after(timeout)))
+
+    @staticmethod
+    def _guarded(operation: Callable[[], bool]) -> bool:
+        if not safety.enter():
+            return False
         try:
-            return self._writer.close(_trace._deadline_after(timeout))
+            return operation()
         except Exception:
             return False
+        finally:
+            safety.leave()

@@ -4,20 +4,24 @@ Lifecycle per rollout: ``register_trajectory`` -> ``append_turn_record`` (once
 per model call) -> ``build_trajectory`` -> ``unregister_trajectory``.
 """
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001
+
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
-from typing import Dict, List, Optional, Tuple
 
-from . import trace as _trace
-from .trace import _never_raise
+from . import settings
+from .safety import never_raise, warn_once
 from .trajectory_types import Trajectory, TurnRecord, _safe_len
 
 logger = logging.getLogger(__name__)
 
 
-def _element_count(value) -> Optional[int]:
+def _element_count(value) -> int | None:
     size = getattr(value, "size", None)  # numpy
     if isinstance(size, int):
         return size
@@ -25,7 +29,7 @@ def _element_count(value) -> Optional[int]:
     return numel() if callable(numel) else None
 
 
-def _to_text(value) -> Optional[str]:
+def _to_text(value) -> str | None:
     """``value`` as text; a one-element array or tensor yields its element."""
     if value is None or isinstance(value, str):
         return value
@@ -47,14 +51,22 @@ def _lookup(item, container_name, key):
         return None
 
 
-def _int_list(ids) -> Optional[List[int]]:
+def _key_part(value) -> str:
+    """``value`` as f-strings format it; an object that cannot be formatted gets a name of its own."""
+    try:
+        return format(value)
+    except Exception:
+        return f"<{type(value).__name__} {id(value):#x}>"
+
+
+def _int_list(ids) -> list[int] | None:
     if ids is None:
         return None
     tolist = getattr(ids, "tolist", None)  # numpy/torch: plain ints, JSON-safe
     return list(tolist()) if callable(tolist) else list(ids)
 
 
-def _decode_or_none(tokenizer, ids) -> Optional[str]:
+def _decode_or_none(tokenizer, ids) -> str | None:
     if tokenizer is None or ids is None:
         return None
     try:
@@ -67,21 +79,21 @@ class TrajectoryTracker:
     """Thread-safe map from trajectory key to the TurnRecords collected so far."""
 
     def __init__(self):
-        self._records: Dict[str, List[TurnRecord]] = {}
+        self._records: dict[str, list[TurnRecord]] = {}
         self._lock = threading.Lock()
 
     # -- helpers kept public for callers that build keys themselves -----------
 
     @staticmethod
     def make_traj_key(uid, sample_idx) -> str:
-        return f"prompt-{uid}/sample-{sample_idx}"
+        return f"prompt-{_key_part(uid)}/sample-{_key_part(sample_idx)}"
 
     @staticmethod
-    def extract_str(value) -> Optional[str]:
+    def extract_str(value) -> str | None:
         return _to_text(value)
 
     @staticmethod
-    def parse_sample_index(traj_uid) -> Optional[int]:
+    def parse_sample_index(traj_uid) -> int | None:
         """``int(traj_uid)`` when it is an integer string (an over-sample index), else None."""
         text = _to_text(traj_uid)
         if text is None:
@@ -92,7 +104,7 @@ class TrajectoryTracker:
             return None
 
     @staticmethod
-    def extract_n_samples(config) -> Optional[int]:
+    def extract_n_samples(config) -> int | None:
         """``rollout.over_sampling.n``, else ``rollout.n``, of ``config.actor_rollout_ref``."""
         try:
             rollout = config.actor_rollout_ref.rollout
@@ -106,7 +118,7 @@ class TrajectoryTracker:
 
     # -- lifecycle --------------------------------------------------------------
 
-    def register_trajectory(self, item) -> Tuple[str, str]:
+    def register_trajectory(self, item) -> tuple[str, str]:
         """Start collecting for ``item``; returns ``(traj_key, traj_uid)``.
 
         The key combines uid and traj_uid because a traj_uid alone is only an
@@ -115,11 +127,11 @@ class TrajectoryTracker:
         try:
             return self._register(item)
         except Exception:
-            _trace._warn_once("register_trajectory", "tracing: register_trajectory failed", exc_info=True)
+            warn_once("register_trajectory", "tracing: register_trajectory failed", exc_info=True)
             fallback_uid = str(id(item))
             return self.make_traj_key("", fallback_uid), fallback_uid
 
-    def _register(self, item) -> Tuple[str, str]:
+    def _register(self, item) -> tuple[str, str]:
         uid = _to_text(_lookup(item, "non_tensor_batch", "uid")) or ""
         traj_uid = _to_text(_lookup(item, "non_tensor_batch", "traj_uid"))
         if not traj_uid:
@@ -142,13 +154,13 @@ class TrajectoryTracker:
             )
         return traj_key, traj_uid
 
-    @_never_raise(fallback=list)
-    def get_turn_records(self, traj_key) -> List[TurnRecord]:
+    @never_raise(fallback=list)
+    def get_turn_records(self, traj_key) -> list[TurnRecord]:
         """A snapshot of the records appended under ``traj_key`` (empty if unknown)."""
         with self._lock:
             return list(self._records.get(traj_key, ()))
 
-    @_never_raise()
+    @never_raise()
     def append_turn_record(self, traj_key, record):
         """Add ``record``; it is dropped when the key is None or not registered."""
         if traj_key is None:
@@ -159,7 +171,7 @@ class TrajectoryTracker:
             if records is not None:
                 records.append(record)
 
-    @_never_raise()
+    @never_raise()
     def unregister_trajectory(self, traj_key):
         with self._lock:
             self._records.pop(traj_key, None)
@@ -174,21 +186,27 @@ class TrajectoryTracker:
         Never raises: a failing tokenizer leaves the decoded-text fields None,
         and any other failure yields a trajectory with what could be collected.
         """
-        completed_at = _trace._clock()
+        completed_at = settings.clock()
         try:
-            return self._build(item, traj_key, traj_uid, created_at, completed_at, tokenizer, instance_id, config,
-                               agent_metrics)
+            return self._build(
+                item, traj_key, traj_uid, created_at, completed_at, tokenizer, instance_id, config, agent_metrics
+            )
         except Exception:
-            _trace._warn_once("build_trajectory", "tracing: build_trajectory failed", exc_info=True)
-            return Trajectory(request_id=_to_text(traj_uid) or "", replica_id=instance_id,
-                              completed_at_ts=completed_at, agent_metrics=agent_metrics)
+            warn_once("build_trajectory", "tracing: build_trajectory failed", exc_info=True)
+            return Trajectory(
+                request_id=_to_text(traj_uid) or "",
+                replica_id=instance_id,
+                completed_at_ts=completed_at,
+                agent_metrics=agent_metrics,
+            )
 
-    def _build(self, item, traj_key, traj_uid, created_at, completed_at, tokenizer, instance_id, config,
-               agent_metrics) -> Trajectory:
+    def _build(
+        self, item, traj_key, traj_uid, created_at, completed_at, tokenizer, instance_id, config, agent_metrics
+    ) -> Trajectory:
         records = self.get_turn_records(traj_key)
         for index, record in enumerate(records):
             record.turn.turn_index = index
-        for previous, current in zip(records, records[1:]):
+        for previous, current in itertools.pairwise(records):
             _fill_template_overhead(previous, current, tokenizer)
         initial_ids = _initial_prompt_ids(records)
         return Trajectory(
@@ -208,8 +226,8 @@ class TrajectoryTracker:
         )
 
 
-@_never_raise()
-def _initial_prompt_ids(records) -> Optional[List[int]]:
+@never_raise()
+def _initial_prompt_ids(records) -> list[int] | None:
     return _int_list(records[0]._prompt_ids) if records else None
 
 
@@ -220,7 +238,7 @@ def _elapsed_ms(start, end) -> float:
         return 0.0
 
 
-@_never_raise()
+@never_raise()
 def _fill_template_overhead(previous: TurnRecord, current: TurnRecord, tokenizer):
     """Count (and decode) the chat-template tokens added between two consecutive turns.
 

@@ -12,15 +12,19 @@ A turn is one model call (the action) plus whatever the environment answered
 Field order is the JSON key order of the trajectory dumps; do not reorder.
 """
 
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001, S112
+
 from __future__ import annotations
 
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any
 
-from . import trace as _trace
-from .trace import _never_raise
+from . import settings
+from .safety import never_raise
 
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 
@@ -104,41 +108,41 @@ class Turn(_JsonRecord):
     turn_index: int  # 0-based position within the trajectory
 
     # Input sent to the inference server.
-    prompt_token_count: Optional[int] = None
-    prompt_text: Optional[str] = None  # large; not collected, dropped from dumps
+    prompt_token_count: int | None = None
+    prompt_text: str | None = None  # large; not collected, dropped from dumps
 
     # Model output.
     completion_text: str = ""
-    completion_token_ids: List[int] = field(default_factory=list)  # output tokens only
-    completion_token_count: Optional[int] = None
+    completion_token_ids: list[int] = field(default_factory=list)  # output tokens only
+    completion_token_count: int | None = None
     finish_reason: str = ""  # "stop", "length", "tool_call" or an error string
 
     # Tool/environment feedback; None when the turn called no tool.
-    observation_text: Optional[str] = None
-    observation_token_ids: Optional[List[int]] = None
+    observation_text: str | None = None
+    observation_token_ids: list[int] | None = None
 
     # Client-side timestamps (seconds since the epoch).
     start_ts: float = 0.0  # before the generate request
     end_ts: float = 0.0  # after its response
-    observation_start_ts: Optional[float] = None
-    observation_end_ts: Optional[float] = None
+    observation_start_ts: float | None = None
+    observation_end_ts: float | None = None
 
     # Durations in milliseconds.
-    turn_total_time_ms: Optional[float] = None
+    turn_total_time_ms: float | None = None
     completion_time_ms: float = 0.0
-    observation_time_ms: Optional[float] = None
+    observation_time_ms: float | None = None
 
     # Server-side metrics; None unless sglang reports them (--enable-metrics).
     sglang_rid: str = ""
-    sglang_time_ms: Optional[float] = None  # server end-to-end latency
-    sglang_queue_time_ms: Optional[float] = None
-    sglang_ttft_ms: Optional[float] = None  # request received -> prefill finished
-    sglang_prefill_ms: Optional[float] = None  # GPU prefill launch latency
-    sglang_decode_time_ms: Optional[float] = None  # total - queue - ttft
+    sglang_time_ms: float | None = None  # server end-to-end latency
+    sglang_queue_time_ms: float | None = None
+    sglang_ttft_ms: float | None = None  # request received -> prefill finished
+    sglang_prefill_ms: float | None = None  # GPU prefill launch latency
+    sglang_decode_time_ms: float | None = None  # total - queue - ttft
 
     # Chat-template tokens inserted between turns (turns >= 1 only).
-    template_overhead_tokens: Optional[int] = None
-    template_overhead_text: Optional[str] = None
+    template_overhead_tokens: int | None = None
+    template_overhead_text: str | None = None
 
 
 @dataclass
@@ -147,25 +151,25 @@ class Trajectory(_JsonRecord):
 
     request_id: str  # the traj_uid
 
-    prompt_uid: Optional[str] = None
-    sample_index: Optional[int] = None  # 0..n_samples-1 when traj_uid is an index
-    n_samples: Optional[int] = None
+    prompt_uid: str | None = None
+    sample_index: int | None = None  # 0..n_samples-1 when traj_uid is an index
+    n_samples: int | None = None
 
     replica_id: int = -1  # dropped from dumps: no per-request replica in verl
-    global_step: Optional[int] = None  # weights version the rollout started with
+    global_step: int | None = None  # weights version the rollout started with
 
     created_at_ts: float = 0.0
     completed_at_ts: float = 0.0
     total_time_ms: float = 0.0
 
-    turns: List[Turn] = field(default_factory=list)
-    initial_prompt_text: Optional[str] = None
-    initial_prompt_token_ids: Optional[List[int]] = None  # large; dropped from dumps
+    turns: list[Turn] = field(default_factory=list)
+    initial_prompt_text: str | None = None
+    initial_prompt_token_ids: list[int] | None = None  # large; dropped from dumps
 
-    agent_metrics: Optional[dict] = None  # passed through from the agent loop
+    agent_metrics: dict | None = None  # passed through from the agent loop
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Trajectory":
+    def from_dict(cls, data: dict) -> Trajectory:
         data = dict(data)  # never mutate the caller's dict
         turns = [turn if isinstance(turn, Turn) else Turn.from_dict(turn) for turn in data.pop("turns", None) or []]
         trajectory = super().from_dict(data)
@@ -176,11 +180,11 @@ class Trajectory(_JsonRecord):
 def _safe_len(value):
     try:
         return len(value) if value is not None else 0
-    except TypeError:
+    except Exception:  # unsized, or a __len__ that raises
         return 0
 
 
-def _ms(seconds: Any) -> Optional[float]:
+def _ms(seconds: Any) -> float | None:
     """Seconds to milliseconds; None for missing or non-numeric input."""
     if seconds is None:
         return None
@@ -192,7 +196,7 @@ def _ms(seconds: Any) -> Optional[float]:
         return None
 
 
-def _ms_between(start: Any, end: Any) -> Optional[float]:
+def _ms_between(start: Any, end: Any) -> float | None:
     if start is None or end is None:
         return None
     try:
@@ -211,9 +215,7 @@ def _message_field(message, key):
 def _observation_text(message) -> str:
     content = _message_field(message, "content") or ""
     if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text") or "") if isinstance(part, dict) else str(part) for part in content
-        )
+        return "\n".join(str(part.get("text") or "") if isinstance(part, dict) else str(part) for part in content)
     return str(content)
 
 
@@ -225,31 +227,31 @@ class TurnRecord:
     None of the methods raise.
     """
 
-    __slots__ = ("turn", "_prompt_ids")
+    __slots__ = ("_prompt_ids", "turn")
 
     def __init__(self, prompt_ids, rid=""):
         self._prompt_ids = prompt_ids
         self.turn = Turn(
             turn_index=-1,
-            start_ts=_trace._clock(),
+            start_ts=settings.clock(),
             sglang_rid=rid,
             prompt_token_count=_safe_len(prompt_ids),
         )
 
-    @_never_raise()
+    @never_raise()
     def stamp_end(self):
         """Record the end of the generate call and its client-side duration."""
         turn = self.turn
-        turn.end_ts = _trace._clock()
+        turn.end_ts = settings.clock()
         turn.completion_time_ms = (turn.end_ts - turn.start_ts) * 1000
 
-    @_never_raise()
+    @never_raise()
     def mark_skipped(self, finish_reason="length"):
         """Close a turn that never reached the server (e.g. no token budget left)."""
         self.turn.finish_reason = finish_reason
         self.stamp_end()
 
-    @_never_raise()
+    @never_raise()
     def fill_sglang_response(self, text, response_ids, finish_reason, meta):
         """Copy the completion and derive server timings from sglang's ``meta_info``.
 
@@ -270,7 +272,7 @@ class TurnRecord:
             waiting = (turn.sglang_queue_time_ms or 0) + (turn.sglang_ttft_ms or 0)
             turn.sglang_decode_time_ms = max(0, turn.sglang_time_ms - waiting)
 
-    @_never_raise()
+    @never_raise()
     def patch_observation(self, messages, pre_msg_length, msg_len, tokenizer=None):
         """Attach the tool/function messages appended since ``pre_msg_length``.
 
@@ -290,7 +292,7 @@ class TurnRecord:
         turn.observation_text = "\n".join(parts)
         if tokenizer is not None:
             turn.observation_token_ids = _encode_or_none(tokenizer, turn.observation_text)
-        now = _trace._clock()
+        now = settings.clock()
         turn.observation_start_ts = turn.end_ts or None
         turn.observation_end_ts = now
         turn.observation_time_ms = _ms_between(turn.observation_start_ts, now)

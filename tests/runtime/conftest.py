@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -85,9 +86,11 @@ class RuntimeLoader:
     def cleanup(self):
         for module, root, top_level in reversed(self._loaded):
             try:
-                module.trace._close_all_writers(5.0)
+                module.writer.close_all(5.0)
+                module.progress.close_file()
+                module.losses.stop_reporting()
                 # Drops provoked on purpose must not be reported when pytest exits.
-                atexit.unregister(module.trace._flush_and_report_at_exit)
+                atexit.unregister(module.writer._flush_and_report_at_exit)
             finally:
                 _purge_modules(top_level)
                 if root in sys.path:
@@ -161,6 +164,52 @@ class ScriptRunner:
 @pytest.fixture
 def script(tmp_path):
     return ScriptRunner(tmp_path)
+
+
+NOBODY = 65534  # the conventional uid and gid of "nobody"
+# Runs first in an unprivileged script: everything the script needs is imported
+# while it may still read root's files (the interpreter may live under /root),
+# then root drops to nobody, so EPERM paths (sticky /tmp, other users' files) are taken.
+DROP_PRIVILEGES = f"""
+import errno, io, json, logging, os, signal, socket, sys, tempfile, threading, time, traceback
+import verl.utils.tracing as tracing
+if os.geteuid() == 0:
+    os.setgroups([])
+    os.setgid({NOBODY})
+    os.setuid({NOBODY})
+"""
+
+
+class UnprivilegedRunner(ScriptRunner):
+    """A ScriptRunner whose scripts run as nobody (or as the current user when that is not root).
+
+    ``shared`` is a folder every user may traverse, for the files such a script reads and writes.
+    """
+
+    def __init__(self, tmp_path: Path):
+        super().__init__(tmp_path)
+        self.shared = Path(tempfile.mkdtemp(prefix="verl-trace-test-"))
+        self.shared.chmod(0o755)
+
+    def folder(self, name: str, mode: int = 0o777) -> Path:
+        path = self.shared / name
+        path.mkdir()
+        path.chmod(mode)
+        return path
+
+    def run(self, code: str, timeout: float = 60, stdout=subprocess.PIPE, **env_overrides):
+        return super().run(DROP_PRIVILEGES + textwrap.dedent(code), timeout, stdout, **env_overrides)
+
+    def cleanup(self):
+        shutil.rmtree(self.shared, ignore_errors=True)
+
+
+@pytest.fixture
+def unprivileged(tmp_path):
+    """Runs scripts as nobody; see UnprivilegedRunner."""
+    runner = UnprivilegedRunner(tmp_path)
+    yield runner
+    runner.cleanup()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,15 +12,12 @@ import dataclasses
 import errno
 import io
 import json
-import os
 import threading
 import time
+import tracemalloc
 
+import numpy as np  # a test dependency: pip install -e '.[test]'
 import pytest
-
-np = pytest.importorskip("numpy")
-
-needs_dev_full = pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 
 
 def exercise_everything(runtime, store_dir):
@@ -40,14 +37,14 @@ def exercise_everything(runtime, store_dir):
 def gate_writes(runtime, monkeypatch):
     """Make background writes block until the returned ``release`` event is set."""
     entered, release = threading.Event(), threading.Event()
-    real_write_all = runtime.trace._write_all
+    real_write_all = runtime.files.write_all
 
     def gated(fd, data):
         entered.set()
         release.wait(30)
         real_write_all(fd, data)
 
-    monkeypatch.setattr(runtime.trace, "_write_all", gated)
+    monkeypatch.setattr(runtime.files, "write_all", gated)
     return entered, release
 
 
@@ -80,7 +77,6 @@ def test_sample_dir_is_a_file_then_recovers(traced, trace_dir, load_runtime):
     assert b"kept/0" in load_runtime.read_csv(traced, trace_dir)
 
 
-@needs_dev_full
 def test_sample_csv_on_a_full_disk(traced, trace_dir, load_runtime):
     csv_path = load_runtime.csv_path(trace_dir)
     csv_path.parent.mkdir(parents=True)
@@ -93,9 +89,8 @@ def test_sample_csv_on_a_full_disk(traced, trace_dir, load_runtime):
     assert load_runtime.read_csv(traced, trace_dir).startswith(b"ENV_NOTFOUND_DLC_JOB_ID,sample,after/0,")
 
 
-@needs_dev_full
 def test_progress_log_on_a_full_disk(traced, trace_dir, capsys):
-    traced.trace._clock = lambda: 1787215029.0
+    traced.settings.clock = lambda: 1787215029.0
     hour = time.strftime("%Y%m%d-%H", time.localtime(1787215029.0))
     log_path = trace_dir / "progress" / f"{hour}.log"
     log_path.parent.mkdir(parents=True)
@@ -114,7 +109,7 @@ def test_trajectory_write_errors_are_counted(traced, trace_dir, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     store = traced.TrajectoryStore(str(trace_dir / "trajectory"), 1)
-    monkeypatch.setattr(traced.trace, "_write_all", disk_full)
+    monkeypatch.setattr(traced.files, "write_all", disk_full)
     store.write(traced.Trajectory(request_id="lost"))
     assert store.flush(10)
     assert "write error: 1" in store._writer.drop_report()
@@ -126,7 +121,7 @@ def test_trajectory_write_errors_are_counted(traced, trace_dir, monkeypatch):
 
 
 def test_store_never_appends_to_a_planted_file(traced, trace_dir, tmp_path):
-    traced.trace._clock = lambda: 1787215029.5
+    traced.settings.clock = lambda: 1787215029.5
     dump_dir = trace_dir / "trajectory"
     dump_dir.mkdir(parents=True)
     stamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(1787215029))
@@ -381,8 +376,10 @@ def test_garbage_into_turn_records_and_tracker(traced):
 
 def test_full_sample_queue_drops_and_counts_rows(load_runtime, trace_dir, monkeypatch):
     runtime = load_runtime(trace_dir=trace_dir)
-    batch_chars = len(runtime.trace._csv_text(0.0, ["u"] * 100, ["0"] * 100, "RUNNING", "from=A|to=B|stage=S"))
-    monkeypatch.setattr(runtime.trace, "SAMPLE_QUEUE_MAX_CHARS", int(batch_chars * 1.5))
+    runtime.settings.clock = lambda: 1787215029.123
+    batch_bytes = 100 * len(b"ENV_NOTFOUND_DLC_JOB_ID,sample,u/0,RUNNING,1787215029123,from=A|to=B|stage=S\r\n")
+    # The bound covers the batch being written too: room for 2.5 batches in all.
+    monkeypatch.setattr(runtime.settings, "SAMPLE_QUEUE_MAX_BYTES", int(batch_bytes * 2.5))
     entered, release = gate_writes(runtime, monkeypatch)
     ids = ["0"] * 100
     runtime.trace_flow("u", ids, "A", "B", "S")  # taken by the writer, which then blocks
@@ -398,13 +395,19 @@ def test_full_sample_queue_drops_and_counts_rows(load_runtime, trace_dir, monkey
 
 
 def test_full_trajectory_queue_drops_and_counts(traced, trace_dir, monkeypatch):
-    line_chars = len(traced.trajectory_store.format_trajectory_line(traced.Trajectory(request_id="0"))) + 1
-    store = traced.TrajectoryStore(str(trace_dir / "trajectory"), 1, max_queue_chars=2 * line_chars)
+    def trajectory(index):
+        return {"request_id": str(index), "initial_prompt_text": "x" * 200}
+
+    raw = json.dumps(trajectory(0))
+    line_bytes = len(json.dumps({"prompt_uid": None, "sample_index": None, "raw_message": raw})) + 1
+    monkeypatch.setattr(traced.settings, "TRAJECTORY_QUEUE_WAIT_SECONDS", 0.0)
+    # Lines of equal length; room for three: the one being written and two queued.
+    store = traced.TrajectoryStore(str(trace_dir / "trajectory"), 1, max_queue_bytes=3 * line_bytes)
     entered, release = gate_writes(traced, monkeypatch)
-    store.write(traced.Trajectory(request_id="0"))
+    store.write(trajectory(0))
     assert entered.wait(10)
     for index in range(1, 5):
-        store.write(traced.Trajectory(request_id=str(index)))  # 2 fit, 2 dropped
+        store.write(trajectory(index))  # 2 fit, 2 dropped
     release.set()
     store.close(10)
     (path,) = (trace_dir / "trajectory").glob("*.jsonl")
@@ -417,10 +420,50 @@ def test_missing_or_blocked_discovery_dir_is_harmless(load_runtime, trace_dir, m
     blocked = tmp_path / "discovery-is-a-file"
     blocked.write_text("x")
     for discovery_dir in (tmp_path / "does-not-exist", blocked):
-        monkeypatch.setattr(runtime.trace, "DISCOVERY_DIR", str(discovery_dir))
-        runtime.trace._progress_announced = False
+        monkeypatch.setattr(runtime.settings, "DISCOVERY_DIR", str(discovery_dir))
+        runtime.progress._announced = False
         runtime.log_progress("line")
         runtime.TrajectoryStore(str(trace_dir / "trajectory"), 1).close()
     runtime.trace_flow("u", "0", "A", "B", "S")
     assert load_runtime.read_csv(runtime, trace_dir).count(b"\r\n") == 1
     assert blocked.read_text() == "x"
+
+
+class NullStdout:
+    def write(self, text):
+        pass
+
+    def flush(self):
+        pass
+
+
+def test_queued_rows_are_bounded_in_encoded_bytes(load_runtime, trace_dir, monkeypatch):
+    """Emoji details: 4 bytes each, whatever a character count says; the memory held stays near the bound."""
+    runtime = load_runtime(trace_dir=trace_dir)
+    runtime.settings.clock = lambda: 1787215029.123
+    bound = 1024 * 1024
+    monkeypatch.setattr(runtime.settings, "SAMPLE_QUEUE_MAX_BYTES", bound)
+    monkeypatch.setattr("sys.stdout", NullStdout())
+    entered, release = gate_writes(runtime, monkeypatch)
+    runtime.trace_flow("warm-up", "0", "A", "B", "S")  # the writer takes it and blocks
+    assert entered.wait(10)
+    tracemalloc.start()
+    try:
+        held_before = tracemalloc.get_traced_memory()[0]
+        for _ in range(200):  # ~24 KB of encoded rows per call, ~4.8 MB in all
+            runtime.trace_flow("u", ["0"] * 100, "A", "B", "S", detail="\U0001f680" * 40)
+        held = tracemalloc.get_traced_memory()[0] - held_before
+    finally:
+        tracemalloc.stop()
+        release.set()
+    assert runtime.flush(10)
+    assert held < 1.25 * bound
+    # Calls are queued while the bytes queued or in flight fit the bound; the rest are dropped whole.
+    warm_up = len(b"ENV_NOTFOUND_DLC_JOB_ID,sample,warm-up/0,RUNNING,1787215029123,from=A|to=B|stage=S\r\n")
+    row = "ENV_NOTFOUND_DLC_JOB_ID,sample,u/0,RUNNING,1787215029123,from=A|to=B|stage=S|detail=" + "\U0001f680" * 40
+    call_bytes = 100 * len((row + "\r\n").encode())
+    queued_calls = (bound - warm_up) // call_bytes
+    assert load_runtime.writer(runtime).drop_report() == (
+        f"[verl tracing] sample-flow writer dropped {(200 - queued_calls) * 100} row(s) "
+        f"(queue full: {(200 - queued_calls) * 100})"
+    )

@@ -8,34 +8,28 @@ from pathlib import Path
 
 import pytest
 
+from trace_instrument.model import RUNTIME_EXPORTS
+
 RUNTIME_SRC = Path(__file__).resolve().parents[2] / "templates" / "runtime"
 SOURCES = sorted(RUNTIME_SRC.glob("*.py"))
-PUBLIC_NAMES = {
-    "trace_flow",
-    "log_progress",
-    "log_gen_throughput",
-    "log_gen_throughput_tokens",
-    "log_rollout_completed",
-    "log_step_window",
-    "get_trace_dir",
-    "set_trace_dir",
-    "suppress_sample_trace",
-    "Turn",
-    "Trajectory",
-    "TurnRecord",
-    "TrajectoryStore",
-    "TrajectoryTracker",
-    "flush",
-}
+PUBLIC_NAMES = set(RUNTIME_EXPORTS)  # the one definition of the runtime's public names
 
 
 def test_expected_source_files():
     assert [path.name for path in SOURCES] == [
         "__init__.py",
+        "files.py",
+        "losses.py",
+        "process.py",
+        "progress.py",
+        "safety.py",
+        "settings.py",
+        "streams.py",
         "trace.py",
         "trajectory_store.py",
         "trajectory_tracker.py",
         "trajectory_types.py",
+        "writer.py",
     ]
 
 

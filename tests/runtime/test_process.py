@@ -12,8 +12,6 @@ import subprocess
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
-
 END_MARK = re.compile(r"END_OF_SCRIPT (\d+\.\d+)")
 
 
@@ -32,16 +30,16 @@ def csv_rows(trace_dir, pid):
 FORK_WHILE_WRITER_IS_BUSY = """
     import os, sys, threading, time
     import verl.utils.tracing as tracing
-    from verl.utils.tracing import trace
+    from verl.utils.tracing import files, process
 
     AT_FORK_HOOK = {hook}
     CHILD_STARTS_WITH = "{first}"
     if not AT_FORK_HOOK:  # simulate a fork that bypasses os.register_at_fork
-        trace._at_fork_in_child = lambda: None
+        process._at_fork_in_child = lambda: None
 
     parent_pid = os.getpid()
     entered, release = threading.Event(), threading.Event()
-    real_write_all = trace._write_all
+    real_write_all = files.write_all
 
     progress_entered, store_entered = threading.Event(), threading.Event()
 
@@ -55,7 +53,7 @@ FORK_WHILE_WRITER_IS_BUSY = """
                     release.wait(30)
         real_write_all(fd, data)
 
-    trace._write_all = gated_write_all
+    files.write_all = gated_write_all
     tracing.trace_flow("parent", ["0", "1"], "A", "B", "S")
     assert entered.wait(10), "writer never started"
     tracing.trace_flow("parent", ["2", "3"], "A", "B", "S")  # still queued at fork time
@@ -72,7 +70,7 @@ FORK_WHILE_WRITER_IS_BUSY = """
     child = os.fork()
     if child == 0:
         # With the hook, state is reset eagerly, before any tracing call.
-        inherited = trace._state_pid != os.getpid()
+        inherited = process._pid != os.getpid()
         assert inherited != AT_FORK_HOOK, "at-fork reset did not behave as configured"
         # Each call first in its own fork so none relies on another's reset.
         if CHILD_STARTS_WITH == "store":
@@ -159,8 +157,8 @@ def test_exit_is_bounded_even_when_the_disk_hangs(script, tmp_path):
     code = """
         import sys, threading, time
         import verl.utils.tracing as tracing
-        from verl.utils.tracing import trace
-        trace._write_all = lambda fd, data: threading.Event().wait()  # a write that never returns
+        from verl.utils.tracing import files
+        files.write_all = lambda fd, data: threading.Event().wait()  # a write that never returns
         tracing.trace_flow("u", [str(i) for i in range(10)], "A", "B", "S")
         sys.stderr.write("END_OF_SCRIPT %.6f\\n" % time.monotonic())
     """
@@ -174,8 +172,8 @@ def test_dropped_rows_are_reported_once_on_stderr(script, tmp_path):
     trace_dir = tmp_path / "trace"
     code = """
         import verl.utils.tracing as tracing
-        from verl.utils.tracing import trace
-        trace.SAMPLE_QUEUE_MAX_CHARS = 2000
+        from verl.utils.tracing import settings
+        settings.SAMPLE_QUEUE_MAX_BYTES = 2000
         tracing.trace_flow("big", [str(i) for i in range(100)], "A", "B", "S")  # > 2000 chars: dropped
         tracing.trace_flow("small", "1", "A", "B", "S")
         tracing.trace_flow("big", [str(i) for i in range(30)], "A", "B", "S")  # dropped too

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np  # a test dependency: pip install -e '.[test]'
 import pytest
-
-np = pytest.importorskip("numpy")
 
 # 10:59:59.500 local time on some day, whatever the machine's timezone.
 BEFORE_HOUR = time.mktime((2026, 8, 11, 10, 59, 59, 0, 0, -1)) + 0.5
@@ -26,7 +25,7 @@ def test_progress_goes_to_stdout_even_when_tracing_is_off(load_runtime, tmp_path
 
 
 def test_progress_file_name_and_content(traced, trace_dir, load_runtime, capsys):
-    traced.trace._clock = lambda: BEFORE_HOUR
+    traced.settings.clock = lambda: BEFORE_HOUR
     traced.log_progress("==================== Step 1 ====================")
     traced.log_progress("disagg: start compute reward")
     expected = "==================== Step 1 ====================\ndisagg: start compute reward\n"
@@ -38,7 +37,7 @@ def test_progress_file_name_and_content(traced, trace_dir, load_runtime, capsys)
 
 def test_progress_file_rotates_every_hour(traced, trace_dir):
     now = [BEFORE_HOUR]
-    traced.trace._clock = lambda: now[0]
+    traced.settings.clock = lambda: now[0]
     traced.log_progress("last line of hour 10")
     now[0] += 1.0  # 11:00:00.500
     traced.log_progress("first line of hour 11")
@@ -53,7 +52,7 @@ def test_progress_file_rotates_every_hour(traced, trace_dir):
 
 
 def test_progress_appends_to_an_existing_hour_file(traced, trace_dir):
-    traced.trace._clock = lambda: BEFORE_HOUR
+    traced.settings.clock = lambda: BEFORE_HOUR
     path = hour_file(trace_dir, BEFORE_HOUR)
     path.parent.mkdir(parents=True)
     path.write_text("from another process\n")

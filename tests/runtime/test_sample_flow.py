@@ -11,16 +11,15 @@ import os
 import pathlib
 import time
 
+import numpy as np  # a test dependency: pip install -e '.[test]'
 import pytest
-
-np = pytest.importorskip("numpy")
 
 FIXED_NOW = 1787215029.123456  # any instant works; expectations derive from it
 FIXED_MS = 1787215029123
 
 
 def fix_clock(runtime, now=FIXED_NOW):
-    runtime.trace._clock = lambda: now
+    runtime.settings.clock = lambda: now
 
 
 # -- independent reference implementation of the formats ----------------------
@@ -126,9 +125,11 @@ def test_no_environment_lookups_per_call(load_runtime, trace_dir, monkeypatch):
     spy = CountingEnviron(os.environ)
     monkeypatch.setattr(os, "environ", spy)
     runtime.trace_flow(["u"] * 3, ["0", "1", "2"], "A", "B", "S", detail="d", global_step=2)
-    runtime.set_trace_dir(None)
-    runtime.trace_flow("u", "0", "A", "B", "S")
     assert spy.lookups == 0
+    runtime.set_trace_dir(None)  # reads $VERL_TRACE_DIR (unset here): tracing off
+    spy.lookups = 0
+    runtime.trace_flow("u", "0", "A", "B", "S")
+    assert spy.lookups == 0 and runtime.get_trace_dir() is None
 
 
 # -- formats -------------------------------------------------------------------------
@@ -217,12 +218,12 @@ def test_one_stdout_write_and_one_queue_item_per_call(traced, monkeypatch):
             pass
 
     submits = []
-    writer_class = traced.trace._BackgroundWriter
+    writer_class = traced.writer.BackgroundWriter
     original_submit = writer_class.submit
 
-    def counting_submit(self, text, n_records=1):
-        submits.append(n_records)
-        return original_submit(self, text, n_records)
+    def counting_submit(self, chunk):
+        submits.append(chunk[1])
+        return original_submit(self, chunk)
 
     monkeypatch.setattr(writer_class, "submit", counting_submit)
     monkeypatch.setattr("sys.stdout", CountingStdout())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 
 import pytest
@@ -19,7 +20,7 @@ def dump_dir(tmp_path):
 
 @pytest.fixture
 def fixed_clock(traced):
-    traced.trace._clock = lambda: FIXED_NOW
+    traced.settings.clock = lambda: FIXED_NOW
 
 
 def make_trajectory(runtime):
@@ -237,3 +238,99 @@ def test_write_after_close_is_dropped_and_counted(traced, dump_dir):
     store.write(traced.Trajectory(request_id="late"))
     assert written_files(dump_dir) == []
     assert "writer closed: 1" in store._writer.drop_report()
+
+
+# -- bursts: a queue bounded in bytes, and a short wait for room ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected_bytes"),
+    [(None, 256 * 1024 * 1024), ("64", 64 * 1024 * 1024), ("0.5", 512 * 1024), ("lots", 256 * 1024 * 1024)],
+)
+def test_trajectory_queue_bound_comes_from_the_environment(load_runtime, monkeypatch, tmp_path, value, expected_bytes):
+    if value is not None:
+        monkeypatch.setenv("VERL_TRACE_TRAJECTORY_QUEUE_MB", value)
+    runtime = load_runtime(trace_dir=tmp_path / "trace")
+    assert runtime.settings.TRAJECTORY_QUEUE_MAX_BYTES == expected_bytes
+
+
+def slow_disk(runtime, monkeypatch, seconds_per_write):
+    real_write_all = runtime.files.write_all
+
+    def slow(fd, data):
+        time.sleep(seconds_per_write)
+        real_write_all(fd, data)
+
+    monkeypatch.setattr(runtime.files, "write_all", slow)
+
+
+def test_a_burst_waits_for_room_instead_of_dropping(traced, dump_dir, monkeypatch):
+    """4 threads x 25 lines into room for 4 lines, on a disk taking 5 ms a line: all 100 are written."""
+    line = {"request_id": "0", "initial_prompt_text": "x" * 10_000}
+    line_bytes = len(json.dumps({"prompt_uid": None, "sample_index": None, "raw_message": json.dumps(line)})) + 1
+    store = traced.TrajectoryStore(str(dump_dir), 1, max_queue_bytes=4 * line_bytes)
+    slow_disk(traced, monkeypatch, 0.005)
+
+    def produce(thread_index):
+        for index in range(25):
+            store.write({**line, "request_id": f"{thread_index}-{index}"})
+
+    threads = [threading.Thread(target=produce, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert store.close(30)
+    (path,) = written_files(dump_dir)
+    ids = sorted(json.loads(json.loads(text)["raw_message"])["request_id"] for text in path.read_text().splitlines())
+    assert ids == sorted(f"{k}-{i}" for k in range(4) for i in range(25))
+    assert store._writer.drop_report() is None
+
+
+def test_a_stuck_writer_is_waited_for_once_then_writes_drop_at_once(traced, dump_dir, monkeypatch):
+    monkeypatch.setattr(traced.settings, "TRAJECTORY_QUEUE_WAIT_SECONDS", 1.0)
+    line = {"request_id": "0"}
+    line_bytes = len(json.dumps({"prompt_uid": None, "sample_index": None, "raw_message": json.dumps(line)})) + 1
+    store = traced.TrajectoryStore(str(dump_dir), 1, max_queue_bytes=line_bytes)
+    entered, release = threading.Event(), threading.Event()
+    real_write_all = traced.files.write_all
+
+    def stuck(fd, data):
+        entered.set()
+        release.wait(30)
+        real_write_all(fd, data)
+
+    monkeypatch.setattr(traced.files, "write_all", stuck)
+    store.write(line)  # taken by the writer, which then hangs: the queue is full
+    assert entered.wait(10)
+    started = time.monotonic()
+    store.write(line)  # waits its second, then is dropped
+    waited = time.monotonic() - started
+    started = time.monotonic()
+    for _ in range(3):
+        store.write(line)  # the writer has not moved since: dropped without waiting
+    assert waited >= 1.0 and time.monotonic() - started < 0.5
+    release.set()
+    assert store.close(10)
+    assert store._writer.drop_report() == "[verl tracing] trajectory writer dropped 4 trajectory(s) (queue full: 4)"
+
+
+TRICKY_TEXTS = [
+    'plain "quoted" \\ backslash \\\\ double',
+    "control \x00 \x01 \x1f \t \n \r chars",
+    "unicode é → ✓ 工具 \U0001f680 \u2028 \u2029 \x7f",
+    "lone \udc80 surrogate",
+    '\\"already escaped\\"',
+]
+
+
+@pytest.mark.parametrize("text", TRICKY_TEXTS, ids=["quotes", "controls", "unicode", "surrogate", "escaped"])
+def test_lines_are_exactly_what_json_dumps_gives(traced, dump_dir, text):
+    record = {"prompt_uid": text, "sample_index": 3, "request_id": text, "turns": [{"completion_text": text * 50}]}
+    store = traced.TrajectoryStore(str(dump_dir), 1)
+    store.write(record)
+    store.close()
+    raw = {"request_id": text, "turns": [{"completion_text": text * 50, "turn_total_time_ms": 0.0}]}
+    line = {"prompt_uid": text, "sample_index": 3, "raw_message": json.dumps(raw, ensure_ascii=False)}
+    expected = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+    assert written_files(dump_dir)[0].read_bytes() == expected

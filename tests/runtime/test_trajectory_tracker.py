@@ -6,9 +6,8 @@ import logging
 import threading
 from types import SimpleNamespace
 
+import numpy as np  # a test dependency: pip install -e '.[test]'
 import pytest
-
-np = pytest.importorskip("numpy")
 
 
 def make_item(uid="u1", traj_uid="2", global_step=5, **extra):
@@ -117,7 +116,7 @@ def three_turn_tracker(runtime):
 
 
 def test_build_trajectory(traced):
-    traced.trace._clock = lambda: 1010.0
+    traced.settings.clock = lambda: 1010.0
     tracker, item, key, traj_uid = three_turn_tracker(traced)
     metrics = {"generate_sequences": 1.2}
     trajectory = tracker.build_trajectory(

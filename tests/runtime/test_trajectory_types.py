@@ -106,7 +106,8 @@ def test_to_json_is_compact_and_keeps_unicode(traced):
 
 
 def test_to_json_converts_non_json_values(traced):
-    np = pytest.importorskip("numpy")
+    import numpy as np  # a test dependency: pip install -e '.[test]'
+
     trajectory = traced.Trajectory(request_id="0", global_step=np.int64(3), agent_metrics={"t": np.float32(1.5)})
     assert '"global_step":3' in trajectory.to_json() and '"agent_metrics":{"t":1.5}' in trajectory.to_json()
     assert traced.Turn(turn_index=0, completion_token_ids=np.arange(2)).to_json().count('"completion_token_ids":[0,1]')
@@ -141,7 +142,7 @@ def test_from_dict_ignores_unknown_keys_and_does_not_mutate_input(traced):
 @pytest.fixture
 def clock(traced):
     now = [1000.0]
-    traced.trace._clock = lambda: now[0]
+    traced.settings.clock = lambda: now[0]
     return now
 
 

@@ -24,11 +24,33 @@ def with_leading(stmts: Sequence[cst.BaseStatement], lines: Sequence[cst.EmptyLi
 
 def own_leading_count(template: Template) -> int:
     """Comment/blank lines the template itself puts above its first statement."""
-    first = template.cst[0] if template.cst else None
-    return len(getattr(first, "leading_lines", ()))
+    return template.leading_lines
 
 
-@functools.cache
+class _UnindentBlankLines(cst.CSTTransformer):
+    """Blank template lines carry no indentation wherever they are spliced."""
+
+    def leave_EmptyLine(self, original_node: cst.EmptyLine, updated_node: cst.EmptyLine) -> cst.EmptyLine:
+        if updated_node.comment is None:
+            return updated_node.with_changes(indent=False, whitespace=cst.SimpleWhitespace(""))
+        return updated_node
+
+
+@functools.lru_cache(maxsize=4096)  # one entry per edit of the catalog
+def template_nodes(template: Template) -> tuple[cst.CSTNode, ...]:
+    """The template as LibCST statements (header comments become the first one's leading lines),
+    or its one expression for an expression swap. Parsed when a file is edited, not at load."""
+    if template.expression:
+        return (cst.parse_expression(template.text),)
+    module = cst.parse_module(template.text).visit(_UnindentBlankLines())
+    body = list(module.body)
+    if body and module.header:
+        first = body[0]
+        body[0] = first.with_changes(leading_lines=[*module.header, *first.leading_lines])
+    return tuple(body)
+
+
+@functools.lru_cache(maxsize=4096)  # one entry per point or edit of the catalog
 def pattern_statements(pattern: CodePattern) -> tuple[cst.BaseStatement, ...]:
     """The anchor pattern as LibCST statements (its text is the original code)."""
     return tuple(cst.parse_module(pattern.text + "\n").body)
@@ -91,7 +113,7 @@ class _Fill(cst.CSTTransformer):
 
 
 def fill_template(template: Template, captured: Captured) -> Statements:
-    module = cst.Module(body=list(template.cst))
+    module = cst.Module(body=list(template_nodes(template)))  # type: ignore[arg-type]
     return list(module.visit(_Fill(captured)).body)
 
 

@@ -23,6 +23,7 @@ from trace_instrument.edit.render import (
     own_leading_count,
     pattern_statements,
     restore_originals,
+    template_nodes,
     with_leading,
 )
 from trace_instrument.locate import Block, Placement
@@ -84,7 +85,7 @@ def _plan_placement(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
     if edit.kind.inserts:
         neighbour = mapping.statement(placement.neighbor)
         _require_line(neighbour, placement)
-        stmts = native_newlines(list(edit.template.cst), plan.newline)
+        stmts = native_newlines(list(template_nodes(edit.template)), plan.newline)  # type: ignore[arg-type]
         if placement.after:
             plan.after.setdefault(id(neighbour), []).append((edit.rank, stmts))
         else:
@@ -95,7 +96,7 @@ def _plan_placement(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
     elif edit.kind is EditKind.REPLACE_EXPR:
         statement = mapping.statement(placement.anchored[0])
         target = _find_expression(statement, placement.expr)
-        plan.swaps[id(target)] = edit.template.cst[0]
+        plan.swaps[id(target)] = template_nodes(edit.template)[0]  # type: ignore[assignment]
         plan.deep.add(id(statement))
     else:
         _plan_rewrite(plan, mapping, placement)

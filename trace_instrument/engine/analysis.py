@@ -37,7 +37,7 @@ class FileWork:
     @functools.cached_property
     def names(self) -> PointNames:
         """Name bindings of the file, for the checks that points can run where they stand."""
-        return PointNames(NameTable(self.tree), self.locator.recognition)
+        return PointNames(NameTable(self.tree, source=self.text), self.locator.recognition)
 
 
 @dataclass(frozen=True)

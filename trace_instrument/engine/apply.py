@@ -481,7 +481,7 @@ def _check_output(
     for plan in inserting:
         if not locator.state(plan.point).complete:
             raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")
-    names = PointNames(NameTable(tree), locator.recognition)
+    names = PointNames(NameTable(tree, source=updated), locator.recognition)
     offenders = {p.point.id: names.issues(p.point) for p in [*inserting, *repairing]}
     offenders = {point_id: issues for point_id, issues in offenders.items() if issues}
     if offenders:

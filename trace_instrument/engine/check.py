@@ -8,20 +8,23 @@ it, and every name it uses means what it should (see engine.assess).
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from trace_instrument.caches import PickleCache, digest
 from trace_instrument.engine import runtime
-from trace_instrument.engine.analysis import FileProblem, FileWork, selected_files
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
 from trace_instrument.engine.assess import FileAssessor, RuntimeState
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
-from trace_instrument.engine.results import problem_results
+from trace_instrument.engine.parallel import file_size, map_in_order
+from trace_instrument.engine.results import internal_error, problem_results
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.model import (
     TRACING_NAMES,
     Catalog,
     FileResult,
+    Point,
     PointResult,
     Reason,
     RunResult,
@@ -40,16 +43,13 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
     manifest = Manifest.load(base)
     runtime_files = runtime.inspect(base, catalog, manifest)
     runtime_state = runtime.state_for_points(runtime_files)
-    files: list[FileResult] = []
-    seen: set[str] = set()
-    for work, points in selected_files(base, catalog, selection):
-        seen.add(work.path)
-        if isinstance(work, FileProblem):
-            files.append(problem_results(work, points))
-            continue
-        files.append(_check_file(work, points, manifest, runtime_state, catalog))
+    selected = frozenset(p.id for p in catalog.points if selection.wants(p))
+    paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
+    context = _Context(catalog, manifest, runtime_state, selected)
+    items = [(str(base), path) for path in paths]
+    files = map_in_order(_file_job, items, [file_size(base / p) for p in paths], context)
     files = _requirements_met(files, catalog)
-    files += _unexpected_elsewhere(base, catalog, seen)
+    files += _unexpected_elsewhere(base, catalog, set(paths))
     in_use = any(p.status is not Status.NOT_APPLICABLE and p.point_id != "unexpected" for f in files for p in f.points)
     shown = runtime_files if selection.wants_runtime or in_use else []
     return RunResult(
@@ -61,12 +61,53 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
     )
 
 
-def _check_file(
-    work: FileWork, points, manifest: Manifest, runtime_state: RuntimeState, catalog: Catalog
-) -> FileResult:
-    assessor = FileAssessor(work, manifest, runtime_state)
+@dataclass(frozen=True)
+class _Context:
+    catalog: Catalog
+    manifest: Manifest
+    runtime: RuntimeState
+    selected: frozenset[str]
+
+
+_CACHE = PickleCache("check", limit=5000)
+
+
+def _file_job(context: _Context, item: tuple[str, str]) -> FileResult:
+    """One file's check: from the cache when the file and everything it is judged by are unchanged."""
+    root, relative = item
+    points = [p for p in context.catalog.points if p.file == relative and p.id in context.selected]
+    try:
+        data: bytes | None = (Path(root) / relative).read_bytes()
+    except OSError:
+        data = None
+    key = _key(context, relative, points, data) if data is not None and context.catalog.digest else None
+    cached = _CACHE.get(key) if key is not None else None
+    if isinstance(cached, FileResult):
+        return cached
+    try:
+        result = _check_file(context, Path(root), relative, points)
+    except Exception as exc:  # noqa: BLE001 - contain it to the file
+        return internal_error(relative, points, exc)
+    if key is not None and result.error is None:
+        _CACHE.put(key, result)
+    return result
+
+
+def _key(context: _Context, relative: str, points: list[Point], data: bytes) -> str:
+    """Everything a file's check depends on: its bytes, the catalog, the selection, what the
+    manifest recorded for its points (stale detection) and the runtime package's state."""
+    recorded = [repr(context.manifest.points.get(p.id)) for p in points]
+    runtime_state = repr((context.runtime.complete, context.runtime.problem, context.runtime.repairable))
+    return digest(context.catalog.digest, relative, data, *(p.id for p in points), *recorded, runtime_state)
+
+
+def _check_file(context: _Context, root: Path, relative: str, points: list[Point]) -> FileResult:
+    work = analyse(root, relative, context.catalog)
+    if isinstance(work, FileProblem):
+        return problem_results(work, points)
+    assessor = FileAssessor(work, context.manifest, context.runtime)
     results = [assessor.assess(point).result for point in points]
-    results += _unexpected(work, catalog)
+    results += _unexpected(work, context.catalog)
     return FileResult(work.path, tuple(results))
 
 
@@ -109,11 +150,11 @@ def _unexpected(work: FileWork, catalog: Catalog) -> list[PointResult]:
                 accounted.update(id(n) for n in ast.walk(stmt))
         for node in state.marker_nodes:
             accounted.update(id(n) for n in ast.walk(node))
-    results = []
-    for signature, node in signatures_in(work.tree.body, catalog.helpers):
-        if id(node) not in accounted and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            results.append(_unexpected_result(work.path, node, signature))
-    return results
+    return [
+        _unexpected_result(work.path, node, signature)
+        for signature, node in work.locator.recognition.tracing_calls()
+        if id(node) not in accounted
+    ]
 
 
 def _unexpected_elsewhere(root: Path, catalog: Catalog, seen: set[str]) -> list[FileResult]:

@@ -58,7 +58,7 @@ def _status(path: Path, name: str, content: bytes, catalog: Catalog, manifest: M
 
 def state_for_points(files: list[RuntimeFile]) -> RuntimeState:
     """Whether the points' code can import the package as the catalog ships it."""
-    wrong = [f for f in files if f.status is not RuntimeStatus.PRESENT]
+    wrong = [f for f in files if not f.status.ok]  # created or updated by this run counts as there
     if not wrong:
         return RuntimeState()
     problem = ", ".join(f"{f.path.rsplit('/', 1)[-1]} {_describe(f.status)}" for f in wrong)

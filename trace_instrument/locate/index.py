@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import collections
 import copy
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -83,11 +84,19 @@ class FileIndex:
             return "\n".join(line.strip() for line in chunk)
         return self.lines[first][node.col_offset : node.end_col_offset].strip()
 
-    def mentions(self, node: ast.stmt, pattern) -> bool:
-        """Does the statement's source mention the regex `pattern`? (True when the source is unknown)"""
+    def mentions(self, node: ast.stmt, pattern: re.Pattern[str], header_only: bool = False) -> bool:
+        """Does the statement's source (with header_only, a block's own lines) mention the regex
+        `pattern`? True when the source is unknown."""
         if self.lines is None:
             return True
-        return any(pattern.search(line) for line in self.lines[node.lineno - 1 : node.end_lineno or node.lineno])
+        end = node.end_lineno or node.lineno
+        if header_only and is_block(node):
+            children = [
+                c.lineno for name in BLOCK_FIELDS for c in getattr(node, name, None) or [] if hasattr(c, "lineno")
+            ]
+            end = min(children, default=end + 1) - 1
+            end = max(end, node.lineno)  # a one-line block: header and body share the line
+        return any(pattern.search(line) for line in self.lines[node.lineno - 1 : end])
 
     def alone_on_its_line(self, node: ast.stmt) -> bool:
         """False for `a; b` and one-line blocks (`if x: y`): such statements are not edited."""

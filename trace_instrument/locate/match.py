@@ -98,12 +98,13 @@ class Matcher:
         if is_wild_body(patterns):
             return True
         real = [n for n in nodes if id(n) not in self.skip]
-        if not self._sequence(list(patterns), real, caps):
+        if not self.sequence(list(patterns), real, caps):
             return False
-        self._record_attachments(nodes, caps)
+        self.record_attachments(nodes, caps)
         return True
 
-    def _sequence(self, patterns: list[ast.stmt], nodes: list[ast.stmt], caps: Captures) -> bool:
+    def sequence(self, patterns: list[ast.stmt], nodes: list[ast.stmt], caps: Captures) -> bool:
+        """Match patterns against exactly these statements, in order (`__anchor_N_body__` stretches)."""
         if not patterns:
             return not nodes
         head, rest = patterns[0], patterns[1:]
@@ -111,7 +112,7 @@ class Matcher:
         if capture is not None and capture[1] == "body":
             for cut in range(len(nodes), -1, -1):
                 trial = Captures()
-                if self._sequence(rest, nodes[cut:], trial):
+                if self.sequence(rest, nodes[cut:], trial):
                     caps.bodies[capture[0]] = nodes[:cut]
                     _merge(caps, trial)
                     return True
@@ -122,7 +123,7 @@ class Matcher:
         if not self.statement(head, nodes[0], trial):
             return False
         caps_holder = Captures()
-        if not self._sequence(rest, nodes[1:], caps_holder):
+        if not self.sequence(rest, nodes[1:], caps_holder):
             return False
         _merge(caps, trial)
         _merge(caps, caps_holder)
@@ -130,7 +131,8 @@ class Matcher:
             caps.holders[id(nodes[0])] = nodes[0]
         return True
 
-    def _record_attachments(self, nodes: Sequence[ast.stmt], caps: Captures) -> None:
+    def record_attachments(self, nodes: Sequence[ast.stmt], caps: Captures) -> None:
+        """Note which skipped statements (other points' code) sit before which matched ones."""
         pending: list[ast.stmt] = []
         for node in nodes:
             if id(node) in self.skip:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import builtins
 import enum
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -107,21 +108,93 @@ class Use:
 
 
 class NameTable:
-    """Every scope of a module, the bindings in each, and every name read."""
+    """Every scope of a module, the bindings in each, and every name read.
 
-    def __init__(self, tree: ast.Module):
+    The bodies of functions defined at module or class level are read when a
+    question first reaches into them (most questions concern a few functions of a
+    large module); `complete()` reads them all. A function declaring `global` is
+    read at once, since it binds module names.
+    """
+
+    def __init__(self, tree: ast.Module, *, lazy: bool = True, source: str | None = None):
+        """`source`, the text the tree was parsed from, lets the table find `global` declarations
+        without walking every function."""
         self.module = Scope(tree, ScopeKind.MODULE, None, "<module>")
         self.scopes: list[Scope] = [self.module]
         self.scope_of_node: dict[int, Scope] = {}  # Name / alias / arg node -> the scope its code runs in
-        self.uses: dict[str, list[Use]] = {}
+        self._uses: dict[str, list[Use]] = {}
         self._stmt: ast.stmt | None = None
+        self._lazy = lazy
+        self._pending: dict[int, tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope]] = {}  # def -> inner scope
         for stmt in tree.body:
             self._statement(stmt, self.module)
+        lines = source.splitlines() if source is not None else None
+        for node, _inner in list(self._pending.values()):
+            if _declares_global(node, lines):
+                self._read_body(node)
+
+    # -- reading bodies on demand ---------------------------------------------------------
+
+    def complete(self) -> NameTable:
+        """Read every function body not read yet; returns the table."""
+        while self._pending:  # reading a body may find classes whose methods wait in turn
+            node, _inner = next(iter(self._pending.values()))
+            self._read_body(node)
+        return self
+
+    def _read_body(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        entry = self._pending.pop(id(node), None)
+        if entry is None:
+            return
+        _node, inner = entry
+        outer, self._stmt = self._stmt, node
+        try:
+            self._parameters(node.args, inner)
+        finally:
+            self._stmt = outer
+        for stmt in node.body:
+            self._statement(stmt, inner)
+
+    def _read_around(self, line: int) -> None:
+        """Read the pending bodies whose lines hold `line` (and, in them, those of nested classes' methods)."""
+        while True:
+            holding = [n for n, _ in self._pending.values() if n.lineno <= line <= (n.end_lineno or n.lineno)]
+            if not holding:
+                return
+            for node in holding:
+                self._read_body(node)
+
+    @property
+    def uses(self) -> dict[str, list[Use]]:
+        """Every name read, in every scope (reads all bodies)."""
+        self.complete()
+        return self._uses
+
+    def uses_in(self, name: str, scope: Scope) -> list[Use]:
+        """Reads of `name` in `scope`'s code and in the scopes nested in it."""
+        if scope.kind is ScopeKind.MODULE:
+            self.complete()
+        else:
+            self._read_around(getattr(scope.node, "lineno", 0))
+        return self._uses.get(name, [])
 
     # -- queries -------------------------------------------------------------------------
 
     def scope_of(self, node: ast.AST) -> Scope | None:
-        return self.scope_of_node.get(id(node))
+        found = self.scope_of_node.get(id(node))
+        if found is None and self._pending and hasattr(node, "lineno"):
+            self._read_around(node.lineno)  # type: ignore[attr-defined]
+            found = self.scope_of_node.get(id(node))
+        return found
+
+    def scope_of_def(self, node: ast.AST) -> Scope | None:
+        """The scope a def, class or lambda opens (its body is read first if need be)."""
+        if id(node) in self._pending:
+            self._read_body(self._pending[id(node)][0])
+        elif self._pending and hasattr(node, "lineno"):
+            self._read_around(node.lineno)  # type: ignore[attr-defined]
+        found = self.scope_of_node.get(id(node))
+        return found if found is not None and found.node is node else None
 
     def resolve(self, name: str, scope: Scope) -> Scope | None:
         """The scope whose bindings give `name` its meaning in `scope`'s code (None: builtins)."""
@@ -200,7 +273,7 @@ class NameTable:
     def _name(self, node: ast.Name, scope: Scope, role: BindingKind, bind_in: Scope | None = None) -> None:
         if isinstance(node.ctx, ast.Load):
             self.scope_of_node[id(node)] = scope
-            self.uses.setdefault(node.id, []).append(Use(node, scope, self._stmt))
+            self._uses.setdefault(node.id, []).append(Use(node, scope, self._stmt))
             return
         kind = BindingKind.DELETION if isinstance(node.ctx, ast.Del) else role
         self._bind(self._binding_scope(node.id, bind_in or scope), node.id, kind, node, node.lineno)
@@ -227,9 +300,9 @@ class NameTable:
             self._expression(node.returns, scope)
         self._bind(scope, node.name, BindingKind.DEFINITION, node, node.lineno)
         inner = self._new_scope(node, ScopeKind.FUNCTION, scope, node.name)
-        self._parameters(node.args, inner)
-        for stmt in node.body:
-            self._statement(stmt, inner)
+        self._pending[id(node)] = (node, inner)
+        if not self._lazy or scope.kind not in (ScopeKind.MODULE, ScopeKind.CLASS):
+            self._read_body(node)  # nested functions are read with the function holding them
 
     _stmt_AsyncFunctionDef = _stmt_FunctionDef
 
@@ -347,6 +420,18 @@ class NameTable:
         self.scopes.append(scope)
         self.scope_of_node[id(node)] = scope
         return scope
+
+
+_GLOBAL = re.compile(r"(^|[;:]\s*)global\s")
+
+
+def _declares_global(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str] | None) -> bool:
+    """Does a function (or one nested in it) declare a name global? (its text says, when known)"""
+    if lines is not None:
+        text = lines[node.lineno - 1 : node.end_lineno or node.lineno]
+        if not any(_GLOBAL.search(line.lstrip()) for line in text):
+            return False
+    return any(isinstance(n, ast.Global) for n in ast.walk(node))
 
 
 def _all_args(args: ast.arguments) -> Iterator[ast.arg]:

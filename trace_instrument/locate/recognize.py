@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from trace_instrument.locate.handedits import EditedBlock, edited_runs
-from trace_instrument.locate.index import FileIndex, Site, is_block, position, statement_key
+from trace_instrument.locate.index import FileIndex, Site, header_only, is_block, position, statement_key
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import TRACING_NAMES, Edit, EditKind, Point
 from trace_instrument.spec.signatures import TRACKER_METHODS, signatures_in
@@ -83,6 +83,8 @@ class Recognition:
         self.own_leading: dict[int, int] = {}  # first statement of a block -> comment lines its template brings
         self._signatures: dict[str, list[Site]] | None = None
         self._by_key: dict[tuple, list[Site]] | None = None
+        self._by_type: dict[type, list[Site]] | None = None
+        self._calls: list[tuple[str, ast.AST]] | None = None
         names = sorted(TRACING_NAMES | TRACKER_METHODS | helper_names)
         self._mention = re.compile("|".join(re.escape(n) for n in names)) if names else re.compile("(?!)")
         points = list(points)
@@ -177,7 +179,7 @@ class Recognition:
         caps = None
         for count in _region_sizes(template, len(real)):
             trial = Captures()
-            if matcher._sequence(template, real[:count], trial):
+            if matcher.sequence(template, real[:count], trial):
                 caps, last = trial, real[count - 1]
                 break
         if caps is None:
@@ -187,7 +189,7 @@ class Recognition:
             if not Matcher().statement(anchor.target.stmts[index], stmt):
                 return None
         top = siblings[site.index : position(siblings, last) + 1]
-        matcher._record_attachments(top, caps)
+        matcher.record_attachments(top, caps)
         value_holders = {id(holder) for _, holder in caps.values.values()}
         instrumentation = [s for s in caps.holders.values() if id(s) not in value_holders]
         virtual = {id(holder): anchor.target.stmts[index] for index, (_, holder) in caps.values.items()}
@@ -253,13 +255,27 @@ class Recognition:
         return self._signatures
 
     def _sites_of_type(self, kind: type) -> list[Site]:
-        return [site for site in self.index.sites if type(site.node) is kind]
+        if self._by_type is None:
+            by_type: dict[type, list[Site]] = {}
+            for site in self.index.sites:
+                by_type.setdefault(type(site.node), []).append(site)
+            self._by_type = by_type
+        return self._by_type.get(kind, [])
+
+    def tracing_calls(self) -> list[tuple[str, ast.AST]]:
+        """(signature, call) for every tracing call in the file (statements not naming one are skipped)."""
+        if self._calls is None:
+            found: list[tuple[str, ast.AST]] = []
+            for site in self.index.sites:
+                if self.index.mentions(site.node, self._mention, header_only=True):
+                    found.extend(signatures_in([header_only(site.node)], self.helper_names))
+            self._calls = [(sig, node) for sig, node in found if isinstance(node, ast.Call)]
+        return self._calls
 
     def _record(self, block: Block, rank: int) -> None:
         self.states[block.point.id].blocks.append(block)
         if block.top and block.edit.kind.inserts:
-            first = block.edit.template.cst[0] if block.edit.template.cst else None
-            self.own_leading[id(block.top[0])] = len(getattr(first, "leading_lines", ()))
+            self.own_leading[id(block.top[0])] = block.edit.template.leading_lines
         for stmt in block.instrumentation:
             self.rank_of[id(stmt)] = rank
 
@@ -296,7 +312,7 @@ def _nested_in(site, ids: set[int]) -> bool:
     return any(id(a) in ids for a in site.ancestors)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # one entry per edit of the catalog
 def applied_form(edit: Edit) -> ast.stmt | None:
     """The anchor statement of a replace-expression edit with the replacement made."""
     anchor = edit.anchors[0]

@@ -37,7 +37,7 @@ class Expectation:
         return binding.imports(self.module, self.member)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # one entry per point or edit of the catalog
 def expectations(point: Point) -> dict[str, Expectation]:
     """The names a point's code imports (tracing names and its declared imports), by name."""
     wanted: dict[str, Expectation] = {}
@@ -190,7 +190,7 @@ class PointNames:
             return [_conflict(name, line, theirs[0])]
         if owner.kind is ScopeKind.CLASS:
             return []  # class attributes are read through self, not as names
-        for use in self.table.uses.get(name, ()):
+        for use in self.table.uses_in(name, owner):
             business = id(use.node) not in self.owned and id(use.node) not in replaced
             if business and self.table.resolve(name, use.scope) is owner:
                 code = one_line(use.stmt) if use.stmt is not None else name
@@ -210,7 +210,7 @@ class PointNames:
         scope = self.scope_for(placement.scope_node)
         replaced = replaced_nodes(placement, stmts)
         takeover = taken_over(placement.edit)
-        template = NameTable(ast.Module(body=list(stmts), type_ignores=[]))
+        template = template_table(tuple(stmts))
         wanted = expectations(point)
         found: dict[tuple[str, Reason], NameIssue] = {}
         for name, uses in template.uses.items():
@@ -230,13 +230,13 @@ class PointNames:
 
     def planned_bindings(self, stmts: Sequence[ast.stmt], placement: Placement) -> Planned:
         """(scope node id, name) for every name a template binds where `placement` puts it."""
-        template = NameTable(ast.Module(body=list(stmts), type_ignores=[]))
+        template = template_table(tuple(stmts))
         scope = self.scope_for(placement.scope_node)
         return frozenset((id(scope.node), name) for name in template.local_names(template.module))
 
     def scope_for(self, scope_node: ast.AST) -> Scope:
-        found = self.table.scope_of_node.get(id(scope_node))
-        return found if found is not None and found.node is scope_node else self.table.module
+        """The scope a def or class opens (the module for anything else)."""
+        return self.table.scope_of_def(scope_node) or self.table.module
 
     def _free_use(
         self,
@@ -286,6 +286,12 @@ class PointNames:
         return [u for u in self.table.uses.get(name, ()) if self.table.resolve(name, u.scope) is None]
 
 
+@functools.lru_cache(maxsize=4096)  # one entry per edit of the catalog
+def template_table(stmts: tuple[ast.stmt, ...]) -> NameTable:
+    """The name table of a template's own code (read whole; never changed once built)."""
+    return NameTable(ast.Module(body=list(stmts), type_ignores=[])).complete()
+
+
 def replaced_nodes(placement: Placement, stmts: Sequence[ast.stmt]) -> frozenset[int]:
     """Nodes of business code a rewrite or an expression swap takes out (captured code stays)."""
     if placement.expr is not None:
@@ -304,7 +310,7 @@ def replaced_nodes(placement: Placement, stmts: Sequence[ast.stmt]) -> frozenset
     return frozenset(id(n) for s in placement.region for n in ast.walk(s) if id(n) not in kept)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # one entry per point or edit of the catalog
 def taken_over(edit: Edit) -> frozenset[str]:
     """Names the anchor code of a rewrite binds that the template binds instead (by design)."""
     if edit.kind.inserts:

@@ -7,8 +7,6 @@ import hashlib
 import re
 import textwrap
 
-import libcst as cst
-
 from trace_instrument.model import CodePattern, SpecSource, Template
 
 PLACEHOLDER = re.compile(r"^__anchor_(\d+)(?:_(value|body))?__$")
@@ -36,26 +34,8 @@ def parse_pattern(text: str, source: SpecSource) -> CodePattern:
     return CodePattern(text=body, stmts=stmts, source=source)
 
 
-class _UnindentBlankLines(cst.CSTTransformer):
-    """Blank template lines carry no indentation wherever they are spliced."""
-
-    def leave_EmptyLine(self, original_node: cst.EmptyLine, updated_node: cst.EmptyLine) -> cst.EmptyLine:
-        if updated_node.comment is None:
-            return updated_node.with_changes(indent=False, whitespace=cst.SimpleWhitespace(""))
-        return updated_node
-
-
-def _statements_with_header(module: cst.Module) -> tuple[cst.BaseStatement, ...]:
-    """Module statements; header comments become the first statement's leading lines."""
-    module = module.visit(_UnindentBlankLines())
-    body = list(module.body)
-    if body and module.header:
-        first = body[0]
-        body[0] = first.with_changes(leading_lines=[*module.header, *first.leading_lines])
-    return tuple(body)
-
-
 def parse_template(name: str, text: str, *, expression: bool = False) -> Template:
+    """A template's code, parsed with `ast` (LibCST parses it later, and only to edit a file)."""
     # leading blank lines are kept: they separate an inserted def from its neighbours
     body = textwrap.dedent(text).rstrip() + "\n"
     sha = hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
@@ -63,18 +43,19 @@ def parse_template(name: str, text: str, *, expression: bool = False) -> Templat
         source = body.strip()
         try:
             tree = ast.parse(source, mode="eval")
-            node = cst.parse_expression(source)
-        except (SyntaxError, cst.ParserSyntaxError) as exc:
-            raise CodeError(1, f"expression does not parse: {exc}") from None
-        return Template(name=name, text=source, stmts=(ast.Expr(tree.body),), cst=(node,), sha=sha)
+        except SyntaxError as exc:
+            raise CodeError(1, f"expression does not parse: {exc.msg}") from None
+        return Template(name=name, text=source, stmts=(ast.Expr(tree.body),), sha=sha, expression=True)
     stmts = _parse_ast(body)
     if not stmts:
         raise CodeError(1, "is empty")
-    try:
-        module = cst.parse_module(body)
-    except cst.ParserSyntaxError as exc:
-        raise CodeError(exc.raw_line, f"does not parse: {exc.message}") from None
-    return Template(name=name, text=body, stmts=stmts, cst=_statements_with_header(module), sha=sha)
+    return Template(name=name, text=body, stmts=stmts, sha=sha, leading_lines=_first_line(stmts[0]) - 1)
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    """Where a statement's code starts (a decorated def: at its first decorator)."""
+    decorators = getattr(stmt, "decorator_list", None) or []
+    return min([stmt.lineno, *(d.lineno for d in decorators)])
 
 
 def placeholders(stmts: tuple[ast.stmt, ...]) -> list[tuple[int, str]]:

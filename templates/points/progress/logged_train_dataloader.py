@@ -1,7 +1,6 @@
 
 def _logged_train_dataloader(self):
-    """Yield train batches with horizon-style fetch progress logs."""
-    # (docstring kept word for word from the seed patch, which the fidelity check compares)
+    """The train dataloader's batches, each fetch framed by the two replay-queue progress lines."""
     # a fresh iterator per epoch: StopIteration ends the epoch exactly like the plain for loop
     while True:
         log_progress(

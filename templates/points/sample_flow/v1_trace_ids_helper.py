@@ -1,10 +1,13 @@
 
 
 def _trace_ids_from_batch(batch) -> tuple[list[str], list[str]]:
-    """Trace-only helper: parse (uid, traj_uid) pairs from TransferQueue
-    trajectory keys ``{uid}_{session_id}_{index}`` via rsplit with isdigit
-    validation; padding samples (``is_padding`` tag) are skipped."""
-    # the docstring above is the seed patch's own text: the fidelity check compares it
+    """The (uids, traj_uids) of a TransferQueue batch, for tracing only.
+
+    A key ``{uid}_{session_id}_{index}`` (both trailing parts numeric) gives
+    its uid and, as traj_uid, its session id; any other key is kept whole as
+    the uid, with traj_uid ``N/A``. Padding entries (tag ``is_padding``) are
+    left out.
+    """
     _uids, _traj_uids = [], []
     for _k, _tag in zip(batch.keys, batch.tags):
         if not isinstance(_tag, dict) or _tag.get("is_padding", False):

@@ -21,10 +21,9 @@ except Exception:
     if _traj_key is not None:
         agent_loop._traj_tracker.unregister_trajectory(_traj_key)
     raise
-# A finished rollout is counted from a line holding 'is completed, score=' and
-'status=Finished'
-# (the string statement above is a no-op the seed patch has here). The score comes
-# from the output _compute_score filled in, whatever postprocess returned.
+# One progress line per finished training rollout: the progress panel counts the
+# lines that hold both 'is completed, score=' and 'status=Finished'. The score is
+# read from the output _compute_score filled in, whatever postprocess returned.
 if not trajectory.get("validate", False):
     _score_src = output[-1] if isinstance(output, list) else output
     log_rollout_completed(kwargs.get('uid', 'unknown'),

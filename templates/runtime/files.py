@@ -1,0 +1,159 @@
+"""Raw file descriptors for every file the runtime writes.
+
+Raw descriptors because nothing is then buffered in Python objects: nothing
+leaks into a forked child or is lost at exit, and every write is accounted
+for in bytes (a write that stops part-way says how far it got).
+
+- Output files never take descriptors 0-2: in a process that closed stdout,
+  a trace file opened as fd 1 would receive every later print().
+- Small files that are rewritten whole (discovery files, status files) go to a
+  fresh temp file that then replaces the target name, so a link planted at the
+  name is replaced, never followed; a file another user owns in the way (EPERM
+  in a sticky /tmp) is reported once on stderr and left as it is.
+- File names built from a host name or an id keep path separators out.
+"""
+
+# Containment is this package's job: its entry points catch every exception, so that
+# none reaches the training loop (see safety.py).
+# ruff: noqa: BLE001
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+
+from . import settings, streams
+
+try:
+    import fcntl
+except ImportError:  # not on POSIX: descriptors are moved with os.dup instead
+    fcntl = None  # type: ignore[assignment]
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _CLOEXEC
+CREATE_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC
+
+SAMPLE_DISCOVERY_FILE = "verl_trace_sample_path.txt"
+TRAJECTORY_DISCOVERY_FILE = "verl_trace_trajectory_path.txt"
+PROGRESS_DISCOVERY_FILE = "verl_progress_path.txt"
+
+
+class WriteError(OSError):
+    """A write that failed after ``written`` bytes of its data reached the file."""
+
+    def __init__(self, cause: OSError, written: int) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.written = written
+
+
+def open_fd(path: str, flags: int = APPEND_FLAGS, mode: int = 0o644) -> int:
+    """``os.open`` that never returns a standard descriptor (0, 1 or 2)."""
+    return _above_standard_streams(os.open(path, flags, mode))
+
+
+def _above_standard_streams(fd: int) -> int:
+    if fd > 2:
+        return fd
+    try:
+        if fcntl is not None:
+            return fcntl.fcntl(fd, getattr(fcntl, "F_DUPFD_CLOEXEC", fcntl.F_DUPFD), 3)
+        low = []
+        moved = os.dup(fd)
+        while moved <= 2:
+            low.append(moved)
+            moved = os.dup(fd)
+        for extra in low:
+            os.close(extra)
+        return moved
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data``; a failure raises WriteError saying how many were written."""
+    view = memoryview(data)
+    written = 0
+    while written < len(view):
+        try:
+            count = os.write(fd, view[written:])
+        except OSError as exc:
+            raise WriteError(exc, written) from exc
+        if count <= 0:
+            raise WriteError(OSError(errno.EIO, "write returned nothing"), written)
+        written += count
+
+
+def close_fd(fd: int | None) -> None:
+    if fd is None:
+        return
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def truncate_to(fd: int, good_size: int, expected_size: int) -> bool:
+    """Cut the file back to ``good_size`` if it is still ``expected_size`` long; True if cut.
+
+    The size check keeps a file someone else appended to meanwhile intact.
+    """
+    try:
+        if os.fstat(fd).st_size != expected_size:
+            return False
+        os.ftruncate(fd, good_size)
+        return True
+    except OSError:
+        return False
+
+
+def replace_file(directory: str, name: str, content: bytes) -> None:
+    """Make ``directory/name`` hold ``content`` atomically, never following a link; raises OSError."""
+    fd, tmp_path = tempfile.mkstemp(prefix=f".{name}.", dir=directory)
+    try:
+        fd = _above_standard_streams(fd)
+        try:
+            write_all(fd, content)
+            os.fchmod(fd, 0o644)
+        finally:
+            os.close(fd)
+        os.replace(tmp_path, os.path.join(directory, name))
+    except BaseException:
+        try:
+            os.unlink(tmp_path)
+        except OSError:
+            pass
+        raise
+
+
+_reported_discovery_failures: set[str] = set()
+
+
+def publish_discovery(filename: str, directory: str) -> bool:
+    """Point ``DISCOVERY_DIR/filename`` at ``directory`` (made absolute); True on success."""
+    try:
+        content = os.path.abspath(directory).encode("utf-8", "surrogateescape")
+        replace_file(settings.DISCOVERY_DIR, filename, content)
+        return True
+    except Exception as exc:
+        _report_discovery_failure(filename, exc)
+        return False
+
+
+def _report_discovery_failure(filename: str, exc: Exception) -> None:
+    if filename in _reported_discovery_failures:
+        return
+    _reported_discovery_failures.add(filename)
+    path = os.path.join(settings.DISCOVERY_DIR, filename)
+    hint = ""
+    if isinstance(exc, PermissionError):
+        hint = " (a file another user owns is in the way; it was left as it is and does not point at this run)"
+    streams.write_stderr(f"[verl tracing] cannot write the discovery file {path}: {exc}{hint}\n")
+
+
+def safe_name(text: str) -> str:
+    """``text`` fit to be part of one file name: path separators and NUL become ``_``."""
+    for separator in ("/", os.altsep, "\0"):
+        if separator and separator in text:
+            text = text.replace(separator, "_")
+    return text

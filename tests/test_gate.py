@@ -1,0 +1,284 @@
+"""check as the CI gate on real verl 0.9.0: it fails whenever instrumented code would fail at run time.
+
+Every expectation here is computed from the tree itself (the lines a test edits,
+the imports it deletes), not from the tool's output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from typer.testing import CliRunner
+
+from trace_instrument.cli import app
+from trace_instrument.engine.apply import apply
+from trace_instrument.engine.check import check
+from trace_instrument.model import Reason, Selection, Status
+
+RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
+TRACING_IMPORT = "from verl.utils.tracing import"
+TRAIN_UPDATE = """\
+                        _traj_uids = batch.non_tensor_batch.get("traj_uid", np.array(["N/A"] * len(batch)))
+                        trace_flow(uid=batch.non_tensor_batch['uid'], traj_uid=_traj_uids,
+                                   from_module='ActorRolloutRefWorker', to_module='RayPPOTrainer',
+                                   stage='TRAIN_UPDATE', detail='actor_parameters_updated',
+                                   global_step=self.global_steps)
+"""
+START_UPDATE = "                        log_progress('start update actor')\n"
+
+
+def _cli(*args: object):
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def _statuses(result) -> dict[str, Status]:
+    return {p.point_id: p.status for p in result.points}
+
+
+def _line_of(path: Path, needle: str) -> int:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found = [number for number, line in enumerate(lines, 1) if needle in line]
+    assert len(found) == 1, f"{needle!r} occurs {len(found)} times"
+    return found[0]
+
+
+@pytest.fixture
+def instrumented(checkout_090, catalog):
+    assert apply(checkout_090, catalog).written
+    return checkout_090
+
+
+def test_a_deleted_tracing_import_breaks_every_point_that_uses_it_and_apply_repairs_it(instrumented, catalog):
+    trainer = instrumented / RAY_TRAINER
+    text = trainer.read_text(encoding="utf-8")
+    wanted = {p.id for p in catalog.points if p.file == RAY_TRAINER and p.tracing_names and p.extra is None}
+    trainer.write_text("".join(line for line in text.splitlines(True) if not line.startswith(TRACING_IMPORT)))
+    checked = check(instrumented, catalog)
+    broken = {p.point_id for p in checked.points if p.status is Status.BROKEN}
+    assert broken == wanted
+    assert {p.reason for p in checked.points if p.status is Status.BROKEN} == {Reason.MISSING_IMPORT}
+    assert _cli("check", instrumented).exit_code == 1
+    repaired = apply(instrumented, catalog)
+    assert {p.point_id for p in repaired.points if p.status is Status.REPAIRED} == wanted
+    assert trainer.read_text(encoding="utf-8") == text, "the import comes back exactly as apply first wrote it"
+    assert _cli("check", instrumented).exit_code == 0
+    assert not apply(instrumented, catalog).written, "a second apply changes no byte"
+
+
+def test_a_business_rebinding_of_a_name_the_code_uses_breaks_the_point(instrumented, catalog):
+    trainer = instrumented / RAY_TRAINER
+    text = trainer.read_text(encoding="utf-8")
+    # the fork's own code shadows trace_flow at module level, after the imports
+    lines = text.splitlines(True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(TRACING_IMPORT)) + 1
+    trainer.write_text("".join([*lines[:at], "trace_flow = print\n", *lines[at:]]))
+    line = _line_of(trainer, "trace_flow = print")
+    checked = check(instrumented, catalog)
+    broken = [p for p in checked.points if p.status is Status.BROKEN]
+    assert broken and {p.reason for p in broken} == {Reason.NAME_CONFLICT}
+    issue = broken[0].names[0]
+    assert (issue.name, issue.binding, issue.binding_line) == ("trace_flow", "trace_flow = print", line)
+    before = trainer.read_bytes()
+    applied = apply(instrumented, catalog)
+    assert {p.point_id for p in applied.points if p.status is Status.BROKEN} == {p.point_id for p in broken}
+    assert trainer.read_bytes() == before, "apply cannot repair a conflict: it leaves the code alone"
+
+
+def test_a_missing_runtime_file_breaks_the_points_and_apply_puts_it_back(instrumented, catalog):
+    runtime_file = instrumented / "verl/utils/tracing/trace.py"
+    content = runtime_file.read_bytes()
+    runtime_file.unlink()
+    checked = check(instrumented, catalog)
+    users = {p.id for p in catalog.points if p.tracing_names and p.extra is None}
+    assert {p.point_id for p in checked.points if p.status is Status.BROKEN} == users
+    assert _cli("check", instrumented).exit_code == 1
+    applied = apply(instrumented, catalog)
+    assert [(f.path, f.status.value) for f in applied.runtime_files if f.status.value != "present"] == [
+        ("verl/utils/tracing/trace.py", "created")
+    ]
+    assert runtime_file.read_bytes() == content
+    assert _cli("check", instrumented).exit_code == 0
+
+
+def test_a_block_moved_away_from_its_anchor_is_moved_and_its_neighbour_is_not_blamed(instrumented, catalog):
+    trainer = instrumented / RAY_TRAINER
+    text = trainer.read_text(encoding="utf-8")
+    assert text.count(TRAIN_UPDATE) == 1 and text.count(START_UPDATE) == 1
+    moved = text.replace(TRAIN_UPDATE, "").replace(START_UPDATE, TRAIN_UPDATE + START_UPDATE)
+    trainer.write_text(moved)
+    lines = moved.splitlines()
+    found_at = next(i for i, line in enumerate(lines, 1) if "stage='TRAIN_UPDATE'" in line) - 3
+    anchor = next(i for i, line in enumerate(lines, 1) if 'with marked_timer("update_actor"' in line)
+    # the with block ends where the next statement at its indentation starts
+    indent = len(lines[anchor - 1]) - len(lines[anchor - 1].lstrip())
+    expected_at = next(
+        i for i, line in enumerate(lines, 1) if i > anchor and line.strip() and len(line) - len(line.lstrip()) <= indent
+    )
+    checked = check(instrumented, catalog)
+    statuses = _statuses(checked)
+    assert {k: v for k, v in statuses.items() if v is not Status.PRESENT} == {"flow.v0.train-update": Status.MOVED}
+    moved_result = next(p for p in checked.points if p.point_id == "flow.v0.train-update")
+    assert (moved_result.line, moved_result.expected_line) == (found_at, expected_at)
+    assert f"line {found_at}" in moved_result.message and f"line {expected_at}" in moved_result.message
+    assert not apply(instrumented, catalog).written, "a moved block is left where the user put it"
+
+
+def test_drift_diffs_show_exactly_what_differs(instrumented, catalog):
+    trainer = instrumented / RAY_TRAINER
+    text = trainer.read_text(encoding="utf-8")
+    deleted = "log_progress('end generation')"
+    deleted_line = _line_of(trainer, deleted)
+    kept_lines = text.splitlines(True)
+    del kept_lines[deleted_line - 1]
+    edited = "".join(kept_lines).replace("detail='actor_parameters_updated'", "detail='actor_updated'")
+    trainer.write_text(edited)
+    checked = {p.point_id: p for p in check(instrumented, catalog).points}
+    assert {k for k, p in checked.items() if p.status is not Status.PRESENT} == {
+        "progress.v0.generation",
+        "flow.v0.train-update",
+    }
+    generation = checked["progress.v0.generation"].diff.splitlines()
+    assert f"+++ {RAY_TRAINER} (missing, expected at line {deleted_line})" in generation
+    assert [line for line in generation if line.startswith("-") and not line.startswith("---")] == [f"-{deleted}"]
+    update = checked["flow.v0.train-update"].diff.splitlines()
+    removed = [line for line in update if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in update if line.startswith("+") and not line.startswith("+++")]
+    assert [line[1:].strip() for line in removed] == ["stage='TRAIN_UPDATE', detail='actor_parameters_updated',"]
+    assert [line[1:].strip() for line in added] == ["stage='TRAIN_UPDATE', detail='actor_updated',"]
+    # the lines still in the file are context, never shown as deleted
+    assert any(line.startswith(" _traj_uids = ") for line in update)
+
+
+def test_counts_agree_across_text_json_github_and_junit(instrumented, catalog):
+    trainer = instrumented / RAY_TRAINER
+    text = trainer.read_text(encoding="utf-8")
+    trainer.write_text(
+        text.replace("detail='actor_parameters_updated'", "detail='x'").replace(
+            "log_progress('end generation')\n", "pass\n"
+        )
+    )
+    (instrumented / "verl/utils/tracing/trace.py").unlink()
+    body = json.loads(_cli("check", "--format", "json", instrumented).output)
+    by_status: dict[str, int] = {}
+    for point in body["points"]:
+        by_status[point["status"]] = by_status.get(point["status"], 0) + 1
+    assert body["summary"]["by_status"] == by_status and len(body["points"]) == body["summary"]["total"]
+    unclean = sum(n for status, n in by_status.items() if status not in ("present", "not-applicable"))
+    github = _cli("check", "--format", "github", instrumented).output
+    assert len(re.findall(r"^::error file=[^,]+,line=[1-9]\d*,", github, re.MULTILINE)) == unclean
+    suite = ElementTree.fromstring(_cli("check", "--format", "junit", instrumented).output)
+    assert int(suite.get("tests") or 0) == len(body["points"])
+    assert int(suite.get("failures") or 0) == unclean == len(suite.findall("testcase/failure"))
+    summary = _cli("check", instrumented).output.strip().splitlines()[-1]
+    points_part, runtime_part = summary.removeprefix("check: ").split(" — ")[0].split("; runtime: ")
+    text_counts: dict[str, int] = {}
+    for part in [*points_part.split(", "), *runtime_part.split(", ")]:
+        number, status = part.split(" ", 1)
+        text_counts[status] = text_counts.get(status, 0) + int(number)
+    assert text_counts == by_status
+
+
+def test_quiet_prints_problems_and_one_summary_line(instrumented, catalog):
+    (instrumented / RAY_TRAINER).write_text(
+        (instrumented / RAY_TRAINER)
+        .read_text(encoding="utf-8")
+        .replace("detail='actor_parameters_updated'", "detail='x'")
+    )
+    quiet = _cli("check", "--quiet", instrumented).output.rstrip().splitlines()
+    assert quiet[-1].startswith("check: ") and quiet[-1].endswith(" — drift")
+    status_lines = [line for line in quiet if re.match(r"^  \S", line)]
+    assert [line.split()[:2] for line in status_lines] == [["drifted", "flow.v0.train-update"]]
+    clean = _cli("check", "-q", instrumented.parent / "nothing")
+    assert clean.exit_code == 2
+
+
+def test_github_paths_are_relative_to_the_repository_root(instrumented, catalog, tmp_path):
+    repository = instrumented.parent
+    subprocess.run(["git", "init", "-q", str(repository)], check=True)
+    (instrumented / RAY_TRAINER).write_text(
+        (instrumented / RAY_TRAINER)
+        .read_text(encoding="utf-8")
+        .replace("detail='actor_parameters_updated'", "detail='x'")
+    )
+    output = _cli("check", "--format", "github", instrumented).output
+    prefix = instrumented.relative_to(repository).as_posix()
+    assert f"::error file={prefix}/{RAY_TRAINER},line=" in output
+
+
+def test_anchor_lost_annotations_carry_the_scope_line(checkout_090, catalog):
+    trainer = checkout_090 / RAY_TRAINER
+    lines = trainer.read_text(encoding="utf-8").splitlines(True)
+    fit_line = next(i for i, line in enumerate(lines, 1) if line.startswith("    def fit(self):"))
+    anchor = 'batch.non_tensor_batch["uid"] = np.array('
+    at = next(i for i, line in enumerate(lines) if i >= fit_line and anchor in line)
+    lines[at] = lines[at].replace(anchor, 'batch.non_tensor_batch["uid"] = make_uids(')
+    trainer.write_text("".join(lines))
+    output = _cli("check", "--format", "github", "--only", "flow.v0.uid-generated", checkout_090).output
+    assert f"::error file={RAY_TRAINER},line={fit_line},title=anchor-lost%3A flow.v0.uid-generated::" in output
+
+
+def test_remove_force_takes_a_hand_edited_block_whole_and_apply_puts_it_back_as_one_apply(
+    instrumented, catalog, checkout_090, verl_090, tmp_path
+):
+    from support import copy_tree, tree_bytes
+
+    from trace_instrument.engine.remove import remove
+
+    trainer = instrumented / RAY_TRAINER
+    once = trainer.read_bytes()
+    trainer.write_text(once.decode().replace("detail='actor_parameters_updated'", "detail='actor_updated'"))
+    kept = remove(instrumented, catalog, Selection(only=frozenset({"flow.v0.train-update"})))
+    assert [p.status for p in kept.points] == [Status.KEPT] and not kept.written
+    forced = remove(instrumented, catalog, Selection(only=frozenset({"flow.v0.train-update"})), force=True)
+    assert [p.status for p in forced.points] == [Status.REMOVED]
+    text = trainer.read_text(encoding="utf-8")
+    # the whole block went: no orphan `_traj_uids = ...` line where TRAIN_UPDATE stood
+    assert (
+        text.count("_traj_uids = batch.non_tensor_batch.get")
+        == once.decode().count("_traj_uids = batch.non_tensor_batch.get") - 1
+    )
+    assert "stage='TRAIN_UPDATE'" not in text
+    apply(instrumented, catalog, Selection(only=frozenset({"flow.v0.train-update"})))
+    assert trainer.read_bytes() == once, "remove then apply of one point gives the bytes of one apply"
+    reference = copy_tree(verl_090, tmp_path / "reference")
+    apply(reference, catalog)
+    assert tree_bytes(instrumented) == tree_bytes(reference)
+
+
+def test_an_outdated_runtime_file_is_updated_and_a_hand_edited_one_left_alone(instrumented, catalog):
+    from trace_instrument.engine.runtime import digest
+
+    runtime_file = instrumented / "verl/utils/tracing/trace.py"
+    shipped = runtime_file.read_bytes()
+    older = shipped + b"\n# as an older release of the tool shipped it\n"
+    runtime_file.write_bytes(older)
+    manifest_path = instrumented / ".trace-instrument.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest["runtime"]["trace.py"] = digest(older)  # what that older apply recorded
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    body = json.loads(_cli("check", "--format", "json", instrumented).output)
+    runtime_items = {p["file"]: p["status"] for p in body["points"] if p["id"] == "runtime"}
+    assert runtime_items["verl/utils/tracing/trace.py"] == "stale" and body["exit_code"] == 1
+    applied = apply(instrumented, catalog)
+    assert {f.path: f.status.value for f in applied.runtime_files}["verl/utils/tracing/trace.py"] == "updated"
+    assert runtime_file.read_bytes() == shipped and _cli("check", instrumented).exit_code == 0
+    # an edit nobody recorded is the user's: apply leaves it, and the points that need it are broken
+    runtime_file.write_bytes(shipped + b"\n# my own change\n")
+    assert _cli("apply", instrumented).exit_code == 1
+    assert runtime_file.read_bytes().endswith(b"# my own change\n")
+    checked = check(instrumented, catalog)
+    assert {p.reason for p in checked.points if p.status is Status.BROKEN} == {Reason.RUNTIME_INCOMPLETE}
+
+
+def test_the_earlier_runtime_hashes_are_well_formed_and_none_is_todays(catalog):
+    from trace_instrument.engine.runtime import digest
+
+    today = {digest(content) for _name, content in catalog.runtime.files}
+    earlier = {h for hashes in catalog.runtime.earlier.values() for h in hashes}
+    assert earlier and not (earlier & today)
+    assert all(re.fullmatch(r"[0-9a-f]{16}", h) for h in earlier)

@@ -1,0 +1,76 @@
+"""One definition of each vocabulary: the copies the runtime must keep (it stands alone inside
+verl) are read from its source and compared with the tool's definitions in model.py."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+from trace_instrument.model import (
+    RAW_MESSAGE_KEYS,
+    RUNTIME_EXPORTS,
+    TRACING_NAMES,
+    TRAJECTORY_LINE_KEYS,
+    TURN_KEYS,
+    Reason,
+    Status,
+)
+from trace_instrument.render.jsonout import schema
+
+RUNTIME = Path(__file__).resolve().parents[1] / "templates" / "runtime"
+
+
+def _dunder_all(path: Path) -> list[str]:
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return [ast.literal_eval(element) for element in node.value.elts]  # type: ignore[attr-defined]
+    raise AssertionError(f"{path} has no __all__")
+
+
+def test_the_runtime_exports_exactly_the_tracing_names_and_the_generic_ones():
+    exported = _dunder_all(RUNTIME / "__init__.py")
+    assert len(exported) == len(set(exported))
+    assert set(exported) == RUNTIME_EXPORTS
+    assert TRACING_NAMES < RUNTIME_EXPORTS
+
+
+def test_check_looks_for_every_tracing_name_in_files_outside_the_catalog():
+    from trace_instrument.engine import check
+
+    source = Path(check.__file__).read_text(encoding="utf-8")
+    assert "TRACING_NAMES" in source and "TRACING_WORDS" not in source, "no hand-kept copy of the names"
+
+
+def test_a_trajectory_line_the_runtime_writes_has_exactly_the_specified_keys(tmp_path, monkeypatch):
+    """The runtime, loaded from its templates as a package of its own, writes one line."""
+    spec = importlib.util.spec_from_file_location(
+        "rt_vocab", RUNTIME / "__init__.py", submodule_search_locations=[str(RUNTIME)]
+    )
+    assert spec is not None and spec.loader is not None
+    runtime = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "rt_vocab", runtime)
+    spec.loader.exec_module(runtime)
+    record = runtime.TurnRecord([1, 2, 3])
+    record.fill_sglang_response("done", [4, 5], "stop", {"e2e_latency": 0.5})
+    record.stamp_end()
+    store = runtime.TrajectoryStore(str(tmp_path), 1)
+    store.write(runtime.Trajectory(request_id="0", prompt_uid="u1", sample_index=0, turns=[record.turn]))
+    store.close()
+    (path,) = tmp_path.glob("*.jsonl")
+    line = json.loads(path.read_text(encoding="utf-8"))
+    assert tuple(line) == TRAJECTORY_LINE_KEYS
+    raw = json.loads(line["raw_message"])
+    assert set(raw) == set(RAW_MESSAGE_KEYS)
+    assert set(raw["turns"][0]) == set(TURN_KEYS)
+    fields = {f.name for f in dataclasses.fields(runtime.Turn)}
+    assert set(TURN_KEYS) <= fields, "every turn key is a field of the runtime's Turn"
+
+
+def test_the_json_schemas_list_every_status_and_reason():
+    point = schema("check")["$defs"]["point"]["properties"]
+    assert point["status"]["enum"] == [s.value for s in Status]
+    assert point["reason"]["anyOf"][0]["enum"] == [r.value for r in Reason]
