@@ -131,11 +131,15 @@ class FileAssessor:
                 point, Status.REFUSED, line=line, message=message, reason=_worst(issues), names=tuple(issues)
             )
             return Assessment(point, result)
-        what = "not applied"
-        if len(state.absent) < len(point.edits):
-            numbers = ", ".join(str(i + 1) for i, edit in enumerate(point.edits) if _among(edit, state.absent))
-            what = f"edit {numbers} of {len(point.edits)} missing, the others in place"
-        result = point_result(point, Status.MISSING, line=line, message=f"{what}; `apply` adds it here")
+        if len(state.absent) == len(point.edits):
+            result = point_result(point, Status.MISSING, line=line, message="not applied; `apply` adds it here")
+            return Assessment(point, result, placements=list(placed))
+        # partly there: the diff names each missing edit with the line it belongs on
+        gone = [edit for edit in point.edits if _among(edit, state.absent)]
+        numbers = ", ".join(str(point.edits.index(edit) + 1) for edit in gone)
+        message = f"edit {numbers} of {len(point.edits)} missing, the others in place; `apply` adds it here"
+        diff = "\n".join(self._edit_diff(point, edit, state, []) for edit in gone)
+        result = point_result(point, Status.MISSING, line=line, message=message, diff=diff)
         return Assessment(point, result, placements=list(placed))
 
     def placements(self, point: Point) -> list[Placement] | AnchorFailure:
