@@ -1,4 +1,9 @@
-"""The package is layered one way; only the command line and the renderings import typer and rich."""
+"""The package is layered one way; only the command lines and the renderers import typer and rich.
+
+Two stacks share ``model`` (and the small top-level helpers): the codemod (spec <- locate <- edit <-
+engine <- render) and the trace reader (``traces``, with its renderers in ``traces.render``);
+neither imports the other.
+"""
 
 from __future__ import annotations
 
@@ -10,25 +15,45 @@ import pytest
 PACKAGE = Path(__file__).parent.parent / "trace_instrument"
 LAYERS = {
     "model": 0,
-    "wheels": 0,  # fetches verl wheels: needs nothing of ours
+    "caches": 0,  # the tool's cache folder: needs nothing of ours but the version
+    "wheels": 0,  # fetches verl wheels
     "spec": 1,
     "selfcheck": 1,  # runs the runtime package in a subprocess
     "locate": 2,
     "edit": 3,
     "engine": 4,
+    "traces": 4,
     "render": 5,
     "cli": 6,
+    "cli_traces": 6,
     "__main__": 7,
     "__init__": 0,
 }
-# rich is for the renderings and the command line, typer for the command line alone
-ALLOWED_UI = {"rich": ("trace_instrument.cli", "trace_instrument.render"), "typer": ("trace_instrument.cli",)}
 UI_LIBRARIES = {"typer", "rich", "click"}
+# rich is for renderers and command lines, typer for the command lines alone
+UI_MODULES = {
+    "rich": (
+        "trace_instrument.cli",
+        "trace_instrument.cli_traces",
+        "trace_instrument.render",
+        "trace_instrument.traces.render",
+    ),
+    "typer": ("trace_instrument.cli", "trace_instrument.cli_traces"),
+    "click": ("trace_instrument.cli", "trace_instrument.cli_traces"),
+}
+CODEMOD = {"spec", "locate", "edit", "engine", "render", "selfcheck"}
+RENDER_LAYER = 5
 
 
 def _layer(module: str) -> int:
     parts = module.split(".")
+    if parts[1:3] == ["traces", "render"]:
+        return RENDER_LAYER
     return LAYERS[parts[1]] if len(parts) > 1 else 0
+
+
+def _may_import_ui(module: str, library: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in UI_MODULES[library])
 
 
 def _modules():
@@ -49,8 +74,31 @@ def test_imports_only_point_down(path: Path, module: str):
         for name in names:
             root = name.split(".")[0]
             if root in UI_LIBRARIES:
-                allowed = ALLOWED_UI.get(root, ("trace_instrument.cli",))
-                assert module.startswith(allowed), f"{module} imports {name}: only {', '.join(allowed)} may"
+                assert _may_import_ui(module, root), f"{module} imports {name}: only {UI_MODULES[root]} may"
             own_module = root == "trace_instrument" and name not in ("trace_instrument", "trace_instrument.__version__")
             if own_module and name.split(".")[1] in LAYERS:
                 assert _layer(name) <= own, f"{module} (layer {own}) imports {name} (layer {_layer(name)})"
+                _assert_stacks_apart(module, name)
+
+
+def _assert_stacks_apart(module: str, name: str) -> None:
+    """The trace reader and the codemod meet only in model (and in the command line on top)."""
+    mine, theirs = module.split(".")[1:2], name.split(".")[1]
+    if mine == ["traces"]:
+        assert theirs not in CODEMOD, f"{module} imports {name}: the trace reader uses no codemod layer"
+    if mine and mine[0] in CODEMOD:
+        assert theirs not in ("traces", "cli_traces"), f"{module} imports {name}: the codemod never reads traces"
+
+
+def test_check_never_loads_libcst():
+    """check reads with Python's ast only: LibCST is imported by the commands that edit."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from trace_instrument.cli import app\n"
+        "from trace_instrument.engine.check import check\n"
+        "assert not [m for m in sys.modules if m.startswith('libcst')], 'LibCST was imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -22,12 +22,13 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from trace_instrument import __version__
+from trace_instrument.cli_traces import register as register_trace_commands
 from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
 from trace_instrument.engine.patch import unified_patch
 from trace_instrument.engine.report import OUTPUTS as REPORT_OUTPUTS
 from trace_instrument.engine.verify import verify as run_verify
-from trace_instrument.model import EXTRAS, FACILITIES, Catalog, RunResult, Selection, Status
+from trace_instrument.model import EXTRAS, FACILITIES, Catalog, RunResult, Selection, Status, VerifyResult
 from trace_instrument.render import ci, exits, jsonout, markdown, text
 from trace_instrument.render.items import counts_line
 from trace_instrument.spec import SpecError, load_catalog
@@ -37,6 +38,7 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Instrument a verl checkout with sample-flow, progress and trajectory tracing, deterministically.",
 )
+register_trace_commands(app)
 
 
 def _console(stderr: bool) -> Console:
@@ -438,7 +440,7 @@ def demo(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _demo_steps(catalog: Catalog, version: str, workdir: Path):  # type: ignore[no-untyped-def]
+def _demo_steps(catalog: Catalog, version: str, workdir: Path) -> tuple[RunResult, RunResult, VerifyResult]:
     import shutil
 
     from trace_instrument.engine.apply import apply as run_apply

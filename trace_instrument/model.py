@@ -89,6 +89,7 @@ class EditKind(str, enum.Enum):
 
     @property
     def inserts(self) -> bool:
+        """The edit adds statements next to its anchor (after, before, body_start, body_end)."""
         return self in (EditKind.AFTER, EditKind.BEFORE, EditKind.BODY_START, EditKind.BODY_END)
 
 
@@ -216,17 +217,22 @@ class Anchor:
 
 @dataclass(frozen=True, eq=False)
 class Edit:
+    """One change a point makes: its template, put where the first anchor that matches says."""
+
     anchors: tuple[Anchor, ...]
     template: Template
     rank: int  # order among edits sharing a gap between two statements
 
     @property
     def kind(self) -> EditKind:
+        """The first anchor's kind (the loader lets alternatives do only the same kind of edit)."""
         return self.anchors[0].kind
 
 
 @dataclass(frozen=True, eq=False)
 class Point:
+    """One instrumentation point of the catalog: the edits that put one piece of tracing in one scope."""
+
     id: str
     facility: str
     title: str
@@ -243,6 +249,7 @@ class Point:
 
     @property
     def tracing_names(self) -> frozenset[str]:
+        """The runtime package's names (TRACING_NAMES) its templates use."""
         names: set[str] = set()
         for edit in self.edits:
             for stmt in edit.template.stmts:
@@ -261,6 +268,8 @@ class RuntimeModule:
 
 @dataclass(frozen=True, eq=False)
 class Catalog:
+    """Every point, the runtime package and the verl releases they were validated on, as loaded."""
+
     points: tuple[Point, ...]
     runtime: RuntimeModule
     validated_on: tuple[str, ...]
@@ -268,6 +277,7 @@ class Catalog:
     digest: str = ""  # of every file it was read from ("" when not known): keys caches of results
 
     def point(self, point_id: str) -> Point:
+        """The point with this id (KeyError when there is none)."""
         for p in self.points:
             if p.id == point_id:
                 return p
@@ -275,6 +285,7 @@ class Catalog:
 
     @property
     def files(self) -> tuple[str, ...]:
+        """The files the points edit, each once, in the order the points name them."""
         return tuple(dict.fromkeys(p.file for p in self.points))
 
 
@@ -288,6 +299,8 @@ class Selection:
     extras: frozenset[str] = frozenset()
 
     def wants(self, point: Point) -> bool:
+        """Is the point selected? `skip` wins; `only` names points outright (extras too);
+        otherwise its facility must be selected, and an extra's point needs its extra."""
         if point.id in self.skip:
             return False
         if self.only:
@@ -298,6 +311,7 @@ class Selection:
 
     @property
     def wants_runtime(self) -> bool:
+        """Is the runtime package part of the run (its facility selected, no `only`)?"""
         return "runtime" in self.facilities and not self.only
 
 
@@ -342,6 +356,8 @@ class FileProblemKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class FileError:
+    """Why one file could not be worked on (for an internal error, with the tool's traceback)."""
+
     kind: FileProblemKind
     message: str
     traceback: str = ""  # INTERNAL: the tool's own traceback, for the bug report
@@ -352,6 +368,8 @@ class FileError:
 
 @dataclass(frozen=True)
 class FileResult:
+    """What one operation found or did in one catalog file: its points, and its text before and after."""
+
     path: str
     points: tuple[PointResult, ...]
     original: str | None = None  # text before (None: file absent)
@@ -360,6 +378,7 @@ class FileResult:
 
     @property
     def changed(self) -> bool:
+        """Does this run change the file's text?"""
         return self.updated is not None and self.updated != self.original
 
 
@@ -384,12 +403,16 @@ class RuntimeStatus(str, enum.Enum):
 
 @dataclass(frozen=True)
 class RuntimeFile:
+    """One file of the runtime package in the checkout, and its state."""
+
     path: str
     status: RuntimeStatus
     users: tuple[str, ...] = ()  # KEPT_IN_USE: files that import the package
 
 
 class RunErrorKind(str, enum.Enum):
+    """Why a whole run stopped."""
+
     NOT_A_CHECKOUT = "not-a-checkout"
     LOCKED = "locked"
     WRITE_FAILED = "write-failed"
@@ -398,6 +421,8 @@ class RunErrorKind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class RunError:
+    """What stopped a whole run: not a checkout, locked, the writes failed (nothing written), interrupted."""
+
     kind: RunErrorKind
     message: str
 
@@ -420,6 +445,7 @@ class RunResult:
 
     @property
     def points(self) -> tuple[PointResult, ...]:
+        """Every point result, file by file."""
         return tuple(p for f in self.files for p in f.points)
 
     @property
@@ -454,6 +480,8 @@ class Finding:
 
 @dataclass(frozen=True)
 class CallCount:
+    """Call sites of one tracing function in one file: found, and expected by the catalog."""
+
     file: str
     call: str  # trace_flow or log_progress
     expected: int  # from the points whose anchors this checkout has
@@ -462,6 +490,8 @@ class CallCount:
 
 @dataclass(frozen=True)
 class VerifyResult:
+    """What verify proved about one checkout: every finding, and the call counts behind them."""
+
     root: str
     findings: tuple[Finding, ...]
     counts: tuple[CallCount, ...] = ()
@@ -469,4 +499,5 @@ class VerifyResult:
 
     @property
     def ok(self) -> bool:
+        """The run finished and every finding holds."""
         return self.error is None and all(f.ok for f in self.findings)

@@ -20,6 +20,7 @@ from trace_instrument.model import TRACING_MODULE
 
 LINE_LENGTH = 120
 Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a module's body holds
+ImportNode = ast.Import | ast.ImportFrom
 FIRST_PARTY = frozenset({"verl"})
 
 
@@ -43,7 +44,7 @@ def _section(module: str) -> int:
     return 2 if root in FIRST_PARTY else 1
 
 
-def _sort_key(node: ast.stmt) -> tuple[int, int, str]:
+def _sort_key(node: ImportNode) -> tuple[int, int, str]:
     if isinstance(node, ast.Import):
         module = node.names[0].name
         return _section(module), 0, module.lower()
@@ -57,17 +58,25 @@ def _name_key(name: str) -> tuple[int, str]:
     return (1 if name[:1].isupper() else 2), name
 
 
-def _as_ast(line: cst.CSTNode) -> ast.stmt | None:
+def _as_ast(line: cst.CSTNode) -> ImportNode | None:
     if (
         isinstance(line, cst.SimpleStatementLine)
         and len(line.body) == 1
         and isinstance(line.body[0], (cst.Import, cst.ImportFrom))
     ):
-        return ast.parse(cst.Module(body=[line]).code.strip()).body[0]
+        return _parse_import(cst.Module(body=[line]).code.strip())
     return None
 
 
-def _import_region(body: Sequence[cst.CSTNode]) -> list[tuple[int, ast.stmt]]:
+def _parse_import(text: str) -> ImportNode:
+    """One import statement's code as ast (LibCST parsed it as one, or the loader checked it is one)."""
+    node = ast.parse(text).body[0]
+    if not isinstance(node, (ast.Import, ast.ImportFrom)):
+        raise TypeError(f"not an import statement: {text!r}")
+    return node
+
+
+def _import_region(body: Sequence[cst.CSTNode]) -> list[tuple[int, ImportNode]]:
     """(index, ast) of the module's leading import statements."""
     region = []
     for index, line in enumerate(body):
@@ -95,6 +104,7 @@ def render_from_import(
         inner = "".join(f"    {text},\n" for text in texts)
         one_line = f"from {module} import (\n{inner})"
     line = cst.parse_statement(one_line + "\n")
+    assert isinstance(line, cst.SimpleStatementLine)  # an import is a simple statement
     if like is not None:
         line = line.with_changes(leading_lines=like.leading_lines, trailing_whitespace=like.trailing_whitespace)
     return line
@@ -104,11 +114,13 @@ def _aliases(node: ast.ImportFrom) -> list[Alias]:
     return [(alias.name, alias.asname) for alias in node.names]
 
 
-def _imported_names(node: ast.stmt) -> set[str]:
+def _imported_names(node: ImportNode) -> set[str]:
     return {alias.asname or alias.name.split(".")[0] for alias in node.names}
 
 
 def add_imports(module: cst.Module, changes: ImportChanges) -> cst.Module:
+    """The tracing names merged into `from verl.utils.tracing import ...`, and the other imports
+    the code needs added where isort would put them (each only when not there yet)."""
     body = list(module.body)
     if changes.tracing_names:
         body = _merge_tracing(body, changes.tracing_names)
@@ -117,19 +129,21 @@ def add_imports(module: cst.Module, changes: ImportChanges) -> cst.Module:
     return module.with_changes(body=body)
 
 
-def _merge_tracing(body: list[cst.CSTNode], names: frozenset[str]) -> list[cst.CSTNode]:
+def _merge_tracing(body: list[Statement], names: frozenset[str]) -> list[Statement]:
     for index, node in _import_region(body):
         if isinstance(node, ast.ImportFrom) and node.module == TRACING_MODULE and node.level == 0:
             bound = _imported_names(node)
             if names <= bound:
                 return body
-            body[index] = render_from_import(TRACING_MODULE, [*_aliases(node), *(names - bound)], like=body[index])
+            line = body[index]
+            assert isinstance(line, cst.SimpleStatementLine)  # the import region holds one-import lines
+            body[index] = render_from_import(TRACING_MODULE, [*_aliases(node), *(names - bound)], like=line)
             return body
     return _insert_sorted(body, render_from_import(TRACING_MODULE, names))
 
 
-def _ensure(body: list[cst.CSTNode], text: str) -> list[cst.CSTNode]:
-    wanted = ast.parse(text).body[0]
+def _ensure(body: list[Statement], text: str) -> list[Statement]:
+    wanted = _parse_import(text)
     bound = _imported_names(wanted)
     for _index, node in _import_region(body):
         same_module = getattr(node, "module", None) == getattr(wanted, "module", None)
@@ -138,8 +152,8 @@ def _ensure(body: list[cst.CSTNode], text: str) -> list[cst.CSTNode]:
     return _insert_sorted(body, cst.parse_statement(text + "\n"))
 
 
-def _insert_sorted(body: list[cst.CSTNode], line: cst.SimpleStatementLine) -> list[cst.CSTNode]:
-    new = ast.parse(cst.Module(body=[line]).code).body[0]
+def _insert_sorted(body: list[Statement], line: Statement) -> list[Statement]:
+    new = _parse_import(cst.Module(body=[line]).code)
     key = _sort_key(new)
     region = _import_region(body)
     if not region:
@@ -161,7 +175,7 @@ def _insert_sorted(body: list[cst.CSTNode], line: cst.SimpleStatementLine) -> li
     return body
 
 
-def _insert_first_import(body: list[cst.CSTNode], line: cst.SimpleStatementLine) -> list[cst.CSTNode]:
+def _insert_first_import(body: list[Statement], line: Statement) -> list[Statement]:
     """The module's first import, set apart from the code that follows it (never glued to it).
 
     As LibCST's AddImportsVisitor does, the import goes after the docstring and
@@ -195,11 +209,11 @@ def _separation(statement: Statement) -> list[cst.EmptyLine]:
     return [cst.EmptyLine() for _ in range(count)]
 
 
-def _insert_at(body: list[cst.CSTNode], index: int, line: cst.CSTNode) -> list[cst.CSTNode]:
+def _insert_at(body: list[Statement], index: int, line: Statement) -> list[Statement]:
     return [*body[:index], line, *body[index:]]
 
 
-def _insert_before_taking_leading(body: list[cst.CSTNode], index: int, line: cst.SimpleStatementLine):
+def _insert_before_taking_leading(body: list[Statement], index: int, line: Statement) -> list[Statement]:
     neighbour = body[index]
     moved = line.with_changes(leading_lines=neighbour.leading_lines)
     return [*body[:index], moved, neighbour.with_changes(leading_lines=[]), *body[index + 1 :]]
@@ -220,7 +234,7 @@ def prune_imports(module: cst.Module, changes: ImportChanges) -> cst.Module:
     body = list(module.body)
     kept = [_pruned(line, changes.still_used, prunable) for line in body]
     settled = _settle_region_head(body, kept)
-    result: list[cst.CSTNode] = []
+    result: list[Statement] = []
     carry: list[cst.EmptyLine] = []
     for index, (line, replacement) in enumerate(zip(body, kept)):
         if replacement is None:
@@ -289,7 +303,7 @@ def _ours_on_top(statement: Statement, count: int) -> bool:
     return len(top) == count and all(empty.deep_equals(cst.EmptyLine()) for empty in top)
 
 
-def _handed_down(removed: cst.CSTNode, following: cst.CSTNode | None) -> list[cst.EmptyLine]:
+def _handed_down(removed: Statement, following: Statement | None) -> list[cst.EmptyLine]:
     """Lines above a removed import that belong to what follows it.
 
     An import added first in its section took over the next line's lines and

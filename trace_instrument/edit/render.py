@@ -7,13 +7,14 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from trace_instrument.edit.imports import Statement
 from trace_instrument.model import CodePattern, Template
 from trace_instrument.spec.code import PLACEHOLDER
 
-Statements = list[cst.BaseStatement]
+Statements = list[Statement]
 
 
-def with_leading(stmts: Sequence[cst.BaseStatement], lines: Sequence[cst.EmptyLine]) -> Statements:
+def with_leading(stmts: Sequence[Statement], lines: Sequence[cst.EmptyLine]) -> Statements:
     """The statements with `lines` put above the first one."""
     stmts = list(stmts)
     if stmts and lines:
@@ -37,11 +38,9 @@ class _UnindentBlankLines(cst.CSTTransformer):
 
 
 @functools.lru_cache(maxsize=4096)  # one entry per edit of the catalog
-def template_nodes(template: Template) -> tuple[cst.CSTNode, ...]:
-    """The template as LibCST statements (header comments become the first one's leading lines),
-    or its one expression for an expression swap. Parsed when a file is edited, not at load."""
-    if template.expression:
-        return (cst.parse_expression(template.text),)
+def template_nodes(template: Template) -> tuple[Statement, ...]:
+    """An insert or rewrite template as LibCST statements (header comments become the first
+    one's leading lines). Parsed when a file is edited, not at load."""
     module = cst.parse_module(template.text).visit(_UnindentBlankLines())
     body = list(module.body)
     if body and module.header:
@@ -50,10 +49,20 @@ def template_nodes(template: Template) -> tuple[cst.CSTNode, ...]:
     return tuple(body)
 
 
+@functools.lru_cache(maxsize=4096)  # one entry per edit of the catalog
+def template_expression(template: Template) -> cst.BaseExpression:
+    """A replace_expr template's one expression, for the swap. Parsed when a file is edited."""
+    return cst.parse_expression(template.text)
+
+
 @functools.lru_cache(maxsize=4096)  # one entry per point or edit of the catalog
-def pattern_statements(pattern: CodePattern) -> tuple[cst.BaseStatement, ...]:
+def pattern_statements(pattern: CodePattern) -> tuple[Statement, ...]:
     """The anchor pattern as LibCST statements (its text is the original code)."""
     return tuple(cst.parse_module(pattern.text + "\n").body)
+
+
+# a `__anchor_N_value__` capture: the value (None: a bare `return`) and the line it came from
+CapturedValue = tuple[cst.BaseExpression | None, cst.SimpleStatementLine]
 
 
 class Captured:
@@ -62,26 +71,29 @@ class Captured:
     def __init__(
         self,
         statements: dict[int, Statements],  # __anchor_N__: the statement, with what travels with it
-        values: dict[int, tuple[cst.BaseExpression, cst.SimpleStatementLine]],  # value, line it came from
+        values: dict[int, CapturedValue],
         bodies: dict[int, Statements],
         around_value_line: dict[int, tuple[Statements, Statements]],  # statements travelling with a value line
-    ):
+    ) -> None:
         self.statements = statements
         self.values = values
         self.bodies = bodies
         self.around_value_line = around_value_line
 
     def around(self, index: int) -> tuple[Statements, Statements]:
+        """The statements that go before and after the line of value capture `index`."""
         return self.around_value_line.get(index, ([], []))
 
 
 class _Fill(cst.CSTTransformer):
     """Replace placeholders in a rewrite template with captured code."""
 
-    def __init__(self, captured: Captured):
+    def __init__(self, captured: Captured) -> None:
         self.captured = captured
 
-    def leave_SimpleStatementLine(self, original, updated):
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
         if len(updated.body) != 1:
             return updated
         small = updated.body[0]
@@ -113,12 +125,13 @@ class _Fill(cst.CSTTransformer):
 
 
 def fill_template(template: Template, captured: Captured) -> Statements:
-    module = cst.Module(body=list(template_nodes(template)))  # type: ignore[arg-type]
+    """A rewrite template's statements with its placeholders replaced by the captured code."""
+    module = cst.Module(body=list(template_nodes(template)))
     return list(module.visit(_Fill(captured)).body)
 
 
 def restore_originals(
-    patterns: Sequence[cst.BaseStatement],
+    patterns: Sequence[Statement],
     captured: Captured,
 ) -> Statements:
     """Rebuild the anchored statements a rewrite replaced, from the anchor pattern and the captures."""
@@ -129,6 +142,8 @@ def restore_originals(
         elif index in captured.values:
             expr, line = captured.values[index]
             before, after = captured.around(index)
+            # a value capture sits in a return, assignment or expression statement (the loader checks)
+            assert isinstance(pattern, cst.SimpleStatementLine)
             small = pattern.body[0]
             restored.extend(before)
             restored.append(
@@ -148,10 +163,10 @@ def restore_originals(
 
 
 class _Newlines(cst.CSTTransformer):
-    def __init__(self, newline: str):
+    def __init__(self, newline: str) -> None:
         self.newline = newline
 
-    def leave_SimpleString(self, original_node, updated_node):
+    def leave_SimpleString(self, original_node: cst.SimpleString, updated_node: cst.SimpleString) -> cst.BaseExpression:
         value = updated_node.value
         if "\n" in value and self.newline not in value:
             return updated_node.with_changes(value=value.replace("\n", self.newline))

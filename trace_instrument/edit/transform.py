@@ -8,28 +8,35 @@ compose; the traversal only descends into the blocks that hold a target.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
 
 from trace_instrument.edit.cstmap import CstMap, pair
-from trace_instrument.edit.imports import ImportChanges, add_imports, prune_imports
+from trace_instrument.edit.imports import ImportChanges, Statement, add_imports, prune_imports
 from trace_instrument.edit.render import (
     Captured,
+    CapturedValue,
     Statements,
     fill_template,
     native_newlines,
     own_leading_count,
     pattern_statements,
     restore_originals,
+    template_expression,
     template_nodes,
     with_leading,
 )
 from trace_instrument.locate import Block, Placement
 from trace_instrument.locate.match import canonical
-from trace_instrument.model import EditKind
-from trace_instrument.spec.code import placeholders
+from trace_instrument.model import EditKind, Template
+from trace_instrument.spec.code import expr_pattern, placeholders
+
+_NodeT = TypeVar("_NodeT", bound=cst.CSTNode)
+UpdatedOf = Callable[[cst.CSTNode], Statement]  # an original statement as it stands after this pass
+Expand = Callable[[cst.CSTNode], Statements]  # ... with what this pass inserts around it (none if removed)
 
 
 class EditError(Exception):
@@ -39,7 +46,7 @@ class EditError(Exception):
 @dataclass(eq=False)
 class _Rewrite:
     region: list[cst.CSTNode]  # original statements replaced, in order
-    render: object  # callable(updated_of, expand) -> Statements
+    render: Callable[[UpdatedOf, Expand], Statements]
 
 
 @dataclass
@@ -61,6 +68,11 @@ def edit_module(
     removals: Sequence[Block] = (),
     imports: ImportChanges | None = None,
 ) -> cst.Module:
+    """The module with the placements made, the removals' blocks taken out (rewrites and swaps turned
+    back), and the imports changed.
+
+    `tree` is the ast of the same text: the placements and blocks name its statements.
+    """
     mapping = pair(module, tree)
     plan = _Plan(newline=module.default_newline)
     for placement in placements:
@@ -83,9 +95,10 @@ def edit_module(
 def _plan_placement(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
     edit = placement.edit
     if edit.kind.inserts:
+        assert placement.neighbor is not None  # an insert goes next to a statement (AnchorFinder._insertion)
         neighbour = mapping.statement(placement.neighbor)
         _require_line(neighbour, placement)
-        stmts = native_newlines(list(template_nodes(edit.template)), plan.newline)  # type: ignore[arg-type]
+        stmts = native_newlines(list(template_nodes(edit.template)), plan.newline)
         if placement.after:
             plan.after.setdefault(id(neighbour), []).append((edit.rank, stmts))
         else:
@@ -95,8 +108,9 @@ def _plan_placement(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
         plan.targets.add(id(neighbour))
     elif edit.kind is EditKind.REPLACE_EXPR:
         statement = mapping.statement(placement.anchored[0])
+        assert placement.expr is not None  # a replace_expr placement names its expression (AnchorFinder)
         target = _find_expression(statement, placement.expr)
-        plan.swaps[id(target)] = template_nodes(edit.template)[0]  # type: ignore[assignment]
+        plan.swaps[id(target)] = template_expression(edit.template)
         plan.deep.add(id(statement))
     else:
         _plan_rewrite(plan, mapping, placement)
@@ -109,7 +123,7 @@ def _plan_rewrite(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
     anchored = [mapping.statement(s) for s in placement.anchored]
     template = placement.edit.template
 
-    def render(updated_of, expand) -> Statements:
+    def render(updated_of: UpdatedOf, expand: Expand) -> Statements:
         travelling: dict[int, Statements] = {}
         pending: Statements = []
         for line in region:
@@ -130,8 +144,17 @@ def _plan_rewrite(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
     plan.targets.update(id(line) for line in region)
 
 
-def _captures_for_apply(template, anchored, updated_of, expand, travelling) -> Captured:
-    statements, values, bodies, around = {}, {}, {}, {}
+def _captures_for_apply(
+    template: Template,
+    anchored: list[cst.CSTNode],
+    updated_of: UpdatedOf,
+    expand: Expand,
+    travelling: dict[int, Statements],
+) -> Captured:
+    statements: dict[int, Statements] = {}
+    values: dict[int, CapturedValue] = {}
+    bodies: dict[int, Statements] = {}
+    around: dict[int, tuple[Statements, Statements]] = {}
     for index, role in placeholders(template.stmts):
         line = anchored[index]
         lead = travelling.get(id(line), [])
@@ -140,11 +163,43 @@ def _captures_for_apply(template, anchored, updated_of, expand, travelling) -> C
         elif role == "value":
             updated = updated_of(line)
             before, after = _split_at(expand(line), updated)
-            values[index] = (updated.body[0].value, updated)
+            values[index] = _captured_value(updated)
             around[index] = ([*lead, *before], after)
         else:
-            bodies[index] = [*lead, *updated_of(line).body.body]
+            bodies[index] = [*lead, *_block_statements(updated_of(line))]
     return Captured(statements, values, bodies, around)
+
+
+def _captured_value(line: Statement) -> CapturedValue:
+    """What a `__anchor_N_value__` capture holds: the value of the line's return, assignment or
+    expression statement (the loader allows no other), and the line."""
+    if isinstance(line, cst.SimpleStatementLine):
+        small = line.body[0]
+        if isinstance(small, (cst.Return, cst.Assign, cst.AnnAssign, cst.Expr)):
+            return small.value, line
+    raise EditError(f"a value capture's statement is not a return, assignment or expression: {_code(line)!r}")
+
+
+def _block_statements(block: Statement) -> Statements:
+    """The statements of a block statement's indented body (`__anchor_N_body__`; the locate layer
+    refuses a one-line block, whose body would be a suite)."""
+    suite = getattr(block, "body", None)
+    if not isinstance(suite, cst.IndentedBlock):
+        raise EditError(f"a body capture's statement has no indented block: {_code(block)!r}")
+    return [_statement(stmt) for stmt in suite.body]
+
+
+def _statement(node: cst.CSTNode) -> Statement:
+    """A node of a module's or block's statement list, typed as one (LibCST types a block's
+    statements as BaseStatement, whose only kinds these are). A one-line block's suite
+    (`if x: a; b`) is never edited: its statements cannot be told apart."""
+    if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        return node
+    raise EditError(f"{_code(node).strip()!r}: a one-line block's statements cannot be edited safely")
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
 
 
 def _split_at(stmts: Statements, pivot: cst.CSTNode) -> tuple[Statements, Statements]:
@@ -165,8 +220,14 @@ def _plan_removal(plan: _Plan, mapping: CstMap, block: Block) -> None:
         plan.targets.update(id(mapping.statement(s)) for s in block.top)
     elif edit.kind is EditKind.REPLACE_EXPR:
         statement = mapping.statement(block.top[0])
+        original = expr_pattern(edit.anchors[0]).text
+        if block.expr is None:  # recognised, but the replacement is in the statement's header twice
+            raise EditError(
+                f"line {block.line}: {edit.template.text!r} is in the statement more than once; "
+                f"cannot tell which one to turn back into {original!r}"
+            )
         target = _find_expression(statement, block.expr)
-        plan.swaps[id(target)] = cst.parse_expression(edit.anchors[0].expr.text)
+        plan.swaps[id(target)] = cst.parse_expression(original)
         plan.deep.add(id(statement))
     else:
         _plan_unrewrite(plan, mapping, block)
@@ -175,12 +236,13 @@ def _plan_removal(plan: _Plan, mapping: CstMap, block: Block) -> None:
 def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
     region = [mapping.statement(s) for s in block.top]
     caps = block.captures
+    assert caps is not None  # a rewrite block is recognised by what its placeholders captured
     anchor = block.edit.anchors[0]
     own = own_leading_count(block.edit.template)
     captured_ids = {id(s) for s in caps.statements.values()} | {id(h) for _, h in caps.values.values()}
 
-    def render(updated_of, expand) -> Statements:
-        def kept(stmts) -> Statements:
+    def render(updated_of: UpdatedOf, expand: Expand) -> Statements:
+        def kept(stmts: Iterable[ast.stmt]) -> Statements:
             return [s for a in stmts for s in expand(mapping.statement(a))]
 
         # other points' code that sat inside the rewritten region goes back in front of the
@@ -193,10 +255,10 @@ def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
             return [*orphans, *own_lead] if index == last_index else own_lead
 
         statements = {i: [*travelling(s, i), *kept([s])] for i, s in caps.statements.items()}
-        values, around = {}, {}
+        values: dict[int, CapturedValue] = {}
+        around: dict[int, tuple[Statements, Statements]] = {}
         for i, (_value, holder) in caps.values.items():
-            line = updated_of(mapping.statement(holder))
-            values[i] = (line.body[0].value, line)
+            values[i] = _captured_value(updated_of(mapping.statement(holder)))
             around[i] = (travelling(holder, i), [])
         bodies = {i: kept(stmts) for i, stmts in caps.bodies.items()}
         restored = restore_originals(pattern_statements(anchor.target), Captured(statements, values, bodies, around))
@@ -230,7 +292,7 @@ def _find_expression(statement: cst.CSTNode, target: ast.expr) -> cst.BaseExpres
     empty = cst.Module(body=[])
 
     class _Search(cst.CSTVisitor):
-        def on_visit(self, node):
+        def on_visit(self, node: cst.CSTNode) -> bool:
             if isinstance(node, (cst.IndentedBlock, cst.SimpleStatementSuite)):
                 return False
             if isinstance(node, cst.BaseExpression):
@@ -253,7 +315,7 @@ def _find_expression(statement: cst.CSTNode, target: ast.expr) -> cst.BaseExpres
 
 
 class _Editor(cst.CSTTransformer):
-    def __init__(self, plan: _Plan, needed: set[int]):
+    def __init__(self, plan: _Plan, needed: set[int]) -> None:
         super().__init__()
         self.plan = plan
         self.needed = needed
@@ -267,30 +329,32 @@ class _Editor(cst.CSTTransformer):
             return True
         return bool(self._deep) or id(node) in self.needed
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+    def on_leave(self, original: _NodeT, updated: _NodeT) -> _NodeT | cst.RemovalSentinel | cst.FlattenSentinel[_NodeT]:
+        # LibCST hands on_leave the updated copy of the original's own class
         if id(original) in self.plan.deep:
             self._deep -= 1
         if id(original) in self.plan.swaps:
             replacement = self.plan.swaps[id(original)]
-            if hasattr(replacement, "lpar") and hasattr(updated, "lpar"):
+            if isinstance(updated, cst.BaseExpression):  # swaps replace expressions (_find_expression)
                 replacement = replacement.with_changes(lpar=updated.lpar, rpar=updated.rpar)
-            return replacement
-        if isinstance(original, cst.IndentedBlock):
+            # LibCST's stubs say on_leave returns the node's own class; an expression may become any other
+            return replacement  # type: ignore[return-value]
+        if isinstance(original, cst.IndentedBlock) and isinstance(updated, cst.IndentedBlock):
             return updated.with_changes(body=self._rebuild(original.body, updated.body))
-        if isinstance(original, cst.Module):
+        if isinstance(original, cst.Module) and isinstance(updated, cst.Module):
             return updated.with_changes(body=self._rebuild(original.body, updated.body))
         if isinstance(original, (cst.BaseStatement, cst.BaseSmallStatement)):
             self.updated[id(original)] = updated
         return updated
 
-    def _updated_of(self, original: cst.CSTNode) -> cst.CSTNode:
-        return self.updated.get(id(original), original)
+    def _updated_of(self, original: cst.CSTNode) -> Statement:
+        return _statement(self.updated.get(id(original), original))
 
     def _expand(self, original: cst.CSTNode) -> Statements:
         """A statement as it stands after this pass: with its inserts, or gone."""
         return self.expanded.get(id(original), [self._updated_of(original)])
 
-    def _rebuild(self, originals: Sequence[cst.CSTNode], updated: Sequence[cst.CSTNode]) -> Statements:
+    def _rebuild(self, originals: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]) -> Statements:
         plan = self.plan
         for original, new in zip(originals, updated):
             self.updated[id(original)] = new

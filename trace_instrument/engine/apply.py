@@ -48,6 +48,8 @@ from trace_instrument.model import (
 
 @dataclass(frozen=True)
 class ApplyOptions:
+    """How apply runs: write or only report, keep going past failed files, update older templates."""
+
     write: bool = True
     keep_going: bool = False  # write the files that worked even if others failed
     update: bool = False  # refresh points applied with an older template
@@ -426,7 +428,7 @@ def _plain_repairs(repairing: list[_Plan]) -> list[str]:
     ]
 
 
-def _result(plan: _Plan):
+def _result(plan: _Plan) -> PointResult:
     base = plan.assessment.result
     if plan.status is base.status and not plan.message:
         return base
@@ -448,7 +450,7 @@ def _result(plan: _Plan):
 
 def _new_imports(work: FileWork, wanted: tuple[str, ...]) -> tuple[str, ...]:
     """The plain imports this run needs that the file did not have (so remove may take them)."""
-    bound = set()
+    bound: set[str] = set()
     for node in work.tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             bound.update(alias.asname or alias.name.split(".")[0] for alias in node.names)

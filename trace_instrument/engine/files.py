@@ -63,7 +63,7 @@ class SourceFile:
     data: bytes
 
 
-def checkout_root(path: str | os.PathLike) -> Path:
+def checkout_root(path: str | os.PathLike[str]) -> Path:
     root = Path(path).resolve()
     if not root.is_dir():
         raise CheckoutError(f"{path}: no such directory")

@@ -56,6 +56,8 @@ OUTPUTS = (
 
 @dataclass(frozen=True)
 class FacilityCount:
+    """A facility's core points: how many are in place of those whose file is in the checkout."""
+
     facility: str
     in_place: int
     applicable: int
@@ -63,6 +65,8 @@ class FacilityCount:
 
 @dataclass(frozen=True)
 class CallTotal:
+    """A tracing function's call sites over all files: found, and expected by the catalog."""
+
     call: str
     found: int
     expected: int
@@ -70,6 +74,8 @@ class CallTotal:
 
 @dataclass(frozen=True)
 class StageCoverage:
+    """A training stage of the panel, and whether a catalog file holds the progress line marking it."""
+
     stage: str
     covered: bool
 
@@ -91,11 +97,13 @@ class Report:
 
     @property
     def ok(self) -> bool:
+        """No error, verify ok, nothing in `not_in_place`, every runtime file present as shipped."""
         runtime_ok = all(f.status is RuntimeStatus.PRESENT for f in self.runtime_files)
         return self.error is None and self.verify.ok and not self.not_in_place and runtime_ok
 
     @property
     def validated(self) -> bool:
+        """Is the checkout's verl a release the catalog was validated on (or unknown)?"""
         return not self.verl_version or self.verl_version in self.validated_on
 
 

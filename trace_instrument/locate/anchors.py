@@ -6,10 +6,11 @@ import ast
 import difflib
 from dataclasses import dataclass
 
-from trace_instrument.locate.index import FileIndex, Site, docstring_of, header_only, position
+from trace_instrument.locate.index import FileIndex, Site, body_of, docstring_of, header_only, position
 from trace_instrument.locate.match import Captures, Matcher, is_wild_body
 from trace_instrument.locate.recognize import Block, Recognition, find_expression
 from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Reason, Status
+from trace_instrument.spec.code import expr_pattern, single_expression
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -110,7 +111,8 @@ class AnchorFinder:
         first, last = position(siblings, block.top[0]), position(siblings, block.top[-1])
         pattern = list(anchor.target.stmts)
         if anchor.kind in (EditKind.BODY_START, EditKind.BODY_END):
-            if site.field != "body" or not self._same(pattern[0], site.owner):  # type: ignore[arg-type]
+            # a module or an except/case clause holds no statement a block pattern matches
+            if site.field != "body" or not isinstance(site.owner, ast.stmt) or not self._same(pattern[0], site.owner):
                 return False
             if anchor.kind is EditKind.BODY_START:
                 before = [s for s in siblings[:first] if id(s) not in self.skip]
@@ -157,6 +159,7 @@ class AnchorFinder:
         ancestors = site.ancestors
         if scope_node in ancestors:
             ancestors = ancestors[ancestors.index(scope_node) + 1 :]
+        assert anchor.inside is not None  # asked only for anchors with an `inside` (see _matches)
         wanted = anchor.inside.stmts[0]
         return any(isinstance(a, ast.stmt) and self._same(wanted, a) for a in ancestors)
 
@@ -185,13 +188,13 @@ class AnchorFinder:
             return Placement(point, edit, line, region=region, anchored=tuple(match.stmts))
         if kind is EditKind.REPLACE_EXPR:
             stmt = match.stmts[0]
-            expr = find_expression(header_only(stmt), match.anchor.expr.stmts[0].value)
+            expr = find_expression(header_only(stmt), single_expression(expr_pattern(match.anchor).stmts))
             if expr is None:
                 several = _count(stmt, match.anchor) > 1
                 return AnchorFailure(
                     Status.AMBIGUOUS if several else Status.ANCHOR_LOST,
                     Reason.EXPRESSION_NOT_UNIQUE if several else Reason.ANCHOR_NOT_FOUND,
-                    f"expression `{match.anchor.expr.text}` is not found exactly once in the anchor statement",
+                    f"expression `{expr_pattern(match.anchor).text}` is not found exactly once in the anchor statement",
                     line=line,
                 )
             return Placement(point, edit, line, region=(stmt,), anchored=(stmt,), expr=expr)
@@ -200,7 +203,7 @@ class AnchorFinder:
     def _insertion(self, point: Point, edit: Edit, match: _Match) -> Placement:
         kind = match.anchor.kind
         if kind in (EditKind.BODY_START, EditKind.BODY_END):
-            body = match.stmts[0].body
+            body = body_of(match.stmts[0])  # the loader accepts only block statements for body_* anchors
             docstring = docstring_of(body)
             if kind is EditKind.BODY_START:
                 gap_start = 1 if docstring is not None else 0
@@ -260,7 +263,9 @@ class AnchorFinder:
 
     def _scope_lost(self, point: Point) -> AnchorFailure:
         similar = self.index.similar_scopes(point.scope)
-        candidates = tuple(Candidate(self.index.scopes[name][0].lineno, f"def/class {name}", 0.0) for name in similar)
+        candidates = tuple(
+            Candidate(_scope_line(self.index.scopes[name][0]), f"def/class {name}", 0.0) for name in similar
+        )
         return AnchorFailure(
             Status.ANCHOR_LOST, Reason.SCOPE_NOT_FOUND, f"scope {point.scope} not found in the file", candidates, line=1
         )
@@ -299,7 +304,7 @@ def _crowded(stmt: ast.stmt) -> AnchorFailure:
 
 
 def _count(stmt: ast.stmt, anchor: Anchor) -> int:
-    wanted = anchor.expr.stmts[0].value
+    wanted = single_expression(expr_pattern(anchor).stmts)
     matcher = Matcher()
     return sum(
         1 for n in ast.walk(header_only(stmt)) if isinstance(n, ast.expr) and matcher.node(wanted, n, Captures())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 
-from trace_instrument.locate.index import header_only
+from trace_instrument.locate.index import FileIndex, header_only
 from trace_instrument.locate.match import canonical
 from trace_instrument.locate.recognize import Recognition
 from trace_instrument.model import TRACING_MODULE
@@ -26,7 +26,7 @@ def fingerprint(stmt: ast.stmt) -> str:
 _BY_TEXT: dict[tuple[str, str], str] = {}
 
 
-def _fingerprint_of(real: ast.stmt, view: ast.stmt, index) -> str:
+def _fingerprint_of(real: ast.stmt, view: ast.stmt, index: FileIndex) -> str:
     text = index.text_of(real) if view is real else None
     if text is None:
         return fingerprint(view)

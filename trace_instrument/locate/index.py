@@ -8,9 +8,11 @@ import copy
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 _SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+StmtT = TypeVar("StmtT", bound=ast.stmt)
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,7 +28,8 @@ class Site:
 
     @property
     def siblings(self) -> list[ast.stmt]:
-        return getattr(self.owner, self.field)
+        items: list[ast.stmt] = getattr(self.owner, self.field)  # a field the index walked: a statement list
+        return items
 
 
 class FileIndex:
@@ -68,7 +71,7 @@ class FileIndex:
             first = min(d.lineno for d in decorators) - 1  # decorators are part of the def's tree
         if is_block(node):
             children = [c for name in BLOCK_FIELDS for c in getattr(node, name, None) or [] if hasattr(c, "lineno")]
-            end = min((c.lineno for c in children), default=node.end_lineno + 1) - 1
+            end = min((c.lineno for c in children), default=(node.end_lineno or node.lineno) + 1) - 1
             if end <= first:
                 return None  # a one-line block: header and body share the line
             return "\n".join(line.strip() for line in self.lines[first:end])
@@ -156,7 +159,7 @@ def is_block(stmt: ast.AST) -> bool:
     return any(isinstance(getattr(stmt, name, None), list) for name in BLOCK_FIELDS)
 
 
-def header_only(stmt: ast.stmt) -> ast.stmt:
+def header_only(stmt: StmtT) -> StmtT:
     """The statement with its nested blocks emptied: what its own line(s) say."""
     if not is_block(stmt):
         return stmt
@@ -167,12 +170,23 @@ def header_only(stmt: ast.stmt) -> ast.stmt:
     return shallow
 
 
+def body_of(stmt: ast.stmt) -> list[ast.stmt]:
+    """The `body` statement list of a block statement (def, class, if, for, while, with, try)."""
+    body = getattr(stmt, "body", None)
+    if not isinstance(body, list):
+        raise TypeError(f"line {stmt.lineno}: {type(stmt).__name__} has no body")
+    return body
+
+
 def position(items: list[ast.stmt], wanted: ast.stmt) -> int:
     """Index of a statement in its list, by identity (ast nodes have no equality)."""
     return next(i for i, item in enumerate(items) if item is wanted)
 
 
-def statement_key(node: ast.stmt) -> tuple:
+StatementKey = tuple[object, ...]  # a few plain values: a kind and, for some kinds, a name
+
+
+def statement_key(node: ast.stmt) -> StatementKey:
     """Equal statements have equal keys (the converse need not hold)."""
     value = getattr(node, "value", None)
     if isinstance(node, ast.Expr) and isinstance(value, ast.Call):

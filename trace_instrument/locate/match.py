@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from trace_instrument.locate.index import BLOCK_FIELDS
@@ -68,7 +69,7 @@ class Matcher:
             return True
         if type(pattern) is not type(node):
             return False
-        if isinstance(pattern, _DEF_TYPES):
+        if isinstance(pattern, _DEF_TYPES) and isinstance(node, _DEF_TYPES):  # node: same type as pattern
             if pattern.name != node.name:
                 return False
             return is_wild_body(pattern.body) or self.body(pattern.body, node.body, caps)
@@ -153,8 +154,8 @@ class Matcher:
                 return isinstance(node, ast.stmt) and self.statement(pattern, node, caps)
             if type(pattern) is not type(node):
                 return False
-            if isinstance(pattern, ast.Call):
-                return self._call(pattern, node, caps)  # type: ignore[arg-type]
+            if isinstance(pattern, ast.Call) and isinstance(node, ast.Call):  # node: same type as pattern
+                return self._call(pattern, node, caps)
             return self._fields_equal(pattern, node, caps)
         if isinstance(pattern, list):
             if not isinstance(node, list):
@@ -164,7 +165,9 @@ class Matcher:
             return len(pattern) == len(node) and all(self.node(p, n, caps) for p, n in zip(pattern, node))
         return pattern == node and type(pattern) is type(node)
 
-    def _fields_equal(self, pattern: ast.AST, node: ast.AST, caps: Captures, exclude: set[str] = frozenset()) -> bool:
+    def _fields_equal(
+        self, pattern: ast.AST, node: ast.AST, caps: Captures, exclude: AbstractSet[str] = frozenset()
+    ) -> bool:
         for name in pattern._fields:
             if name in _IGNORED_FIELDS or name in exclude:
                 continue

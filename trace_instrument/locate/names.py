@@ -183,7 +183,7 @@ class NameTable:
     def scope_of(self, node: ast.AST) -> Scope | None:
         found = self.scope_of_node.get(id(node))
         if found is None and self._pending and hasattr(node, "lineno"):
-            self._read_around(node.lineno)  # type: ignore[attr-defined]
+            self._read_around(node.lineno)
             found = self.scope_of_node.get(id(node))
         return found
 
@@ -192,7 +192,7 @@ class NameTable:
         if id(node) in self._pending:
             self._read_body(self._pending[id(node)][0])
         elif self._pending and hasattr(node, "lineno"):
-            self._read_around(node.lineno)  # type: ignore[attr-defined]
+            self._read_around(node.lineno)
         found = self.scope_of_node.get(id(node))
         return found if found is not None and found.node is node else None
 
@@ -475,5 +475,5 @@ def _header_copy(stmt: ast.stmt) -> ast.stmt:
         if isinstance(getattr(shallow, name, None), list):
             setattr(shallow, name, [])
     if hasattr(shallow, "body"):
-        shallow.body = [ast.Pass()]  # type: ignore[attr-defined]
+        shallow.body = [ast.Pass()]
     return shallow

@@ -18,9 +18,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from trace_instrument.locate.handedits import EditedBlock, edited_runs
-from trace_instrument.locate.index import FileIndex, Site, header_only, is_block, position, statement_key
+from trace_instrument.locate.index import (
+    FileIndex,
+    Site,
+    StatementKey,
+    header_only,
+    is_block,
+    position,
+    statement_key,
+)
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import TRACING_NAMES, Edit, EditKind, Point
+from trace_instrument.spec.code import expr_pattern, single_expression
 from trace_instrument.spec.signatures import TRACKER_METHODS, signatures_in
 
 
@@ -82,7 +91,7 @@ class Recognition:
         self.virtual: dict[int, ast.stmt] = {}
         self.own_leading: dict[int, int] = {}  # first statement of a block -> comment lines its template brings
         self._signatures: dict[str, list[Site]] | None = None
-        self._by_key: dict[tuple, list[Site]] | None = None
+        self._by_key: dict[StatementKey, list[Site]] | None = None
         self._by_type: dict[type, list[Site]] | None = None
         self._calls: list[tuple[str, ast.AST]] | None = None
         names = sorted(TRACING_NAMES | TRACKER_METHODS | helper_names)
@@ -144,10 +153,10 @@ class Recognition:
                 run.append(stmt)
         return run
 
-    def _sites_by_key(self) -> dict[tuple, list[Site]]:
+    def _sites_by_key(self) -> dict[StatementKey, list[Site]]:
         """Statements grouped by a cheap key, so a template's first statement meets few candidates."""
         if self._by_key is None:
-            grouped: dict[tuple, list[Site]] = {}
+            grouped: dict[StatementKey, list[Site]] = {}
             for site in self.index.sites:
                 grouped.setdefault(statement_key(site.node), []).append(site)
             self._by_key = grouped
@@ -172,7 +181,7 @@ class Recognition:
                     return
         self.states[point.id].absent.append(edit)
 
-    def _match_rewrite(self, point: Point, edit: Edit, matcher: Matcher, site) -> Block | None:
+    def _match_rewrite(self, point: Point, edit: Edit, matcher: Matcher, site: Site) -> Block | None:
         template = list(edit.template.stmts)
         siblings = site.siblings
         real = [s for s in siblings[site.index :] if id(s) not in matcher.skip]
@@ -200,7 +209,8 @@ class Recognition:
         applied = applied_form(edit)
         if applied is None or not Matcher().statement(applied, stmt):
             return None
-        replacement = find_expression(stmt, edit.template.stmts[0].value)
+        # in the header only, as the anchor finder and the edit layer look: the body may say it too
+        replacement = find_expression(header_only(stmt), single_expression(edit.template.stmts))
         return Block(point, edit, [stmt], [], virtual={id(stmt): anchor.target.stmts[0]}, expr=replacement)
 
     # -- pass 3: markers ------------------------------------------------------------------
@@ -308,7 +318,7 @@ def _in_scopes(site: Site, scopes: list[ast.AST], index: FileIndex) -> bool:
     return False
 
 
-def _nested_in(site, ids: set[int]) -> bool:
+def _nested_in(site: Site, ids: set[int]) -> bool:
     return any(id(a) in ids for a in site.ancestors)
 
 
@@ -316,13 +326,15 @@ def _nested_in(site, ids: set[int]) -> bool:
 def applied_form(edit: Edit) -> ast.stmt | None:
     """The anchor statement of a replace-expression edit with the replacement made."""
     anchor = edit.anchors[0]
-    original = anchor.expr.stmts[0].value
-    replacement = edit.template.stmts[0].value
+    original = single_expression(expr_pattern(anchor).stmts)
+    replacement = single_expression(edit.template.stmts)
     stmt = copy.deepcopy(anchor.target.stmts[0])
     target = find_expression(stmt, original)
     if target is None:
         return None
-    return _Swap(target, replacement).visit(stmt)
+    swapped = _Swap(target, replacement).visit(stmt)
+    assert isinstance(swapped, ast.stmt)  # only an expression inside the statement is swapped
+    return swapped
 
 
 def find_expression(stmt: ast.AST, wanted: ast.expr) -> ast.expr | None:
@@ -340,4 +352,5 @@ class _Swap(ast.NodeTransformer):
     def visit(self, node: ast.AST) -> ast.AST:
         if node is self.target:
             return copy.deepcopy(self.replacement)
-        return super().visit(node)
+        visited: ast.AST = super().visit(node)  # NodeTransformer.visit is typed Any
+        return visited

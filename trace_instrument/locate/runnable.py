@@ -234,8 +234,10 @@ class PointNames:
         scope = self.scope_for(placement.scope_node)
         return frozenset((id(scope.node), name) for name in template.local_names(template.module))
 
-    def scope_for(self, scope_node: ast.AST) -> Scope:
-        """The scope a def or class opens (the module for anything else)."""
+    def scope_for(self, scope_node: ast.AST | None) -> Scope:
+        """The scope a def or class opens (the module for anything else, and for None)."""
+        if scope_node is None:
+            return self.table.module
         return self.table.scope_of_def(scope_node) or self.table.module
 
     def _free_use(
@@ -303,8 +305,8 @@ def replaced_nodes(placement: Placement, stmts: Sequence[ast.stmt]) -> frozenset
         anchored = placement.anchored[index]
         if role == "":
             kept.update(id(n) for n in ast.walk(anchored))
-        elif role == "value" and getattr(anchored, "value", None) is not None:
-            kept.update(id(n) for n in ast.walk(anchored.value))  # type: ignore[attr-defined]
+        elif role == "value" and (value := getattr(anchored, "value", None)) is not None:
+            kept.update(id(n) for n in ast.walk(value))
         elif role == "body":
             kept.update(id(n) for s in getattr(anchored, "body", []) for n in ast.walk(s))
     return frozenset(id(n) for s in placement.region for n in ast.walk(s) if id(n) not in kept)

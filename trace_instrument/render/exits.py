@@ -45,12 +45,14 @@ def remove_exit(result: RunResult) -> int:
 
 
 def verify_exit(result: VerifyResult) -> int:
+    """0 every proof holds, 1 one fails, 2 an error."""
     if result.error is not None:
         return ERROR
     return OK if result.ok else FAILED
 
 
 def report_exit(report: Report) -> int:
+    """0 the report is ok (Report.ok), 1 it is not, 2 an error."""
     if report.error is not None:
         return ERROR
     return OK if report.ok else FAILED

@@ -24,18 +24,22 @@ CLEAN = frozenset({Status.PRESENT, Status.NOT_APPLICABLE})
 
 @dataclass(frozen=True)
 class Summary:
+    """Counts of a list of items: how many, per status, and whether all are clean."""
+
     total: int
     by_status: dict[str, int]
     clean: bool
 
 
 def runtime_item(file: RuntimeFile) -> PointResult:
+    """A runtime file as a point result (id "runtime"), so it is listed and counted like one."""
     status = RUNTIME_AS_STATUS[file.status]
     message = "" if file.status is RuntimeStatus.PRESENT else runtime_message(file)
     return PointResult("runtime", "runtime", file.path, status, message=message)
 
 
 def runtime_message(file: RuntimeFile) -> str:
+    """What a runtime file's state means and what to do about it (the state's name when nothing to do)."""
     messages = {
         RuntimeStatus.MISSING: "runtime file missing; `trace-instrument apply` puts it back",
         RuntimeStatus.OUTDATED: "runtime file from an older release of the tool; `trace-instrument apply` updates it",
@@ -52,6 +56,7 @@ def check_items(result: RunResult) -> list[PointResult]:
 
 
 def summarise(items: list[PointResult], has_error: bool = False) -> Summary:
+    """The items' counts; clean when there was no error and every item is present or not applicable."""
     counts = Counter(p.status.value for p in items)
     clean = not has_error and all(p.status in CLEAN for p in items)
     return Summary(len(items), dict(sorted(counts.items())), clean)

@@ -27,12 +27,14 @@ SCHEMAS = ("run", "check", "verify", "report", "points")
 
 def schema(name: str) -> dict[str, Any]:
     """The JSON Schema of one output shape (run: apply and remove)."""
-    text = resources.files("trace_instrument.render").joinpath("schemas", f"{name}.schema.json").read_text("utf-8")
+    # one name per step: Traversable.joinpath takes several only from Python 3.11
+    text = (resources.files("trace_instrument.render") / "schemas" / f"{name}.schema.json").read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 
 
 def dumps(body: dict[str, Any]) -> str:
+    """A JSON output as printed: indented, non-ASCII kept."""
     return json.dumps(body, indent=2, ensure_ascii=False)
 
 
@@ -60,6 +62,7 @@ def _name(issue: NameIssue) -> dict[str, Any]:
 
 
 def point(p: PointResult) -> dict[str, Any]:
+    """One point result, as every output that lists points shows it."""
     return {
         "id": p.point_id,
         "facility": p.facility,
@@ -99,6 +102,7 @@ def run(command: str, result: RunResult, *, dry_run: bool) -> dict[str, Any]:
 
 
 def check(result: RunResult) -> dict[str, Any]:
+    """check: every point and runtime file, file errors, the summary and the exit code."""
     items = check_items(result)
     return {
         "command": "check",
@@ -119,6 +123,7 @@ def _summary(items: list[PointResult] | tuple[PointResult, ...], has_error: bool
 
 
 def verify(result: VerifyResult) -> dict[str, Any]:
+    """verify: every finding, the call counts per file and the exit code."""
     return {
         "command": "verify",
         "root": result.root,
@@ -134,6 +139,7 @@ def verify(result: VerifyResult) -> dict[str, Any]:
 
 
 def report(rep: Report, outputs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    """report: the report's sections, verify's output within it, and where the traces go (`outputs`)."""
     return {
         "command": "report",
         "root": rep.root,
@@ -156,6 +162,7 @@ def report(rep: Report, outputs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
 
 
 def points(catalog: Catalog) -> dict[str, Any]:
+    """points: the catalog's points and the releases it was validated on."""
     return {
         "command": "points",
         "validated_on": list(catalog.validated_on),

@@ -9,6 +9,8 @@ from trace_instrument.render.items import version_note
 
 
 def report(rep: Report) -> str:
+    """The report as Markdown: the checkout, runtime, points per facility, call sites, stages, what is
+    not in place, verify, and how to switch tracing on (only the error when there is one)."""
     lines = ["## verl trace instrumentation report", ""]
     if rep.error is not None:
         return "\n".join([*lines, f"error: {rep.error.message}"]) + "\n"

@@ -49,6 +49,7 @@ OK_STATUSES = frozenset({Status.APPLIED, Status.PRESENT, Status.REMOVED, Status.
 
 
 def diff(patch: str, indent: str = "") -> list[RenderableType]:
+    """A unified diff, one line each, coloured by kind (headers, hunks, additions, removals)."""
     lines: list[RenderableType] = []
     for line in patch.splitlines():
         style = ""
@@ -109,6 +110,7 @@ def points_lines(
 
 
 def files_table(result: RunResult, verb: str) -> Table:
+    """One row per file: its points, their statuses, and `verb` (changed), "unchanged" or its error."""
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("file", overflow="fold")
     table.add_column("points", justify="right")
@@ -123,6 +125,7 @@ def files_table(result: RunResult, verb: str) -> Table:
 
 
 def runtime_lines(result: RunResult, planned_only: bool = False) -> list[RenderableType]:
+    """The runtime package's files counted by state, and what to do about those needing it."""
     if not result.runtime_files:
         return []
     would = {"created": "to create", "updated": "to update", "removed": "to remove"} if planned_only else {}
@@ -143,11 +146,14 @@ def runtime_lines(result: RunResult, planned_only: bool = False) -> list[Rendera
 
 
 def note_lines(result: RunResult) -> list[RenderableType]:
+    """The note for a verl release the catalog was not validated on (none otherwise)."""
     note = version_note(result.verl_version, result.validated_on)
     return [Text(f"note: {note}", style="yellow")] if note else []
 
 
 def check_lines(result: RunResult, *, quiet: bool, verdict: str) -> list[RenderableType]:
+    """check's output: the version note, the points (quiet: the problems only), the runtime package,
+    and a line of counts ending in `verdict`."""
     items = check_items(result)
     lines = note_lines(result)
     lines += points_lines(result.points, show_ok=not quiet)
@@ -164,6 +170,7 @@ def check_lines(result: RunResult, *, quiet: bool, verdict: str) -> list[Rendera
 
 
 def verify_lines(result: VerifyResult) -> list[RenderableType]:
+    """verify's output: call sites per file, each check's passes and failures, every failure, the verdict."""
     table = Table(show_header=True, header_style="bold", box=None)
     for column in ("file", "trace_flow", "log_progress"):
         table.add_column(column, justify="left" if column == "file" else "right", overflow="fold")
@@ -204,6 +211,7 @@ def verify_lines(result: VerifyResult) -> list[RenderableType]:
 
 
 def points_table(catalog: Catalog) -> list[RenderableType]:
+    """The catalog's points, one row each, and a line counting them."""
     table = Table(show_header=True, header_style="bold", box=None)
     for column in ("id", "facility", "file", "scope", "what"):
         table.add_column(column, overflow="fold")
@@ -223,6 +231,7 @@ def points_table(catalog: Catalog) -> list[RenderableType]:
 
 
 def facility_lines(result: RunResult) -> list[RenderableType]:
+    """The points' statuses counted per facility."""
     by_facility = Counter((p.facility, p.status.value) for p in result.points)
     lines: list[RenderableType] = [Text("\npoints per facility:", style="bold")]
     for facility in FACILITIES:

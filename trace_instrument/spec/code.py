@@ -7,7 +7,7 @@ import hashlib
 import re
 import textwrap
 
-from trace_instrument.model import CodePattern, SpecSource, Template
+from trace_instrument.model import Anchor, CodePattern, SpecSource, Template
 
 PLACEHOLDER = re.compile(r"^__anchor_(\d+)(?:_(value|body))?__$")
 CAPTURE_LIKE = re.compile(r"^__anchor_")  # names in the captures' namespace: a typo there is an error
@@ -54,8 +54,9 @@ def parse_template(name: str, text: str, *, expression: bool = False) -> Templat
 
 def _first_line(stmt: ast.stmt) -> int:
     """Where a statement's code starts (a decorated def: at its first decorator)."""
-    decorators = getattr(stmt, "decorator_list", None) or []
-    return min([stmt.lineno, *(d.lineno for d in decorators)])
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):  # the statements with decorators
+        return min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
+    return stmt.lineno
 
 
 def placeholders(stmts: tuple[ast.stmt, ...]) -> list[tuple[int, str]]:
@@ -78,3 +79,22 @@ def bad_captures(stmts: tuple[ast.stmt, ...]) -> list[str]:
             if isinstance(node, ast.Name) and CAPTURE_LIKE.match(node.id) and not PLACEHOLDER.match(node.id):
                 found.append(node.id)
     return found
+
+
+def expr_pattern(anchor: Anchor) -> CodePattern:
+    """The `expr` pattern of a replace_expr anchor (the loader gives every such anchor one)."""
+    if anchor.expr is None:
+        raise ValueError(f"{anchor.source}: a {anchor.kind.value} anchor has no 'expr'")
+    return anchor.expr
+
+
+def single_expression(stmts: tuple[ast.stmt, ...]) -> ast.expr:
+    """The expression of a one-expression snippet: an anchor's `expr` or a replace_expr template.
+
+    The loader parses both as one expression statement (`parse_template(expression=True)`,
+    and reading.py refuses an `expr` that is anything else).
+    """
+    first = stmts[0]
+    if not isinstance(first, ast.Expr):
+        raise TypeError(f"not a single expression: {ast.unparse(first)!r}")
+    return first.value

@@ -1,0 +1,265 @@
+"""Benchmark ``analyze`` against its targets, every figure measured side by side in this one run.
+
+Run with ``python benchmarks/analyze.py`` (needs the ``bench`` extra for pandas). The data is a
+simulated run written through the real runtime (``tests/traces/simulate.py``): about 10 million
+CSV rows (64 host-pid files) plus 300,000 trajectories, and a separate 2-million-row run with the
+same shape. Both are generated once into ``--data`` (default: the trace-instrument cache) and
+reused. Each measurement runs in a fresh process, the kinds interleaved, medians over
+``--repeats``; peak memory is the process's max RSS.
+
+1. ``analyze`` (every view, JSON output, no cache) vs the DuckDB read floor: reading the same CSV
+   files once into a typed events table (the CSV read plus one ``regexp_extract`` of ``content``
+   per row). Target: at most 2.5x. Peak RSS of ``analyze``: under 2 GB.
+2. On the 2-million-row run: a straightforward pandas script computing the stage latencies
+   (read_csv, str.extract, sort, groupby shift, quantile) vs ``analyze`` of the same CSV files
+   (every CSV view: the same input and the same latencies, and more), and vs the whole ``analyze``
+   of the run (trajectories and progress too). Targets: at least 5x faster, at most a third of
+   its memory.
+3. A second ``analyze`` of an unchanged folder, reusing the cache: seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "traces"))
+
+import simulate
+
+DEFAULT_DATA = Path(os.environ.get("TRACE_INSTRUMENT_CACHE", Path.home() / ".cache" / "trace-instrument")) / "bench"
+# 9 hosts x 7 workers + the trainer = 64 CSV files; 8 rollouts per prompt, ~8 turns each (tools)
+BIG = {"hosts": 9, "workers_per_host": 7, "steps": 100, "prompts_per_step": 375}
+SMALL = {"hosts": 9, "workers_per_host": 7, "steps": 20, "prompts_per_step": 375}
+CONTENT_PATTERN = "^from=([^|]*)[|]to=([^|]*)[|]stage=([^|]*)(?:[|]global_step=([^|]*))?(?:[|]detail=(.*))?$"
+TIME_TARGET, MEMORY_TARGET_GB, PANDAS_SPEED_TARGET, PANDAS_MEMORY_TARGET = 2.5, 2.0, 5.0, 3.0
+
+
+def ensure_run(data: Path, name: str, shape: dict[str, int]) -> Path:
+    """The simulated run ``name`` under ``data``, written once (a marker file says it is complete)."""
+    target = data / name
+    if (target / ".complete").exists():
+        return target
+    shutil.rmtree(target, ignore_errors=True)
+    cfg = simulate.SimConfig(
+        seed=11,
+        version="v1",
+        mode="colocate_async",
+        rollout_n=8,
+        tool_prob=0.9,
+        max_turns=16,
+        stuck_prob=0.01,
+        text_chars=16,
+        **shape,
+    )
+    print(f"writing the simulated run {target} (once; this takes a while) ...", flush=True)
+    started = time.monotonic()
+    simulate.run_plan(simulate.plan_run(cfg), target)
+    (target / ".complete").write_text(json.dumps(shape))
+    print(f"  written in {time.monotonic() - started:.0f} s", flush=True)
+    return target
+
+
+FLOOR = """
+import duckdb, glob, sys, tempfile, os
+files = sorted(glob.glob(sys.argv[1] + "/sample/*.csv"))
+with tempfile.TemporaryDirectory() as tmp:
+    con = duckdb.connect(os.path.join(tmp, "floor.duckdb"))
+    con.execute("SET memory_limit = '1GB'")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute(f"SET temp_directory = '{tmp}/spill'")
+    con.execute('''CREATE TABLE events AS
+        SELECT filename, job_id, sample_id, status, ts,
+               regexp_extract(content, ?, ['frm', 'dst', 'stage', 'step', 'detail']) AS p
+        FROM read_csv(?, columns = {'job_id': 'VARCHAR', 'cat': 'VARCHAR', 'sample_id': 'VARCHAR',
+                      'status': 'VARCHAR', 'ts': 'BIGINT', 'content': 'VARCHAR'},
+                      header = false, auto_detect = false, filename = true)''', [PATTERN, files])
+    print(con.execute("SELECT count(*) FROM events").fetchone()[0], file=sys.stderr)
+"""
+
+ANALYZE = """
+import sys
+from trace_instrument.cli import app
+sys.argv = ["trace-instrument", "analyze", sys.argv[1], "--format", "json"] + sys.argv[2:]
+try:
+    app()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+"""
+
+PANDAS = """
+import glob, sys
+import pandas as pd
+RANKS = {"DATA_PREPROCESS:uid_generated": 1, "DATA_PREPROCESS:traj_uid_generated_by_repeat": 2,
+         "DATA_DISPATCH:dispatched_to_agent_loop_manager": 3, "DATA_DISPATCH:dispatched_to_agent_loop_worker": 4,
+         "AGENT_LOOP:agent_task_started": 5, "AGENT_LOOP:session_started": 6,
+         "LLM_GENERATE:sending_generate_request": 7, "LLM_GENERATE:received_generate_response": 7,
+         "AGENT_TOOL:tool_executed": 7, "AGENT_LOOP:agent_run_completed": 10,
+         "ROLLOUT_REWARD:reward_score_computed": 11, "TRAIN_SAMPLE:sampled_from_replay_buffer": 12,
+         "TRAIN_REWARD:reward_extracted": 13, "TRAIN_LOGPROB:old_log_prob_computed": 14,
+         "TRAIN_REF_LOGPROB:ref_log_prob_computed": 15, "TRAIN_ADVANTAGE:advantage_computed": 16,
+         "TRAIN_UPDATE:actor_parameters_updated": 17}
+names = ["job_id", "cat", "sample_id", "status", "ts", "content"]
+df = pd.concat([pd.read_csv(f, header=None, names=names) for f in sorted(glob.glob(sys.argv[1] + "/sample/*.csv"))],
+               ignore_index=True)
+parts = df["content"].str.extract(PATTERN)
+detail = parts[4].fillna("").str.replace(r"_(score|name|session_id)=.*$", "", regex=True)
+df["event"] = parts[2] + ":" + detail
+df["rank"] = df["event"].map(RANKS)
+df = df.dropna(subset=["rank"]).sort_values(["sample_id", "rank", "ts"])
+grouped = df.groupby("sample_id")
+df["prev_event"] = grouped["event"].shift()
+df["dt"] = df["ts"] - grouped["ts"].shift()
+latencies = df.dropna(subset=["prev_event"]).groupby(["prev_event", "event"])["dt"].quantile([0.5, 0.9, 0.99])
+print(len(latencies), file=sys.stderr)
+"""
+
+MAXRSS = """
+import resource, sys
+print("MAXRSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def measure(code: str, *args: str) -> tuple[float, float]:
+    """(seconds, peak RSS in MiB) of ``code`` in a fresh Python process, output discarded."""
+    script = textwrap.dedent(code).replace("PATTERN", repr(CONTENT_PATTERN)) + MAXRSS
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False
+    )
+    elapsed = time.monotonic() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"measurement failed:\n{proc.stderr[-3000:]}")
+    rss_kib = int(next(line.split()[1] for line in proc.stderr.splitlines() if line.startswith("MAXRSS")))
+    return elapsed, rss_kib / 1024
+
+
+def medians(samples: dict[str, list[tuple[float, float]]]) -> dict[str, tuple[float, float]]:
+    return {k: (statistics.median(t for t, _ in v), max(m for _, m in v)) for k, v in samples.items()}
+
+
+def _csv_only(data: Path, run: Path) -> Path:
+    """A folder with only the run's sample-flow CSV files (links): the input of the pandas script."""
+    target = data / f"{run.name}-csv" / "sample"
+    target.mkdir(parents=True, exist_ok=True)
+    for csv_file in (run / "sample").glob("*.csv"):
+        link = target / csv_file.name
+        if not link.exists():
+            link.symlink_to(csv_file)
+    return target.parent
+
+
+def _lines(folder: Path, pattern: str) -> int:
+    total = 0
+    for path in folder.glob(pattern):
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                total += chunk.count(b"\n")
+    return total
+
+
+def run(data: Path, repeats: int) -> int:
+    big = ensure_run(data, "run10m", BIG)
+    small = ensure_run(data, "run2m", SMALL)
+    rows_big = _lines(big, "sample/*.csv")
+    rows_small = _lines(small, "sample/*.csv")
+    size = sum(f.stat().st_size for f in (big / "sample").glob("*.csv")) / 1e9
+    trajs = _lines(big, "trajectory/*.jsonl")
+    print(
+        f"{platform.node()}: {os.cpu_count()} cores; run10m: {rows_big:,} CSV rows ({size:.2f} GB, "
+        f"{len(list((big / 'sample').glob('*.csv')))} files), {trajs:,} trajectories; run2m: {rows_small:,} rows"
+    )
+    csv_only = _csv_only(data, small)
+    kinds = ("floor", "analyze", "pandas", "analyze2m_csv", "analyze2m", "cached")
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+    measure(ANALYZE, str(big))  # builds the cache for the cached runs (and warms the page cache)
+    for i in range(repeats):
+        samples["floor"].append(measure(FLOOR, str(big)))
+        samples["analyze"].append(measure(ANALYZE, str(big), "--no-cache"))
+        samples["pandas"].append(measure(PANDAS, str(small)))
+        samples["analyze2m_csv"].append(measure(ANALYZE, str(csv_only), "--no-cache"))
+        samples["analyze2m"].append(measure(ANALYZE, str(small), "--no-cache"))
+        samples["cached"].append(measure(ANALYZE, str(big)))
+        done = ", ".join(f"{k} {v[-1][0]:.1f} s" for k, v in samples.items())
+        print(f"  repeat {i + 1}/{repeats}: {done}", flush=True)
+    m = medians(samples)
+    (floor_s, floor_mb), (big_s, big_mb) = m["floor"], m["analyze"]
+    (pandas_s, pandas_mb), (csv_s, csv_mb), (whole_s, whole_mb) = m["pandas"], m["analyze2m_csv"], m["analyze2m"]
+    cached_s, cached_mb = m["cached"]
+    rows = [
+        (
+            "analyze 10M / DuckDB read floor",
+            f"{big_s:.1f} s / {floor_s:.1f} s",
+            big_s / floor_s,
+            f"<= {TIME_TARGET}x",
+            big_s / floor_s <= TIME_TARGET,
+        ),
+        (
+            "analyze 10M peak RSS (GiB)",
+            f"{big_mb:,.0f} MiB (floor {floor_mb:,.0f} MiB)",
+            big_mb / 1024,
+            f"< {MEMORY_TARGET_GB}",
+            big_mb / 1024 < MEMORY_TARGET_GB,
+        ),
+        (
+            "pandas / analyze, 2M CSV (time)",
+            f"{pandas_s:.1f} s / {csv_s:.1f} s",
+            pandas_s / csv_s,
+            f">= {PANDAS_SPEED_TARGET}x",
+            pandas_s / csv_s >= PANDAS_SPEED_TARGET,
+        ),
+        (
+            "pandas / analyze, 2M CSV (peak RSS)",
+            f"{pandas_mb:,.0f} MiB / {csv_mb:,.0f} MiB",
+            pandas_mb / csv_mb,
+            f">= {PANDAS_MEMORY_TARGET}x",
+            pandas_mb / csv_mb >= PANDAS_MEMORY_TARGET,
+        ),
+        ("pandas / whole analyze 2M (time)", f"{pandas_s:.1f} s / {whole_s:.1f} s", pandas_s / whole_s, "-", True),
+        (
+            "pandas / whole analyze 2M (RSS)",
+            f"{pandas_mb:,.0f} MiB / {whole_mb:,.0f} MiB",
+            pandas_mb / whole_mb,
+            "-",
+            True,
+        ),
+        (
+            "analyze 10M second run, cache (s)",
+            f"{cached_s:.1f} s ({cached_mb:,.0f} MiB)",
+            cached_s,
+            "seconds",
+            cached_s < 10,
+        ),
+    ]
+    print(f"\nmedians of {repeats} runs, each in a fresh process:")
+    print(f"{'measurement':<38} {'value':<36} {'ratio':>8}  target")
+    for name, value, ratio, target, ok in rows:
+        print(f"{name:<38} {value:<36} {ratio:>8.2f}  {target} {'ok' if ok else 'MISSED'}")
+    return 0 if all(ok for *_, ok in rows) else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="where the simulated runs are kept")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        print("pandas is needed for the comparison: pip install -e '.[bench]'", file=sys.stderr)
+        return 2
+    return run(args.data, args.repeats)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""A seeded multi-host async run: the tool's numbers against a plain-Python recomputation and the plan."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import recompute
+import simulate
+
+from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.model import Analysis
+
+
+@pytest.fixture(scope="module")
+def run(sim_run: tuple[Path, simulate.RunPlan]) -> tuple[Path, simulate.RunPlan, Analysis]:
+    trace_dir, plan = sim_run
+    return trace_dir, plan, analyze([trace_dir], Options(cache=False))
+
+
+def test_latencies_match_recomputation(run) -> None:
+    trace_dir, _, result = run
+    expected = recompute.transitions(recompute.read_rows(trace_dir))
+    got = {(x.from_event.replace(":", ":"), x.to_event): x for x in result.latencies}
+    names = {(lat.from_event, lat.to_event) for lat in result.latencies}
+    assert len(names) == len(expected)
+    for (a, b), values in expected.items():
+        lat = next(x for x in got.values() if x.from_event.startswith(a) and x.to_event.startswith(b))
+        assert lat.count == len(values), (a, b)
+        assert lat.p50 == pytest.approx(recompute.percentile(values, 50)), (a, b)
+        assert lat.p90 == pytest.approx(recompute.percentile(values, 90)), (a, b)
+        assert lat.p99 == pytest.approx(recompute.percentile(values, 99)), (a, b)
+        assert lat.max == max(values)
+        assert lat.negative == sum(1 for v in values if v < 0)
+
+
+def test_funnel_and_never_trained_match_the_plan(run) -> None:
+    _, plan, result = run
+    funnel = {row.milestone: row.trajectories for row in result.funnel}
+    assert funnel["generated"] == len(plan.trajs)
+    assert funnel["agent loop completed"] == sum(1 for t in plan.trajs if t.completed_ms is not None)
+    assert funnel["trained"] == sum(1 for t in plan.trajs if t.train_step is not None)
+    never = sum(g.count for g in result.in_flight)
+    assert never == sum(1 for t in plan.trajs if t.train_step is None)
+    stuck = sum(g.count for g in result.in_flight if g.state == "in rollout")
+    assert stuck == sum(1 for t in plan.trajs if t.completed_ms is None) > 0
+
+
+def test_staleness_matches_the_plan(run) -> None:
+    _, plan, result = run
+    expected = Counter((t.train_step, t.train_step - t.gen_step) for t in plan.trajs if t.train_step is not None)
+    assert {(s.train_step, s.staleness): s.count for s in result.staleness} == dict(expected)
+    assert any(s.staleness > 0 for s in result.staleness)
+
+
+def test_rollouts_match_recomputation(run) -> None:
+    trace_dir, _, result = run
+    trajs = recompute.trajectories(trace_dir)
+    r = result.rollouts
+    assert r is not None and r.trajectories == len(trajs)
+    stops = Counter((t["turns"][-1]["finish_reason"] or "unknown") for t in trajs)
+    assert {s.reason: s.count for s in r.stop_reasons} == dict(stops)
+    assert "unknown" in stops
+    turns = [len(t["turns"]) for t in trajs]
+    for q in (50, 90, 95, 99):
+        assert r.turns.quantiles[f"p{q}"] == pytest.approx(np.percentile(turns, q))
+    lengths = [sum(turn["completion_token_count"] for turn in t["turns"]) for t in trajs]
+    for q in (50, 90, 95, 99):
+        assert r.response_length.quantiles[f"p{q}"] == pytest.approx(np.percentile(lengths, q))
+    assert sum(r.response_length_histogram.counts) == len(trajs)
+    queue = [turn["sglang_queue_time_ms"] for t in trajs for turn in t["turns"]]
+    assert r.sglang.collected
+    assert r.sglang.fields["queue"].quantiles["p50"] == pytest.approx(np.percentile(queue, 50))
+
+
+def test_step_windows_match_recomputation(run) -> None:
+    trace_dir, plan, result = run
+    rows = recompute.read_rows(trace_dir)
+    for window in result.steps:
+        agent = [r["ts"] for r in rows if r["step"] == window.step and r["stage"] == "AGENT_LOOP"]
+        train = [r["ts"] for r in rows if r["step"] == window.step and r["stage"].startswith("TRAIN_")]
+        assert (window.rollout_start_ms, window.rollout_end_ms) == (min(agent), max(agent))
+        assert (window.train_start_ms, window.train_end_ms) == (min(train), max(train))
+        assert window.progress == "complete"
+    # an async trainer: some training overlaps rollouts
+    assert any(w.overlap_ms > 0 for w in result.steps)
+    assert len(result.steps) == len(plan.steps)
+
+
+def test_clock_skew_is_estimated_per_host(run) -> None:
+    _, plan, result = run
+    skews = {p.host: p.skew_ms for p in plan.procs}
+    bounds = {s.host: (s.low_ms, s.high_ms) for s in result.header.clock_skew}
+    assert set(bounds) == set(skews) - {"node-0"}
+    for host, (low, high) in bounds.items():
+        assert low <= skews[host] <= high
+    assert any(high - low < 100 for low, high in bounds.values())

@@ -1,0 +1,171 @@
+"""Command line for reading traces back: ``analyze`` and ``export`` (registered on the main app).
+
+Exit codes: 0 done, 2 nothing usable found (or bad arguments). Problems with part of
+the input are reported with counts and examples, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+out = Console(soft_wrap=False, highlight=False, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+ERROR = 2
+
+
+class AnalyzeFormat(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+class Engine(str, Enum):
+    duckdb = "duckdb"
+    spark = "spark"
+
+
+DirsArg = Annotated[list[Path], typer.Argument(help="Trace folders ($VERL_TRACE_DIR), one per node if copied apart.")]
+StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only samples generated in these steps: A-B or N.")]
+NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache next to the traces.")]
+MemoryOpt = Annotated[
+    str | None,
+    typer.Option("--memory-limit", help="DuckDB's memory limit (default 1GB); beyond it, it spills to disk."),
+]
+
+
+def _steps(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", text)
+    if not match:
+        raise typer.BadParameter("expected A-B or N, e.g. --steps 10-20", param_hint="--steps")
+    lo = int(match.group(1))
+    hi = int(match.group(2) or lo)
+    if hi < lo:
+        raise typer.BadParameter("the range ends before it starts", param_hint="--steps")
+    return lo, hi
+
+
+def _internal(exc: Exception) -> None:
+    """An engine failure (a full disk, a bug): one clear line, exit 2, no traceback."""
+    _fail(f"could not read the traces ({type(exc).__name__}: {exc}); try --no-cache, or report this")
+
+
+def _fail(message: str) -> None:
+    err.print(f"[red]error:[/red] {message}", markup=True)
+    raise typer.Exit(ERROR)
+
+
+def analyze_command(
+    trace_dirs: DirsArg,
+    steps: StepsOpt = None,
+    fmt: Annotated[AnalyzeFormat, typer.Option("--format", help="text, json or markdown.")] = AnalyzeFormat.text,
+    html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
+    engine: Annotated[Engine, typer.Option("--engine", help="duckdb (default) or spark (the spark extra).")] = (
+        Engine.duckdb
+    ),
+    spark_master: Annotated[str | None, typer.Option("--spark-master", help="Spark master URL (default local[2]).")] = (
+        None
+    ),
+    no_cache: NoCacheOpt = False,
+    memory_limit: MemoryOpt = None,
+) -> None:
+    """Step windows, stage latencies, funnel, rollouts, staleness and throughput of a traced run."""
+    # the trace reader (and DuckDB) is loaded by the commands that read traces only
+    from trace_instrument.traces.analyze import Options, analyze
+    from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT, TraceInputError
+
+    options = Options(
+        steps=_steps(steps),
+        engine=engine.value,
+        cache=not no_cache,
+        memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT,
+        spark_master=spark_master,
+    )
+    try:
+        result = analyze(trace_dirs, options)
+    except TraceInputError as exc:
+        _fail(str(exc))
+        return
+    except ImportError as exc:
+        _fail(f"{exc}: install the extra with  pip install 'trace-instrument[spark]'")
+        return
+    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
+        _internal(exc)
+        return
+    if fmt is AnalyzeFormat.json:
+        from trace_instrument.traces.render.metrics import to_json
+
+        sys.stdout.write(to_json(result) + "\n")
+    elif fmt is AnalyzeFormat.markdown:
+        from trace_instrument.traces.render.text import markdown
+
+        sys.stdout.write(markdown(result))
+    else:
+        from trace_instrument.traces.render.text import print_text
+
+        print_text(result, out)
+    if html is not None:
+        from trace_instrument.traces.render.html import write_html
+
+        write_html(result, html)
+        err.print(f"wrote {html}", markup=False)
+
+
+def export_command(
+    trace_dirs: DirsArg,
+    perfetto: Annotated[
+        Path | None, typer.Option("--perfetto", help="Chrome trace-event JSON (.json or .json.gz).")
+    ] = (None),
+    parquet: Annotated[Path | None, typer.Option("--parquet", help="A folder for the normalised Parquet tables.")] = (
+        None
+    ),
+    steps: StepsOpt = None,
+    max_trajectories: Annotated[
+        int | None,
+        typer.Option("--max-trajectories", help="Trajectories in the timeline (a uniform sample plus the slowest)."),
+    ] = None,
+    no_cache: NoCacheOpt = False,
+    memory_limit: MemoryOpt = None,
+) -> None:
+    """Write a Perfetto timeline or the normalised Parquet tables of a traced run."""
+    if (perfetto is None) == (parquet is None):
+        _fail("give exactly one of --perfetto FILE or --parquet DIR")
+    from trace_instrument.traces.analyze import Options
+    from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT, TraceInputError
+
+    options = Options(steps=_steps(steps), cache=not no_cache, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT)
+    try:
+        if perfetto is not None:
+            from trace_instrument.traces.perfetto import export_perfetto
+
+            summary = export_perfetto(trace_dirs, perfetto, options, max_trajectories)
+            err.print(
+                f"wrote {perfetto}: {summary.events:,} events, {summary.trajectories:,} of "
+                f"{summary.trajectories_total:,} trajectories, {summary.processes} processes",
+                markup=False,
+            )
+        else:
+            from trace_instrument.traces.parquet import export_parquet
+
+            assert parquet is not None
+            written = export_parquet(trace_dirs, parquet, options)
+            for table, rows in written.items():
+                err.print(f"wrote {parquet / (table + '.parquet')}: {rows:,} rows", markup=False)
+    except TraceInputError as exc:
+        _fail(str(exc))
+    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
+        _internal(exc)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``analyze`` and ``export`` to the main command line."""
+    app.command("analyze")(analyze_command)
+    app.command("export")(export_command)

@@ -1,0 +1,150 @@
+"""Find the trace files under one or more folders, and the torn last lines of a run still being written."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from trace_instrument.traces.model import Skipped, SourceFile
+
+CACHE_DIR_NAME = ".trace-instrument-cache"
+_SAMPLE_NAME = re.compile(r"^(?P<host>.+)-pid(?P<pid>\d+)\.csv(?:\.gz)?$")
+_TRAJECTORY_NAME = re.compile(r"^trajectory_(?P<pid>\d+)_.*\.jsonl(?:\.gz)?$")
+_STATUS_NAME = re.compile(r"^(?P<host>.+)-pid(?P<pid>\d+)\.json$")
+_TAIL_BYTES = 1 << 16
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """The last line of a file that does not end with a newline: cut off while it was written."""
+
+    file_id: int
+    text: str
+    fields: tuple[str, ...]  # the CSV fields of the torn line (sample files)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    files: tuple[SourceFile, ...]
+    torn: tuple[TornTail, ...]
+    skipped: tuple[Skipped, ...]
+
+    def of_kind(self, kind: str) -> list[SourceFile]:
+        return [f for f in self.files if f.kind == kind]
+
+
+def _kind(path: Path) -> str | None:
+    parent = path.parent.name
+    name = path.name
+    if parent == "sample" and (name.endswith((".csv", ".csv.gz"))):
+        return "sample"
+    if parent == "progress" and name.endswith(".log"):
+        return "progress"
+    if parent == "trajectory" and (name.endswith((".jsonl", ".jsonl.gz"))):
+        return "trajectory"
+    if parent == "status" and name.endswith(".json"):
+        return "status"
+    return None
+
+
+def _walk(root: Path) -> list[Path]:
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d != CACHE_DIR_NAME)
+        for name in sorted(filenames):
+            found.append(Path(dirpath) / name)
+    return found
+
+
+def _fingerprint(path: Path) -> tuple[str, int, bytes, bytes]:
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(4096)
+        f.seek(max(0, size - 4096))
+        tail = f.read(4096)
+    return path.name, size, head, tail
+
+
+def discover(roots: list[Path]) -> Inputs:
+    """Every trace file under ``roots`` (recursively), identical copies found twice left out."""
+    files: list[SourceFile] = []
+    seen: dict[tuple[str, int, bytes, bytes], str] = {}
+    duplicates: list[str] = []
+    for root in roots:
+        for path in _walk(root):
+            kind = _kind(path)
+            if kind is None:
+                continue
+            try:
+                key = _fingerprint(path)
+            except OSError:
+                continue
+            if key in seen and kind != "progress":
+                duplicates.append(f"{path} (same as {seen[key]})")
+                continue
+            seen[key] = str(path)
+            files.append(_source(len(files), path, kind, root))
+    skipped = [Skipped("duplicate file", len(duplicates), tuple(duplicates[:3]))] if duplicates else []
+    torn = [t for f in files if f.kind in ("sample", "trajectory") for t in [_torn_tail(f)] if t is not None]
+    return Inputs(tuple(files), tuple(torn), tuple(skipped))
+
+
+def _source(file_id: int, path: Path, kind: str, root: Path) -> SourceFile:
+    host: str | None = None
+    pid: int | None = None
+    pattern = {"sample": _SAMPLE_NAME, "trajectory": _TRAJECTORY_NAME, "status": _STATUS_NAME}.get(kind)
+    match = pattern.match(path.name) if pattern else None
+    if match:
+        host = match.groupdict().get("host")
+        pid = int(match.group("pid"))
+    return SourceFile(file_id, str(path), kind, str(root), host, pid)
+
+
+def _last_bytes(path: str) -> bytes:
+    if path.endswith(".gz"):
+        data = b""
+        with gzip.open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                data = (data + chunk)[-_TAIL_BYTES:]
+        return data
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - _TAIL_BYTES))
+        return f.read()
+
+
+def _torn_tail(source: SourceFile) -> TornTail | None:
+    try:
+        tail = _last_bytes(source.path)
+    except (OSError, EOFError):
+        return None
+    if not tail or tail.endswith(b"\n"):
+        return None
+    text = tail[tail.rfind(b"\n") + 1 :].decode("utf-8", "replace")
+    fields: tuple[str, ...] = ()
+    if source.kind == "sample":
+        try:
+            fields = tuple(next(csv.reader(io.StringIO(text.rstrip("\r"))), []))
+        except csv.Error:
+            fields = ()
+    return TornTail(source.file_id, text, fields)
+
+
+def locate_line(path: str, needle: str) -> int | None:
+    """1-based number of the first line of ``path`` containing ``needle`` (for example messages)."""
+    target = needle.encode("utf-8", "surrogateescape")
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rb") as f:
+            for number, line in enumerate(f, 1):
+                if target in line:
+                    return number
+    except (OSError, EOFError):
+        return None
+    return None

@@ -1,0 +1,234 @@
+"""The default engine: embedded DuckDB, out of core under a memory limit, no server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
+from trace_instrument.traces.discover import Inputs, TornTail, locate_line
+from trace_instrument.traces.model import Skipped, SourceFile
+
+# Only the turn fields a view or the export uses: converting JSON into this struct is the largest
+# cost of reading trajectories, and it grows with every field.
+_TURN_FIELDS = {
+    "turn_index": "BIGINT",
+    "prompt_token_count": "BIGINT",
+    "completion_token_count": "BIGINT",
+    "finish_reason": "VARCHAR",
+    "completion_time_ms": "DOUBLE",
+    "observation_time_ms": "DOUBLE",
+    "sglang_time_ms": "DOUBLE",
+    "sglang_queue_time_ms": "DOUBLE",
+    "sglang_ttft_ms": "DOUBLE",
+    "sglang_prefill_ms": "DOUBLE",
+    "sglang_decode_time_ms": "DOUBLE",
+}
+PAYLOAD_SCHEMA = {
+    "request_id": "VARCHAR",
+    "n_samples": "BIGINT",
+    "global_step": "BIGINT",
+    "created_at_ts": "DOUBLE",
+    "completed_at_ts": "DOUBLE",
+    "total_time_ms": "DOUBLE",
+    "turns": [_TURN_FIELDS],
+}
+TOP_SCHEMA = {"prompt_uid": "VARCHAR", "sample_index": "BIGINT", "raw_message": "VARCHAR"}
+EXAMPLES = 3
+JSONL_MEMORY_LIMIT = "4GB"
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+class DuckDBDialect(Dialect):
+    name = "duckdb"
+
+    def quantiles(self, expr: str, *points: str) -> str:
+        return f"quantile_cont({expr}, [{', '.join(points)}])"
+
+    def top_ids(self, id_expr: str, value: str, k: str) -> str:
+        # ties broken by the id (descending), as Spark's sort of (value, id) pairs does
+        return f"max_by({id_expr}, struct_pack(v := {value}, i := {id_expr}), {k})"
+
+    def struct(self, **fields: str) -> str:
+        return "struct_pack(" + ", ".join(f"{name} := {expr}" for name, expr in fields.items()) + ")"
+
+    def uid_of(self, column: str) -> str:
+        return f"regexp_extract({column}, {_sql_string(UID_PATTERN)}, 1)"
+
+    def last_ignore_nulls(self, expr: str) -> str:
+        return f"last_value({expr} IGNORE NULLS)"
+
+    def traj_of(self, column: str) -> str:
+        return f"regexp_extract({column}, '/([^/]*)$', 1)"
+
+    def constants(self) -> dict[str, str]:
+        return {
+            **super().constants(),
+            "unit_sep": "\x1f",
+            "top_schema": json.dumps(TOP_SCHEMA),
+            "payload_schema": json.dumps(PAYLOAD_SCHEMA),
+        }
+
+
+class DuckDBBackend(Backend):
+    """Holds the normalised tables in a DuckDB database file (the cache, or a temporary one)."""
+
+    name = "duckdb"
+
+    def __init__(self, database: Path, memory_limit: str = "1GB", threads: int | None = None) -> None:
+        self.dialect = DuckDBDialect()
+        self.database = database
+        self.con = duckdb.connect(str(database))
+        self.memory_limit = memory_limit
+        self.con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
+        self.con.execute(f"SET temp_directory = {_sql_string(str(database) + '.tmp')}")
+        self.con.execute("SET preserve_insertion_order = false")
+        if threads:
+            self.con.execute(f"SET threads = {int(threads)}")
+
+    def run(self, sql: str) -> list[tuple[Any, ...]]:
+        return self.con.execute(sql).fetchall()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def export_parquet(self, table: str, path: str) -> None:
+        self.con.execute(f"COPY {table} TO {_sql_string(path)} (FORMAT parquet, COMPRESSION zstd)")
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def load(self, inputs: Inputs) -> LoadReport:
+        self._files_table(inputs.files)
+        skipped: list[Skipped] = []
+        rejected = 0
+        samples = inputs.of_kind("sample")
+        torn = {t.file_id: t for t in inputs.torn}
+        if samples:
+            self.script("raw_events", paths=_paths(samples), torn_filter=_csv_torn_filter(samples, torn))
+            self.script("events")
+            reject_skips, rejected = self._csv_rejects(samples, torn)
+            skipped.extend(reject_skips)
+        else:
+            self.script("empty_events")
+        self.script("entities")
+        self.script("transitions")
+        trajectories = inputs.of_kind("trajectory")
+        if trajectories:
+            # a very long line (a 100 MB trajectory) needs a read buffer of a few times its size; the limit
+            # is raised for this statement only (ordinary lines never allocate such buffers)
+            self.run(f"SET memory_limit = {_sql_string(JSONL_MEMORY_LIMIT)}")
+            self.script("trajectories", paths=_paths(trajectories), torn_filter=_jsonl_torn_filter(trajectories, torn))
+            self.run(f"SET memory_limit = {_sql_string(self.memory_limit)}")
+            skipped.extend(self._jsonl_problems(trajectories))
+        else:
+            self.script("empty_trajectories")
+        self.select_steps(None)
+        torn_samples = [t for t in inputs.torn if t.file_id in {f.file_id for f in samples}]
+        torn_traj = [t for t in inputs.torn if t.file_id in {f.file_id for f in trajectories}]
+        by_id = {f.file_id: f for f in inputs.files}
+        if torn_samples:
+            skipped.append(_torn_skip("torn last CSV row (run still being written)", torn_samples, by_id))
+            rejected += len(torn_samples)
+        if torn_traj:
+            skipped.append(_torn_skip("torn last trajectory line (run still being written)", torn_traj, by_id))
+        return LoadReport(tuple(skipped), rejected)
+
+    def _files_table(self, files: tuple[SourceFile, ...]) -> None:
+        self.con.execute(
+            "CREATE TABLE files (file_id INTEGER, path VARCHAR, kind VARCHAR, root VARCHAR, host VARCHAR, pid BIGINT)"
+        )
+        if files:
+            self.con.executemany(
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?)",
+                [(f.file_id, f.path, f.kind, f.root, f.host, f.pid) for f in files],
+            )
+
+    def _csv_rejects(self, samples: list[SourceFile], torn: dict[int, TornTail]) -> tuple[list[Skipped], int]:
+        rows = self.rows("rejects")
+        torn_lines = {(f.path, torn[f.file_id].text.rstrip("\r")) for f in samples if f.file_id in torn}
+        by_reason: dict[str, list[str]] = {}
+        for path, line, error, text in rows:
+            text = (text or "").strip("\r\n")
+            if (path, text) in torn_lines:
+                continue  # a torn last line the CSV reader refused: reported once, as torn
+            reason = {
+                "MISSING COLUMNS": "CSV row with too few columns",
+                "TOO MANY COLUMNS": "CSV row with too many columns",
+                "INVALID ENCODING": "CSV row with bytes that are not UTF-8",
+                "CAST": "CSV row whose timestamp is not an integer",
+            }.get(error, f"CSV row refused ({error.lower()})")
+            by_reason.setdefault(reason, []).append(f"{path}:{line}")
+        skipped = [Skipped(r, len(ex), tuple(ex[:EXAMPLES])) for r, ex in sorted(by_reason.items())]
+        return skipped, sum(s.count for s in skipped)
+
+    def _jsonl_problems(self, files: list[SourceFile]) -> list[Skipped]:
+        by_id = {f.file_id: f for f in files}
+        problems: list[Skipped] = []
+        bad = self.run(
+            "SELECT file_id, bad_text, count(*) OVER () FROM traj_lines WHERE NOT is_json ORDER BY file_id, rowid LIMIT 3"
+        )
+        if bad:
+            examples = tuple(_where(by_id[fid].path, text) for fid, text, _ in bad)
+            problems.append(Skipped("trajectory line that is not JSON", int(bad[0][2]), examples))
+        odd = self.run(
+            "SELECT file_id, count(*) OVER () FROM traj_lines WHERE is_json AND "
+            "(p IS NULL OR (p.request_id IS NULL AND p.turns IS NULL)) ORDER BY file_id, rowid LIMIT 3"
+        )
+        if odd:
+            examples = tuple(by_id[fid].path for fid, _ in odd)
+            problems.append(Skipped("JSON line that is not a trajectory", int(odd[0][1]), examples))
+        rejects = self.run(
+            "SELECT s.file_path, e.line, any_value(CAST(e.error_type AS VARCHAR)) FROM jsonl_rejects AS e "
+            "JOIN jsonl_scans AS s ON s.scan_id = e.scan_id AND s.file_id = e.file_id "
+            "GROUP BY s.file_path, e.line ORDER BY 1, 2"
+        )
+        if rejects:
+            examples = tuple(f"{path}:{line} ({error.lower()})" for path, line, error in rejects[:EXAMPLES])
+            problems.append(Skipped("trajectory line refused (bad bytes or too long)", len(rejects), examples))
+        return problems
+
+
+def _paths(files: list[SourceFile]) -> str:
+    return "[" + ", ".join(_sql_string(f.path) for f in files) + "]"
+
+
+def _csv_torn_filter(samples: list[SourceFile], torn: dict[int, TornTail]) -> str:
+    clauses = []
+    for f in samples:
+        tail = torn.get(f.file_id)
+        if tail is None or len(tail.fields) != 6:
+            continue
+        try:
+            ts = int(tail.fields[4])
+        except ValueError:
+            continue
+        clauses.append(
+            f"(f.file_id = {f.file_id} AND r.sample_id = {_sql_string(tail.fields[2])} AND r.ts = {ts} "
+            f"AND r.content = {_sql_string(tail.fields[5])})"
+        )
+    return "NOT (" + " OR ".join(clauses) + ")" if clauses else "TRUE"
+
+
+def _jsonl_torn_filter(files: list[SourceFile], torn: dict[int, TornTail]) -> str:
+    clauses = [
+        f"(filename = {_sql_string(f.path)} AND line = {_sql_string(torn[f.file_id].text)})"
+        for f in files
+        if f.file_id in torn
+    ]
+    return "NOT (" + " OR ".join(clauses) + ")" if clauses else "TRUE"
+
+
+def _torn_skip(reason: str, tails: list[TornTail], by_id: dict[int, SourceFile]) -> Skipped:
+    examples = tuple(f"{by_id[t.file_id].path} (last line: {t.text[:60]!r})" for t in tails[:EXAMPLES])
+    return Skipped(reason, len(tails), examples)
+
+
+def _where(path: str, text: str | None) -> str:
+    line = locate_line(path, (text or "")[:60]) if text else None
+    return f"{path}:{line}" if line else path

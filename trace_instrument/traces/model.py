@@ -1,0 +1,259 @@
+"""Typed results of reading a trace folder: what ``analyze`` computes, view by view.
+
+Times are milliseconds since the epoch (``*_ms`` fields) or durations in
+milliseconds unless the name says seconds. ``None`` means "not in the traces",
+never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DEFAULT_MEMORY_LIMIT = "1GB"  # DuckDB's memory limit unless --memory-limit says otherwise
+
+
+class TraceInputError(Exception):
+    """Nothing usable was found in the given folders (the CLI exits 2)."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Input left out, by reason, with the first examples (``file:line`` where known)."""
+
+    reason: str
+    count: int
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One input file and what it holds."""
+
+    file_id: int
+    path: str
+    kind: str  # "sample", "progress", "trajectory" or "status"
+    root: str  # the TRACE_DIR argument it was found under
+    host: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class ClockSkew:
+    """Bounds on ``host``'s clock minus ``reference``'s, from causal cross-host transitions.
+
+    A row on ``reference`` followed by one on ``host`` took at least 0 ms, so the offset is at
+    most the smallest such gap; the other direction bounds it from below.
+    """
+
+    host: str
+    reference: str
+    low_ms: int
+    high_ms: int
+
+
+@dataclass(frozen=True)
+class Header:
+    """Names the run and says how much of it was read."""
+
+    job_ids: tuple[str, ...]
+    hosts: tuple[str, ...]
+    processes: int
+    steps: tuple[int, ...]
+    first_ms: int | None
+    last_ms: int | None
+    rows_read: int
+    rows_rejected: int
+    trajectories_read: int
+    progress_lines: int
+    files: dict[str, int]
+    trainer_mode: str | None
+    total_training_steps: int | None
+    config: dict[str, int]
+    lost: dict[str, dict[str, int]] | None  # output -> reason -> count, from status files (None: none found)
+    skipped: tuple[Skipped, ...]
+    clock_skew: tuple[ClockSkew, ...]
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """One global step: its rollout and training windows as seen by the CSV rows, and the progress lines."""
+
+    step: int
+    data_ms: int | None  # first DATA_PREPROCESS / DATA_DISPATCH row
+    rollout_start_ms: int | None  # first AGENT_LOOP row of the step
+    rollout_end_ms: int | None  # last AGENT_LOOP row of the step
+    train_start_ms: int | None  # first TRAIN_* row
+    train_end_ms: int | None  # last TRAIN_* row (TRAIN_UPDATE)
+    sync_ms: int | None  # SYNC_PARAMS
+    rollouts_completed: int
+    samples_trained: int
+    overlap_ms: int  # training of this step while any rollout ran
+    trainer_idle_ms: int | None  # previous step's train end (or sync) -> this train start
+    rollout_gap_ms: int | None  # previous step's rollout end -> this rollout start
+    progress: str  # "complete", "partial" or "absent": the 4 `Step N ...` lines
+    progress_order_ok: bool | None  # the lines' order agrees with the CSV windows
+    gen_throughput: float | None  # the `gen throughput (token/s)` line of this step
+
+    @property
+    def rollout_ms(self) -> int | None:
+        if self.rollout_start_ms is None or self.rollout_end_ms is None:
+            return None
+        return self.rollout_end_ms - self.rollout_start_ms
+
+    @property
+    def train_ms(self) -> int | None:
+        if self.train_start_ms is None or self.train_end_ms is None:
+            return None
+        return self.train_end_ms - self.train_start_ms
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Time between two consecutive stages of a sample (``from_event`` -> ``to_event``)."""
+
+    from_event: str
+    to_event: str
+    count: int
+    p50: float
+    p90: float
+    p99: float
+    max: int
+    negative: int  # transitions with a negative time (clock skew between hosts)
+    slowest: tuple[str, ...]  # sample ids, slowest first
+
+
+@dataclass(frozen=True)
+class FunnelRow:
+    milestone: str
+    prompts: int
+    trajectories: int
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A sample (trajectory, or a prompt that never got one) that was never trained."""
+
+    sample_id: str
+    last_event: str
+    state: str  # "in rollout", "awaiting training", "in training", "before rollout"
+    last_ms: int
+    age_ms: int  # until the last row of the whole run
+    host: str | None
+
+
+@dataclass(frozen=True)
+class InFlightGroup:
+    last_event: str
+    state: str
+    count: int
+    oldest_age_ms: int
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Count and quantiles (linear interpolation, as numpy's default) of one quantity."""
+
+    count: int
+    mean: float | None
+    min: float | None
+    max: float | None
+    quantiles: dict[str, float]  # "p50" -> value
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Equal-width bins: ``counts[i]`` values fall in [edges[i], edges[i+1])."""
+
+    edges: tuple[float, ...]
+    counts: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StopReason:
+    reason: str
+    count: int
+    ratio: float
+
+
+@dataclass(frozen=True)
+class ToolTime:
+    """Tool time (generate response -> tool executed) by tool name, from the CSV."""
+
+    tool: str
+    count: int
+    p50: float
+    p90: float
+    p99: float
+    max: int
+    total_ms: int
+
+
+@dataclass(frozen=True)
+class SglangBreakdown:
+    """Server-side timing of turns; ``collected`` is False when no turn carried it."""
+
+    collected: bool
+    turns: int
+    turns_with_timing: int
+    fields: dict[str, Distribution]  # "queue", "ttft", "prefill", "decode", "total"
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    trajectories: int
+    formats: dict[str, int]  # "raw_message" / "flat" lines
+    stop_reasons: tuple[StopReason, ...]
+    turns: Distribution
+    turns_histogram: Histogram
+    response_length: Distribution
+    response_length_histogram: Histogram
+    tools: tuple[ToolTime, ...]
+    sglang: SglangBreakdown
+    completed_lines: int  # `Task ... is completed` progress lines
+
+
+@dataclass(frozen=True)
+class StalenessRow:
+    train_step: int
+    staleness: int
+    count: int
+
+
+@dataclass(frozen=True)
+class StepThroughput:
+    step: int
+    trajectories: int
+    tokens: int
+    seconds: float | None
+    tokens_per_s: float | None
+    progress_tokens_per_s: float | None
+
+
+@dataclass(frozen=True)
+class WorkerThroughput:
+    worker: str
+    trajectories: int
+    tokens: int
+    seconds: float | None
+    tokens_per_s: float | None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything ``analyze`` shows, in the order of the report."""
+
+    header: Header
+    steps: tuple[StepWindow, ...]
+    latencies: tuple[Latency, ...]
+    latency_histograms: dict[str, Histogram]  # "FROM -> TO" -> histogram of ms (the busiest transitions)
+    slowest: tuple[tuple[str, int], ...]  # (sample id, first -> last row ms), slowest first
+    funnel: tuple[FunnelRow, ...]
+    in_flight: tuple[InFlightGroup, ...]
+    in_flight_oldest: tuple[InFlight, ...]
+    rollouts: Rollouts | None
+    staleness: tuple[StalenessRow, ...]
+    step_throughput: tuple[StepThroughput, ...]
+    worker_throughput: tuple[WorkerThroughput, ...]
+    engine: str = "duckdb"
+    cached: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)

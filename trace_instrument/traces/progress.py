@@ -1,0 +1,133 @@
+"""Parse the progress logs (``progress/{YYYYMMDD-HH}.log``): bare lines without timestamps.
+
+Order is all they carry: files are read in name order (the hour) under each
+folder, lines in file order. The step-window lines (``Step N rollout|train
+started|finished``) give each step's order; ``gen throughput (token/s): X``
+belongs to the step whose ``rollout finished`` line came last before it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trace_instrument.traces.model import SourceFile
+
+_STEP_WINDOW = re.compile(r"^Step (\d+) (rollout|train) (started|finished)$")
+_BANNER = re.compile(r"^=+ (?:Epoch (\d+), consumed (\d+) batches, )?Step (\d+) =+$")
+_THROUGHPUT = re.compile(r"^gen throughput \(token/s\):\s*([\d.]+)$")
+_COMPLETED = re.compile(r"^Task (.+)/([^/]*) is completed, score=(.*) status=Finished$")
+_TOTAL = re.compile(r"^Total training steps: (\d+)$")
+_CONFIG = re.compile(r"^'(\w+)': (\d+),?$")
+
+
+@dataclass
+class StepLine:
+    seq: int
+    step: int
+    phase: str  # "rollout" or "train"
+    boundary: str  # "started" or "finished"
+
+
+@dataclass
+class ProgressInfo:
+    """What the progress lines say."""
+
+    lines: int = 0
+    total_training_steps: int | None = None
+    config: dict[str, int] = field(default_factory=dict)
+    disagg: bool = False
+    banner_steps: list[int] = field(default_factory=list)
+    step_lines: list[StepLine] = field(default_factory=list)
+    throughput: dict[int, float] = field(default_factory=dict)
+    completed: int = 0
+    completed_scores: list[float] = field(default_factory=list)
+    undecodable: int = 0
+
+
+def parse_progress(files: list[SourceFile]) -> ProgressInfo:
+    info = ProgressInfo()
+    seq = 0
+    for source in sorted(files, key=lambda f: (f.root, Path(f.path).name, f.path)):
+        last_finished: int | None = None
+        try:
+            data = Path(source.path).read_bytes()
+        except OSError:
+            continue
+        for raw in data.splitlines():
+            seq += 1
+            try:
+                line = raw.decode("utf-8").rstrip("\r")
+            except UnicodeDecodeError:
+                info.undecodable += 1
+                continue
+            info.lines += 1
+            last_finished = _parse_line(info, line, seq, last_finished)
+    return info
+
+
+def _parse_line(info: ProgressInfo, line: str, seq: int, last_finished: int | None) -> int | None:
+    if line.startswith("Task "):
+        match = _COMPLETED.match(line)
+        if match:
+            info.completed += 1
+            try:
+                info.completed_scores.append(float(match.group(3)))
+            except ValueError:
+                pass
+        return last_finished
+    if line.startswith("disagg: "):
+        info.disagg = True
+        return last_finished
+    if line.startswith("Step "):
+        match = _STEP_WINDOW.match(line)
+        if match:
+            step, phase, boundary = int(match.group(1)), match.group(2), match.group(3)
+            info.step_lines.append(StepLine(seq, step, phase, boundary))
+            if phase == "rollout" and boundary == "finished":
+                return step
+        return last_finished
+    if line.startswith("gen throughput"):
+        match = _THROUGHPUT.match(line)
+        if match and last_finished is not None:
+            info.throughput[last_finished] = float(match.group(1))
+        return last_finished
+    if line.startswith("="):
+        match = _BANNER.match(line)
+        if match:
+            info.banner_steps.append(int(match.group(3)))
+            if match.group(1) is None:
+                info.disagg = True
+        return last_finished
+    match = _TOTAL.match(line)
+    if match:
+        info.total_training_steps = int(match.group(1))
+        return last_finished
+    match = _CONFIG.match(line)
+    if match:
+        info.config[match.group(1)] = int(match.group(2))
+    return last_finished
+
+
+def parse_status(files: list[SourceFile]) -> tuple[dict[str, dict[str, int]] | None, list[str]]:
+    """Sum the runtime's own loss counters over the status files; (None, []) when there are none.
+
+    Returns the sums and the files that could not be read (for the skipped list).
+    """
+    if not files:
+        return None, []
+    lost: dict[str, dict[str, int]] = {"sample_flow": {}, "progress": {}, "trajectory": {}}
+    bad: list[str] = []
+    for source in files:
+        try:
+            data = json.loads(Path(source.path).read_text(encoding="utf-8"))
+            counts = data["lost"]
+            for output, reasons in counts.items():
+                target = lost.setdefault(str(output), {})
+                for reason, n in reasons.items():
+                    target[str(reason)] = target.get(str(reason), 0) + int(n)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            bad.append(source.path)
+    return lost, bad

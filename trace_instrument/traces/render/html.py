@@ -1,0 +1,402 @@
+"""``analyze --html``: one self-contained offline page (inline CSS and SVG, no network, no library).
+
+The engine has already aggregated everything in SQL; the page only draws binned series.
+Each chart is an ``<svg class="chart">`` with native ``<title>`` tooltips; a few lines of
+inline script only count the charts the browser laid out (``data-charts-rendered`` on
+``<body>``), which the end-to-end test reads back from a headless Chromium.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from trace_instrument.traces.model import Analysis, Histogram
+from trace_instrument.traces.render.metrics import short_name_of
+from trace_instrument.traces.render.tables import Section, header_lines, ms, num, sections
+
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
+W = 640  # chart width in px
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _svg(height: int, body: str, label: str, width: int = W) -> str:
+    return (
+        f'<svg class="chart" role="img" aria-label="{_esc(label)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">{body}</svg>'
+    )
+
+
+def _text(x: float, y: float, text: object, anchor: str = "start", size: int = 11, cls: str = "") -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}"'
+        f"{f' class={chr(34)}{cls}{chr(34)}' if cls else ''}>{_esc(text)}</text>"
+    )
+
+
+def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / n
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(s * magnitude for s in (1, 2, 5, 10) if raw <= s * magnitude)
+    first = math.ceil(lo / step) * step
+    return [first + i * step for i in range(int((hi - first) / step) + 1)]
+
+
+def bars(
+    labels: Sequence[str],
+    values: Sequence[float],
+    title: str,
+    unit: str = "",
+    color: str = PALETTE[0],
+    width: int = W,
+    height: int = 220,
+    ticks: Sequence[str] | None = None,
+) -> str:
+    """A vertical bar chart with a value axis; ``ticks`` (one per bar, "" for none) label the x axis."""
+    left, bottom, top = 48, 34, 10
+    if not values or max(values) <= 0:
+        return _svg(60, _text(10, 34, f"{title}: no data"), title, width)
+    vmax = max(values)
+    plot_w, plot_h = width - left - 10, height - bottom - top
+    bw = plot_w / len(values)
+    parts = []
+    for t in _ticks(0, vmax, 4):
+        y = top + plot_h - t / vmax * plot_h
+        parts.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
+        parts.append(_text(left - 4, y + 4, num(t), "end", 10))
+    centered = ticks is None
+    if ticks is None:
+        every = max(1, math.ceil(len(labels) / max(2, plot_w // 48)))
+        ticks = [label if i % every == 0 else "" for i, label in enumerate(labels)]
+    for i, (label, value) in enumerate(zip(labels, values)):
+        h = value / vmax * plot_h
+        x = left + i * bw
+        parts.append(
+            f'<rect x="{x + 0.5:.1f}" y="{top + plot_h - h:.1f}" width="{max(bw - 1, 1):.1f}" height="{h:.1f}" '
+            f'fill="{color}"><title>{_esc(label)}: {_esc(num(value))}{_esc(unit)}</title></rect>'
+        )
+        if ticks[i]:
+            parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" class="axis"/>')
+            parts.append(_text(x + (bw / 2 if centered else 0), height - bottom + 16, ticks[i], "middle", 10))
+    parts.append(f'<line x1="{left}" x2="{width - 10}" y1="{top + plot_h}" y2="{top + plot_h}" class="axis"/>')
+    return _svg(height, "".join(parts), title, width)
+
+
+def loghist(hist: Histogram, title: str) -> str:
+    """A latency histogram on a log scale (10 bins per decade), the decades labelled."""
+    labels, ticks = [], []
+    for lo, hi in zip(hist.edges, hist.edges[1:]):
+        labels.append(f"{ms(lo)} – {ms(hi)}")
+        decade = lo > 0 and abs(math.log10(lo) - round(math.log10(lo))) < 1e-9
+        ticks.append(_duration_label(lo) if decade or lo == 0 else "")
+    return bars(labels, [float(c) for c in hist.counts], title, "", PALETTE[0], 300, 130, ticks)
+
+
+def _duration_label(value_ms: float) -> str:
+    if value_ms == 0:
+        return "0"
+    if value_ms >= 1000:
+        return f"{value_ms / 1000:g} s"
+    return f"{value_ms:g} ms"
+
+
+def hbars(rows: Sequence[tuple[str, float, str]], title: str, color: str = PALETTE[0]) -> str:
+    """Horizontal bars: (label, value, annotation)."""
+    if not rows:
+        return _svg(60, _text(10, 34, f"{title}: no data"), title)
+    row_h, left = 24, 170
+    height = row_h * len(rows) + 10
+    vmax = max(v for _, v, _ in rows) or 1
+    parts = []
+    for i, (label, value, note) in enumerate(rows):
+        y = 5 + i * row_h
+        w = value / vmax * (W - left - 230)
+        parts.append(_text(left - 6, y + 15, label, "end"))
+        parts.append(
+            f'<rect x="{left}" y="{y + 3}" width="{max(w, 1):.1f}" height="{row_h - 6}" fill="{color}">'
+            f"<title>{_esc(label)}: {_esc(note)}</title></rect>"
+        )
+        parts.append(_text(left + w + 6, y + 15, note))
+    return _svg(height, "".join(parts), title)
+
+
+def histogram(hist: Histogram, title: str, unit: str = "") -> str:
+    """Equal-width bins; integer-wide bins (turn counts) are labelled by their value."""
+    labels = [f"{lo:g}" if hi - lo == 1 else f"{lo:g}–{hi:g}" for lo, hi in zip(hist.edges, hist.edges[1:])]
+    ticks = None
+    if hist.edges and any(hi - lo != 1 for lo, hi in zip(hist.edges, hist.edges[1:])):
+        every = max(1, math.ceil(len(labels) / 10))
+        ticks = [f"{lo:g}" if i % every == 0 else "" for i, lo in enumerate(hist.edges[:-1])]
+    return bars(labels, [float(c) for c in hist.counts], title, unit, ticks=ticks)
+
+
+def gantt(a: Analysis) -> str:
+    """Step windows: a rollout bar and a train bar per step on one time axis, syncs as ticks."""
+    steps = [s for s in a.steps if s.rollout_start_ms is not None or s.train_start_ms is not None]
+    if not steps:
+        return _svg(60, _text(10, 34, "step windows: no CSV rows with global_step"), "step windows")
+    times = [
+        t
+        for s in steps
+        for t in (s.rollout_start_ms, s.rollout_end_ms, s.train_start_ms, s.train_end_ms, s.sync_ms)
+        if t is not None
+    ]
+    t0, t1 = min(times), max(times)
+    span = max(t1 - t0, 1)
+    left, row_h, top = 60, 26, 24
+    height = top + row_h * len(steps) + 30
+
+    def x_of(t: float) -> float:
+        return left + (t - t0) / span * (W - left - 12)
+
+    parts = [
+        _text(left, 14, "rollout", size=11, cls="legend-rollout"),
+        _text(left + 60, 14, "train", cls="legend-train"),
+        _text(left + 110, 14, "| weight sync", cls="legend-sync"),
+    ]
+    for t in _ticks(0, span / 1000):
+        x = x_of(t0 + t * 1000)
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{height - 24}" class="grid"/>')
+        parts.append(_text(x, height - 10, f"{num(t)} s", "middle", 10))
+    for i, s in enumerate(steps):
+        y = top + i * row_h
+        parts.append(_text(left - 6, y + 16, f"step {s.step}", "end"))
+        for start, end, color, label, dy in (
+            (s.rollout_start_ms, s.rollout_end_ms, PALETTE[0], "rollout", 3),
+            (s.train_start_ms, s.train_end_ms, PALETTE[1], "train", 12),
+        ):
+            if start is None or end is None:
+                continue
+            x, w = x_of(start), max(x_of(end) - x_of(start), 1.5)
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y + dy}" width="{w:.1f}" height="9" fill="{color}">'
+                f"<title>step {s.step} {label}: {_esc(ms(end - start))}</title></rect>"
+            )
+        if s.sync_ms is not None:
+            x = x_of(s.sync_ms)
+            parts.append(
+                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y + 1}" y2="{y + 23}" stroke="{PALETTE[3]}" '
+                f'stroke-width="2"><title>step {s.step} weights synced</title></line>'
+            )
+    return _svg(height, "".join(parts), "step windows")
+
+
+def stacked(a: Analysis) -> str:
+    """Staleness: samples per train step, stacked by staleness."""
+    if not a.staleness:
+        return _svg(60, _text(10, 34, "staleness: no trained samples with a generation step"), "staleness")
+    steps = sorted({r.train_step for r in a.staleness})
+    values = sorted({r.staleness for r in a.staleness})
+    counts = {(r.train_step, r.staleness): r.count for r in a.staleness}
+    totals = [sum(counts.get((s, v), 0) for v in values) for s in steps]
+    height, left, bottom, top = 230, 56, 40, 30
+    plot_h = height - top - bottom
+    vmax = max(totals) or 1
+    bw = (W - left - 10) / len(steps)
+    parts = [
+        _text(left + 90 * i, 14, f"staleness +{v}", cls=f"swatch-{i % len(PALETTE)}") for i, v in enumerate(values)
+    ]
+    for t in _ticks(0, vmax):
+        y = top + plot_h - t / vmax * plot_h
+        parts.append(f'<line x1="{left}" x2="{W - 10}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
+        parts.append(_text(left - 4, y + 4, num(t), "end"))
+    every = max(1, math.ceil(len(steps) / 12))
+    for i, step in enumerate(steps):
+        base = 0.0
+        x = left + i * bw
+        for j, v in enumerate(values):
+            c = counts.get((step, v), 0)
+            if not c:
+                continue
+            h = c / vmax * plot_h
+            parts.append(
+                f'<rect x="{x + 1:.1f}" y="{top + plot_h - base - h:.1f}" width="{max(bw - 2, 1):.1f}" '
+                f'height="{h:.1f}" fill="{PALETTE[j % len(PALETTE)]}"><title>step {step}, staleness +{v}: '
+                f"{c}</title></rect>"
+            )
+            base += h
+        if i % every == 0:
+            parts.append(_text(x + bw / 2, height - bottom + 14, step, "middle", 10))
+    return _svg(height, "".join(parts), "staleness")
+
+
+def _latency_charts(a: Analysis) -> str:
+    busiest = sorted(a.latencies, key=lambda lat: -lat.count)[:12]
+    out = []
+    for lat in sorted(busiest, key=lambda lat: a.latencies.index(lat)):
+        key = f"{lat.from_event} -> {lat.to_event}"
+        hist = a.latency_histograms.get(key)
+        if hist is None:
+            continue
+        title = f"{short_name_of(lat.from_event)} → {short_name_of(lat.to_event)}"
+        caption = f"n={num(lat.count)} p50 {ms(lat.p50)} · p90 {ms(lat.p90)} · p99 {ms(lat.p99)} · max {ms(lat.max)}"
+        out.append(
+            f"<figure><figcaption><b>{_esc(title)}</b><br><span>{_esc(caption)}</span></figcaption>"
+            f"{loghist(hist, title)}</figure>"
+        )
+    return "".join(out) or "<p>No transitions.</p>"
+
+
+def _table(section: Section) -> str:
+    head = "".join(f"<th>{_esc(c)}</th>" for c in section.columns)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in section.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body or '<tr><td>(none)</td></tr>'}</tbody></table>"
+
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
+header{background:#24292f;color:#fff;padding:16px 28px}header h1{margin:0 0 6px;font-size:20px}
+header p{margin:2px 0;font-size:13px;color:#d0d7de;font-family:ui-monospace,Menlo,monospace}
+main{padding:12px 28px 40px;display:grid;grid-template-columns:repeat(auto-fill,minmax(680px,1fr));gap:18px}
+section{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:12px 16px;overflow-x:auto}
+section.wide{grid-column:1/-1}h2{font-size:16px;margin:4px 0 10px}
+figure{display:inline-block;margin:0 14px 14px 0;vertical-align:top;width:300px}figcaption{font-size:12px;margin-bottom:4px;min-height:34px}
+figcaption span{color:#57606a}svg text{fill:#24292f;font-family:system-ui,sans-serif}
+.grid{stroke:#eaeef2}.axis{stroke:#8c959f}.note{color:#9a6700;background:#fff8c5;padding:6px 10px;border-radius:6px}
+table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}
+th,td{border-bottom:1px solid #eaeef2;padding:3px 8px;text-align:right;white-space:nowrap}
+th:first-child,td:first-child{text-align:left}th{background:#f6f8fa;position:sticky;top:0}
+.legend-rollout{fill:#4e79a7!important}.legend-train{fill:#f28e2b!important}.legend-sync{fill:#e15759!important}
+""" + "".join(f".swatch-{i}{{fill:{c}!important}}" for i, c in enumerate(PALETTE))
+
+SCRIPT = """
+document.addEventListener('DOMContentLoaded', function () {
+  var charts = document.querySelectorAll('svg.chart'), shown = 0;
+  charts.forEach(function (svg) { var r = svg.getBoundingClientRect(); if (r.width > 0 && r.height > 0) shown++; });
+  document.body.setAttribute('data-charts', String(charts.length));
+  document.body.setAttribute('data-charts-rendered', String(shown));
+});
+"""
+
+
+def page(a: Analysis) -> str:
+    """The whole report as one HTML document."""
+    h = a.header
+    by_title = {s.title.split(" (")[0]: s for s in sections(a)}
+    r = a.rollouts
+    blocks = [
+        ("wide", "Step windows", gantt(a) + _table(by_title["Step windows"])),
+        (
+            "wide",
+            "Stage latencies (log-scale histograms of the busiest transitions)",
+            _latency_charts(a) + _table(by_title["Stage latencies"]),
+        ),
+        (
+            "",
+            "Funnel (trajectories per milestone)",
+            hbars(
+                [
+                    (
+                        f.milestone,
+                        float(f.trajectories),
+                        f"{num(f.trajectories)} trajectories, {num(f.prompts)} prompts",
+                    )
+                    for f in a.funnel
+                ],
+                "funnel",
+                PALETTE[2],
+            ),
+        ),
+        (
+            "",
+            "Never trained (stuck or in flight)",
+            hbars(
+                [
+                    (
+                        g.last_event.split(":")[-1],
+                        float(g.count),
+                        f"{num(g.count)} · {g.state} · oldest {ms(g.oldest_age_ms)}",
+                    )
+                    for g in a.in_flight
+                ],
+                "never trained",
+                PALETTE[3],
+            )
+            + _table(by_title["Oldest never-trained samples"]),
+        ),
+    ]
+    if r is not None:
+        blocks += [
+            (
+                "",
+                "Stop reasons",
+                hbars(
+                    [(s.reason, float(s.count), f"{num(s.count)} ({s.ratio:.1%})") for s in r.stop_reasons],
+                    "stop reasons",
+                    PALETTE[4],
+                ),
+            ),
+            (
+                "",
+                "Turns per trajectory",
+                histogram(r.turns_histogram, "turns per trajectory") + _table(by_title["Rollouts"]),
+            ),
+            ("", "Response length per rollout (tokens)", histogram(r.response_length_histogram, "response length")),
+            (
+                "",
+                "Tool time by tool",
+                hbars(
+                    [
+                        (t.tool, float(t.total_ms), f"{num(t.count)} calls, p50 {ms(t.p50)}, p99 {ms(t.p99)}")
+                        for t in r.tools
+                    ],
+                    "tool time",
+                    PALETTE[6],
+                ),
+            ),
+            ("", "sglang timing", _table(by_title["sglang timing"])),
+        ]
+    blocks += [
+        ("", "Staleness (train step − generation step)", stacked(a)),
+        (
+            "",
+            "Generation throughput per step (tokens/s)",
+            bars(
+                [str(t.step) for t in a.step_throughput],
+                [t.tokens_per_s or 0.0 for t in a.step_throughput],
+                "throughput per step",
+                " tok/s",
+                PALETTE[5],
+            )
+            + _table(by_title["Generation throughput per step"]),
+        ),
+        (
+            "",
+            "Generation throughput per worker (tokens/s)",
+            hbars(
+                [
+                    (w.worker, w.tokens_per_s or 0.0, f"{num(w.tokens_per_s)} tok/s, {num(w.trajectories)} traj")
+                    for w in a.worker_throughput
+                ],
+                "throughput per worker",
+                PALETTE[5],
+            ),
+        ),
+    ]
+    notes = "".join(f'<p class="note">{_esc(n)}</p>' for n in a.notes)
+    body = "".join(
+        f'<section class="{cls}"><h2>{_esc(title)}</h2>{content}</section>' for cls, title, content in blocks
+    )
+    head_lines = "".join(f"<p>{_esc(line)}</p>" for line in header_lines(h))
+    title = f"Trace analysis — {', '.join(h.job_ids) or 'run'}"
+    return (
+        "<!DOCTYPE html>\n"
+        f'<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
+        f"<body><header><h1>{_esc(title)}</h1>{head_lines}</header>"
+        f'<main><section class="wide">{notes or "<p>No warnings.</p>"}</section>{body}</main>'
+        f"<script>{SCRIPT}</script></body></html>\n"
+    )
+
+
+def write_html(analysis: Analysis, target: Path) -> None:
+    """Write the report to ``target``."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(page(analysis), encoding="utf-8")

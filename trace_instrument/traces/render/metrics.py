@@ -1,0 +1,141 @@
+"""The JSON output: one object whose metric keys follow verl's naming (``stop_reason/length/ratio``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from statistics import mean
+from typing import Any
+
+from trace_instrument.traces.events import short_name
+from trace_instrument.traces.model import Analysis, Distribution
+
+SCHEMA_VERSION = 1
+
+
+def _dist(prefix: str, dist: Distribution) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in (("mean", dist.mean), ("min", dist.min), ("max", dist.max)):
+        if value is not None:
+            out[f"{prefix}/{key}"] = value
+    out.update({f"{prefix}/{k}": v for k, v in dist.quantiles.items()})
+    return out
+
+
+def _seconds(values: Sequence[int | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return mean(present) / 1000 if present else None
+
+
+def metrics(analysis: Analysis) -> dict[str, float]:
+    """Flat run-level metrics, verl-style keys."""
+    out: dict[str, float] = {}
+    r = analysis.rollouts
+    if r is not None:
+        for stop in r.stop_reasons:
+            out[f"stop_reason/{stop.reason}/count"] = stop.count
+            out[f"stop_reason/{stop.reason}/ratio"] = stop.ratio
+        out.update(_dist("num_turns", r.turns))
+        out.update(_dist("response_length", r.response_length))
+        for tool in r.tools:
+            base = f"tool_time_ms/{tool.tool}"
+            out.update(
+                {
+                    f"{base}/count": tool.count,
+                    f"{base}/p50": tool.p50,
+                    f"{base}/p90": tool.p90,
+                    f"{base}/p99": tool.p99,
+                    f"{base}/max": tool.max,
+                }
+            )
+        if r.sglang.collected:
+            for name, dist in r.sglang.fields.items():
+                out.update(_dist(f"sglang_ms/{name}", dist))
+    for lat in analysis.latencies:
+        base = f"latency_ms/{short_name_of(lat.from_event)}->{short_name_of(lat.to_event)}"
+        out.update(
+            {
+                f"{base}/count": lat.count,
+                f"{base}/p50": lat.p50,
+                f"{base}/p90": lat.p90,
+                f"{base}/p99": lat.p99,
+                f"{base}/max": lat.max,
+            }
+        )
+    steps = analysis.steps
+    for key, values in (
+        ("timing_s/gen", [s.rollout_ms for s in steps]),
+        ("timing_s/train", [s.train_ms for s in steps]),
+        ("timing_s/overlap", [s.overlap_ms for s in steps]),
+        ("timing_s/trainer_idle", [s.trainer_idle_ms for s in steps]),
+    ):
+        value = _seconds(values)
+        if value is not None:
+            out[key] = value
+    if analysis.staleness:
+        total = sum(row.count for row in analysis.staleness)
+        out["staleness/mean"] = sum(row.staleness * row.count for row in analysis.staleness) / total
+        out["staleness/max"] = max(row.staleness for row in analysis.staleness)
+    rates = [s.tokens_per_s for s in analysis.step_throughput if s.tokens_per_s is not None]
+    if rates:
+        out["throughput/gen_tokens_per_s/mean"] = mean(rates)
+    for row in analysis.funnel:
+        key = row.milestone.replace(" ", "_")
+        out[f"funnel/{key}/prompts"] = row.prompts
+        out[f"funnel/{key}/trajectories"] = row.trajectories
+    out["in_flight/count"] = sum(g.count for g in analysis.in_flight)
+    return out
+
+
+def short_name_of(event: str) -> str:
+    return event.split(":", 1)[-1]
+
+
+def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
+    """Per global step: verl-style keys for its windows, staleness and throughput."""
+    throughput = {t.step: t for t in analysis.step_throughput}
+    stale: dict[int, list[tuple[int, int]]] = {}
+    for row in analysis.staleness:
+        stale.setdefault(row.train_step, []).append((row.staleness, row.count))
+    out = []
+    for s in analysis.steps:
+        entry: dict[str, Any] = {"step": s.step}
+        for key, value in (
+            ("timing_s/gen", s.rollout_ms),
+            ("timing_s/train", s.train_ms),
+            ("timing_s/overlap", s.overlap_ms),
+            ("timing_s/trainer_idle", s.trainer_idle_ms),
+            ("timing_s/rollout_gap", s.rollout_gap_ms),
+        ):
+            entry[key] = None if value is None else value / 1000
+        entry["rollout/completed"] = s.rollouts_completed
+        entry["train/samples"] = s.samples_trained
+        entry["progress/lines"] = s.progress
+        entry["progress/order_ok"] = s.progress_order_ok
+        t = throughput.get(s.step)
+        entry["throughput/gen_tokens_per_s"] = t.tokens_per_s if t else None
+        entry["throughput/progress_tokens_per_s"] = s.gen_throughput
+        rows = stale.get(s.step, [])
+        n = sum(c for _, c in rows)
+        entry["staleness/mean"] = sum(v * c for v, c in rows) / n if n else None
+        entry["staleness/max"] = max((v for v, _ in rows), default=None)
+        out.append(entry)
+    return out
+
+
+def to_json(analysis: Analysis) -> str:
+    """The ``--format json`` document."""
+    details = asdict(analysis)
+    header = details.pop("header")
+    document = {
+        "schema": SCHEMA_VERSION,
+        "run": header,
+        "metrics": metrics(analysis),
+        "steps": step_metrics(analysis),
+        "details": details,
+    }
+    return json.dumps(document, indent=2, default=str)
+
+
+__all__ = ["metrics", "short_name", "step_metrics", "to_json"]

@@ -1,0 +1,258 @@
+"""The report as titled tables of strings, shared by the terminal and markdown output."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from trace_instrument.traces.model import Analysis, Header
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    note: str = ""
+
+
+def ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 10_000:
+        return f"{value / 1000:,.1f} s"
+    return f"{value:,.0f} ms" if float(value).is_integer() else f"{value:,.1f} ms"
+
+
+def num(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.{digits}f}"
+
+
+def clock(epoch_ms: int | None) -> str:
+    if epoch_ms is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch_ms / 1000)) + f".{epoch_ms % 1000:03d}Z"
+
+
+def rel(epoch_ms: int | None, origin: int | None) -> str:
+    if epoch_ms is None or origin is None:
+        return "-"
+    return f"+{(epoch_ms - origin) / 1000:,.3f}s"
+
+
+def _short(event: str) -> str:
+    """``received_generate_response`` for ``LLM_GENERATE:received_generate_response`` (tables stay narrow)."""
+    return event.split(":", 1)[-1]
+
+
+def header_lines(h: Header) -> list[str]:
+    steps = f"{h.steps[0]}-{h.steps[-1]} ({len(h.steps)})" if h.steps else "-"
+    lines = [
+        f"job {', '.join(h.job_ids) or '-'} | hosts {', '.join(h.hosts) or '-'} | {h.processes} processes | steps {steps}",
+        (
+            f"{clock(h.first_ms)} -> {clock(h.last_ms)} | rows read {h.rows_read:,} | rejected {h.rows_rejected:,} | "
+            f"trajectories {h.trajectories_read:,} | progress lines {h.progress_lines:,}"
+        ),
+        "files: " + ", ".join(f"{n} {kind}" for kind, n in sorted(h.files.items())),
+    ]
+    if h.trainer_mode:
+        lines.append(
+            f"trainer: {h.trainer_mode}; total training steps {h.total_training_steps or '-'}; "
+            + ", ".join(f"{k}={v}" for k, v in sorted(h.config.items()))
+        )
+    if h.lost is None:
+        lines.append("dropped by the runtime: not reported (no status files)")
+    else:
+        parts = [
+            f"{out} {sum(r.values()):,}" + (f" ({', '.join(f'{k}: {v}' for k, v in sorted(r.items()))})" if r else "")
+            for out, r in sorted(h.lost.items())
+        ]
+        lines.append("dropped by the runtime: " + "; ".join(parts))
+    for skew in h.clock_skew:
+        lines.append(f"clock: {skew.host} minus {skew.reference} is within [{skew.low_ms:+,}, {skew.high_ms:+,}] ms")
+    for s in h.skipped:
+        lines.append(f"skipped {s.count:,} {s.reason}" + (": " + "; ".join(s.examples) if s.examples else ""))
+    return lines
+
+
+def sections(a: Analysis) -> list[Section]:
+    """Every view, in the order of the report."""
+    origin = a.header.first_ms
+    out = [
+        Section(
+            "Step windows (from the CSV rows; progress lines for order)",
+            (
+                "step",
+                "rollout start",
+                "rollout",
+                "train start",
+                "train",
+                "overlap",
+                "trainer idle",
+                "rollout gap",
+                "done",
+                "trained",
+                "progress",
+                "gen tok/s",
+            ),
+            tuple(
+                (
+                    str(s.step),
+                    rel(s.rollout_start_ms, origin),
+                    ms(s.rollout_ms),
+                    rel(s.train_start_ms, origin),
+                    ms(s.train_ms),
+                    ms(s.overlap_ms),
+                    ms(s.trainer_idle_ms),
+                    ms(s.rollout_gap_ms),
+                    num(s.rollouts_completed),
+                    num(s.samples_trained),
+                    s.progress + ("" if s.progress_order_ok in (None, True) else " (order!)"),
+                    num(s.gen_throughput),
+                )
+                for s in a.steps
+            ),
+        ),
+        Section(
+            "Stage latencies (consecutive stages of a sample)",
+            ("from", "to", "count", "p50", "p90", "p99", "max", "neg", "slowest"),
+            tuple(
+                (
+                    _short(lat.from_event),
+                    _short(lat.to_event),
+                    num(lat.count),
+                    ms(lat.p50),
+                    ms(lat.p90),
+                    ms(lat.p99),
+                    ms(lat.max),
+                    num(lat.negative),
+                    lat.slowest[0] if lat.slowest else "",
+                )
+                for lat in a.latencies
+            ),
+        ),
+        Section(
+            "Slowest trajectories (first to last row)",
+            ("sample id", "time"),
+            tuple((sid, ms(total)) for sid, total in a.slowest),
+        ),
+        Section(
+            "Funnel",
+            ("milestone", "prompts", "trajectories"),
+            tuple((f.milestone, num(f.prompts), num(f.trajectories)) for f in a.funnel),
+        ),
+        Section(
+            "Never trained (stuck or in flight), by last stage",
+            ("last stage", "state", "count", "oldest"),
+            tuple((g.last_event, g.state, num(g.count), ms(g.oldest_age_ms)) for g in a.in_flight),
+        ),
+        Section(
+            "Oldest never-trained samples",
+            ("sample id", "last stage", "ago", "process"),
+            tuple((x.sample_id, x.last_event, ms(x.age_ms), x.host or "-") for x in a.in_flight_oldest[:10]),
+        ),
+    ]
+    r = a.rollouts
+    if r is not None:
+        out.append(
+            Section(
+                "Stop reasons",
+                ("reason", "count", "ratio"),
+                tuple((s.reason, num(s.count), f"{s.ratio:.1%}") for s in r.stop_reasons),
+            )
+        )
+        dist_rows = []
+        for name, d in (("turns per trajectory", r.turns), ("response length (tokens)", r.response_length)):
+            dist_rows.append(
+                (
+                    name,
+                    num(d.count),
+                    num(d.mean),
+                    num(d.min),
+                    *(num(d.quantiles.get(k)) for k in ("p50", "p90", "p95", "p99")),
+                    num(d.max),
+                )
+            )
+        out.append(
+            Section(
+                "Rollouts", ("quantity", "count", "mean", "min", "p50", "p90", "p95", "p99", "max"), tuple(dist_rows)
+            )
+        )
+        out.append(
+            Section(
+                "Tool time by tool (generate response -> tool executed)",
+                ("tool", "calls", "p50", "p90", "p99", "max", "total"),
+                tuple(
+                    (t.tool, num(t.count), ms(t.p50), ms(t.p90), ms(t.p99), ms(t.max), ms(t.total_ms)) for t in r.tools
+                ),
+            )
+        )
+        if r.sglang.collected:
+            out.append(
+                Section(
+                    f"sglang timing ({r.sglang.turns_with_timing:,} of {r.sglang.turns:,} turns)",
+                    ("part", "mean", "p50", "p90", "p99", "max"),
+                    tuple(
+                        (
+                            name,
+                            ms(d.mean),
+                            ms(d.quantiles.get("p50")),
+                            ms(d.quantiles.get("p90")),
+                            ms(d.quantiles.get("p99")),
+                            ms(d.max),
+                        )
+                        for name, d in r.sglang.fields.items()
+                    ),
+                )
+            )
+        else:
+            out.append(Section("sglang timing", ("part", "value"), (("queue / prefill / decode", "not collected"),)))
+    stale: dict[int, dict[int, int]] = {}
+    for row in a.staleness:
+        stale.setdefault(row.train_step, {})[row.staleness] = row.count
+    values = sorted({row.staleness for row in a.staleness})
+    out.append(
+        Section(
+            "Staleness (train step - generation step), samples per step",
+            ("train step", *(f"+{v}" for v in values)),
+            tuple((str(step), *(num(c.get(v, 0)) for v in values)) for step, c in sorted(stale.items())),
+        )
+    )
+    out.append(
+        Section(
+            "Generation throughput per step",
+            ("step", "trajectories", "tokens", "span", "tok/s", "progress tok/s"),
+            tuple(
+                (
+                    str(t.step),
+                    num(t.trajectories),
+                    num(t.tokens),
+                    ms(None if t.seconds is None else t.seconds * 1000),
+                    num(t.tokens_per_s),
+                    num(t.progress_tokens_per_s),
+                )
+                for t in a.step_throughput
+            ),
+        )
+    )
+    out.append(
+        Section(
+            "Generation throughput per worker",
+            ("worker", "trajectories", "tokens", "busy", "tok/s"),
+            tuple(
+                (
+                    w.worker,
+                    num(w.trajectories),
+                    num(w.tokens),
+                    ms(None if w.seconds is None else w.seconds * 1000),
+                    num(w.tokens_per_s),
+                )
+                for w in a.worker_throughput
+            ),
+        )
+    )
+    return out

@@ -1,0 +1,43 @@
+"""Terminal output: the header and one rich table per view; markdown for pasting into issues."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from trace_instrument.traces.model import Analysis
+from trace_instrument.traces.render.tables import header_lines, sections
+
+
+def print_text(analysis: Analysis, console: Console) -> None:
+    """Rich tables for a terminal (or a wide plain layout when piped)."""
+    title = "Run" + (" (cached)" if analysis.cached else "")
+    console.print(f"[bold]{title}[/bold]")
+    for line in header_lines(analysis.header):
+        console.print("  " + line, markup=False)
+    for note in analysis.notes:
+        console.print(f"  note: {note}", markup=False, style="yellow")
+    for section in sections(analysis):
+        table = Table(title=section.title, title_justify="left", show_edge=False, pad_edge=False)
+        for i, column in enumerate(section.columns):
+            table.add_column(column, justify="left" if i == 0 else "right", overflow="fold")
+        for row in section.rows:
+            table.add_row(*row)
+        if not section.rows:
+            table.add_row("(none)", *([""] * (len(section.columns) - 1)))
+        console.print()
+        console.print(table)
+
+
+def markdown(analysis: Analysis) -> str:
+    """The same report as GitHub-flavoured markdown."""
+    out = ["# Trace analysis", ""]
+    out += [f"- {line}" for line in header_lines(analysis.header)]
+    out += [f"- note: {note}" for note in analysis.notes]
+    for section in sections(analysis):
+        out += ["", f"## {section.title}", ""]
+        out.append("| " + " | ".join(section.columns) + " |")
+        out.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(section.columns))) + "|")
+        for row in section.rows or (("(none)",) + ("",) * (len(section.columns) - 1),):
+            out.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,190 @@
+"""``analyze --engine spark``: the same SQL files on Spark (the optional ``spark`` extra, pyspark).
+
+Local mode by default (``local[2]``); ``--spark-master`` points it at a cluster. The raw files
+are read with Spark's DataFrame readers (CSV with a fixed schema, JSONL as text), so the
+trace folders must be visible to the executors under the same paths (a shared file
+system); every view after that is the shared SQL. Tables are cached temp views.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
+from trace_instrument.traces.discover import Inputs, TornTail
+from trace_instrument.traces.model import Skipped, SourceFile
+
+_TURN = (
+    "struct<turn_index:bigint,prompt_token_count:bigint,completion_token_count:bigint,finish_reason:string,"
+    "completion_time_ms:double,observation_time_ms:double,sglang_time_ms:double,"
+    "sglang_queue_time_ms:double,sglang_ttft_ms:double,sglang_prefill_ms:double,sglang_decode_time_ms:double>"
+)
+PAYLOAD_SCHEMA = (
+    "struct<request_id:string,n_samples:bigint,global_step:bigint,created_at_ts:double,completed_at_ts:double,"
+    f"total_time_ms:double,turns:array<{_TURN}>>"
+)
+TOP_SCHEMA = "struct<prompt_uid:string,sample_index:bigint,raw_message:string>"
+_CREATE_TABLE = re.compile(r"^\s*(?:--[^\n]*\n\s*)*CREATE TABLE (\w+) AS", re.IGNORECASE)
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+class SparkDialect(Dialect):
+    name = "spark"
+
+    def quantiles(self, expr: str, *points: str) -> str:
+        return f"percentile({expr}, array({', '.join(points)}))"
+
+    def top_ids(self, id_expr: str, value: str, k: str) -> str:
+        return (
+            f"transform(slice(sort_array(collect_list(named_struct('v', {value}, 'i', {id_expr})), false), 1, {k}), "
+            "x -> x.i)"
+        )
+
+    def struct(self, **fields: str) -> str:
+        return "named_struct(" + ", ".join(f"'{name}', {expr}" for name, expr in fields.items()) + ")"
+
+    def starts_with(self, expr: str, prefix: str) -> str:
+        return f"startswith({expr}, '{prefix}')"
+
+    def position(self, expr: str, needle: str) -> str:
+        return f"instr({expr}, '{needle}')"
+
+    def uid_of(self, column: str) -> str:
+        return f"regexp_extract({column}, {_lit(UID_PATTERN)}, 1)"
+
+    def traj_of(self, column: str) -> str:
+        return f"regexp_extract({column}, '/([^/]*)$', 1)"
+
+    def last_ignore_nulls(self, expr: str) -> str:
+        return f"last({expr}, true)"
+
+    def constants(self) -> dict[str, str]:
+        return {**super().constants(), "top_schema": TOP_SCHEMA, "payload_schema": PAYLOAD_SCHEMA}
+
+
+class SparkBackend(Backend):
+    """Runs the views on a SparkSession (created here, stopped by ``close``)."""
+
+    name = "spark"
+
+    def __init__(self, master: str | None = None) -> None:
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError as exc:  # the CLI turns this into advice
+            raise ImportError("pyspark is not installed") from exc
+        self.dialect = SparkDialect()
+        builder = (
+            SparkSession.builder.master(master or "local[2]")
+            .appName("trace-instrument analyze")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.sql.ansi.enabled", "false")
+            .config("spark.driver.memory", "1g")
+        )
+        self.spark = builder.getOrCreate()
+        self.spark.sparkContext.setLogLevel("ERROR")
+
+    def run(self, sql: str) -> list[tuple[Any, ...]]:
+        match = _CREATE_TABLE.match(sql)
+        if match:  # a table of the pipeline: a cached temp view
+            sql = sql[: match.start()] + f"CACHE TABLE {match.group(1)} AS" + sql[match.end() :]
+        return [tuple(_plain(v) for v in row) for row in self.spark.sql(sql).collect()]
+
+    def close(self) -> None:
+        self.spark.catalog.clearCache()
+        self.spark.stop()
+
+    def export_parquet(self, table: str, path: str) -> None:
+        self.spark.table(table).write.mode("overwrite").parquet(path)
+
+    def load(self, inputs: Inputs) -> LoadReport:
+        self._files(inputs.files)
+        torn = {t.file_id: t for t in inputs.torn}
+        samples = inputs.of_kind("sample")
+        skipped: list[Skipped] = []
+        rejected = 0
+        if samples:
+            self._read_csv(samples)
+            self.script("raw_events", torn_filter=_csv_torn_filter(samples, torn))
+            self.script("events")
+            (refused,) = self.run("SELECT count(*) FROM raw_csv WHERE ts IS NULL OR content IS NULL")[0]
+            if refused:
+                skipped.append(Skipped("CSV row refused (no timestamp or content)", int(refused)))
+                rejected += int(refused)
+        else:
+            self.script("empty_events")
+        self.script("entities")
+        self.script("transitions")
+        trajectories = inputs.of_kind("trajectory")
+        if trajectories:
+            self._read_text(trajectories)
+            self.script("trajectories", torn_filter=_jsonl_torn_filter(trajectories, torn))
+            (bad,) = self.run("SELECT count(*) FROM traj_lines WHERE NOT is_json")[0]
+            if bad:
+                skipped.append(Skipped("trajectory line that is not JSON", int(bad)))
+        else:
+            self.script("empty_trajectories")
+        torn_samples = sum(1 for f in samples if f.file_id in torn)
+        if torn_samples:
+            skipped.append(Skipped("torn last CSV row (run still being written)", torn_samples))
+            rejected += torn_samples
+        self.select_steps(None)
+        return LoadReport(tuple(skipped), rejected)
+
+    def _files(self, files: tuple[SourceFile, ...]) -> None:
+        rows = [(f.file_id, f.path, Path(f.path).resolve().as_uri(), f.kind, f.root, f.host, f.pid) for f in files]
+        schema = "file_id INT, path STRING, uri STRING, kind STRING, root STRING, host STRING, pid BIGINT"
+        self.spark.createDataFrame(rows, schema).createOrReplaceTempView("files")
+
+    def _read_csv(self, samples: list[SourceFile]) -> None:
+        from pyspark.sql.functions import input_file_name
+
+        frame = self.spark.read.csv(
+            [f.path for f in samples],
+            schema="job_id STRING, cat STRING, sample_id STRING, status STRING, ts BIGINT, content STRING",
+            header=False,
+            quote='"',
+            escape='"',
+            mode="PERMISSIVE",
+            encoding="UTF-8",
+        ).withColumn("path", input_file_name())
+        frame.createOrReplaceTempView("raw_csv")
+
+    def _read_text(self, files: list[SourceFile]) -> None:
+        from pyspark.sql.functions import input_file_name
+
+        frame = self.spark.read.text([f.path for f in files]).withColumn("path", input_file_name())
+        frame.createOrReplaceTempView("traj_text")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _csv_torn_filter(samples: list[SourceFile], torn: dict[int, TornTail]) -> str:
+    clauses = []
+    for f in samples:
+        tail = torn.get(f.file_id)
+        if tail is None or len(tail.fields) != 6 or not tail.fields[4].isdigit():
+            continue
+        clauses.append(
+            f"(f.file_id = {f.file_id} AND r.sample_id = {_lit(tail.fields[2])} AND r.ts = {int(tail.fields[4])} "
+            f"AND r.content = {_lit(tail.fields[5])})"
+        )
+    return "NOT (" + " OR ".join(clauses) + ")" if clauses else "TRUE"
+
+
+def _jsonl_torn_filter(files: list[SourceFile], torn: dict[int, TornTail]) -> str:
+    clauses = [
+        f"(f.file_id = {f.file_id} AND t.value = {_lit(torn[f.file_id].text)})" for f in files if f.file_id in torn
+    ]
+    return "NOT (" + " OR ".join(clauses) + ")" if clauses else "TRUE"

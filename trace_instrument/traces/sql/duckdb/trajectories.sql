@@ -1,0 +1,44 @@
+-- DuckDB: trajectory JSONL lines, new format ({prompt_uid, sample_index, raw_message}) or the old
+-- flat one, parsed to one row per trajectory; lines that are not JSON objects keep `ok` false.
+CREATE TABLE traj_lines AS
+SELECT file_id, line_len,
+       top IS NOT NULL AS is_json,
+       top.prompt_uid AS prompt_uid, top.sample_index AS sample_index,
+       CASE WHEN top.raw_message IS NULL THEN 'flat' ELSE 'raw_message' END AS fmt,
+       CASE WHEN top IS NULL THEN left(line, 120) END AS bad_text,
+       CASE WHEN top IS NULL THEN NULL
+            WHEN top.raw_message IS NULL THEN TRY(json_transform(line, '{{payload_schema}}'))
+            ELSE TRY(json_transform(top.raw_message, '{{payload_schema}}'))
+       END AS p
+FROM (SELECT f.file_id, length(r.line) AS line_len, r.line,
+             TRY(json_transform(r.line, '{{top_schema}}')) AS top
+      FROM (SELECT filename, line
+            FROM read_csv({{paths}}, columns = {'line': 'VARCHAR'}, header = false, auto_detect = false,
+                          delim = '{{unit_sep}}', quote = '', escape = '', filename = true, max_line_size = 1073741824,
+                          store_rejects = true, rejects_table = 'jsonl_rejects', rejects_scan = 'jsonl_scans')
+            WHERE {{torn_filter}}) AS r
+      JOIN files AS f ON f.path = r.filename) AS parsed;
+
+CREATE TABLE trajectories_all AS
+SELECT rowid AS traj_id, file_id,
+       fmt,
+       prompt_uid, sample_index,
+       p.request_id AS request_id, p.n_samples AS n_samples, p.global_step AS global_step,
+       p.created_at_ts AS created_at_ts, p.completed_at_ts AS completed_at_ts, p.total_time_ms AS total_time_ms,
+       coalesce(len(p.turns), 0) AS n_turns,
+       CAST(list_sum(list_transform(p.turns, lambda t: t.completion_token_count)) AS BIGINT) AS response_tokens,
+       p.turns[-1].finish_reason AS stop_reason,
+       list_sum(list_transform(p.turns, lambda t: t.observation_time_ms)) AS observation_ms
+FROM traj_lines
+WHERE p IS NOT NULL AND (p.request_id IS NOT NULL OR p.turns IS NOT NULL);
+
+-- a view: the turns are unnested when a query needs them (the sglang breakdown, the export)
+CREATE VIEW turns_all AS
+SELECT traj_id, t.turn_index AS turn_index, t.prompt_token_count AS prompt_tokens,
+       t.completion_token_count AS completion_tokens, t.finish_reason AS finish_reason,
+       t.completion_time_ms AS completion_ms,
+       t.observation_time_ms AS observation_ms, t.sglang_time_ms AS sglang_total_ms,
+       t.sglang_queue_time_ms AS sglang_queue_ms, t.sglang_ttft_ms AS sglang_ttft_ms,
+       t.sglang_prefill_ms AS sglang_prefill_ms, t.sglang_decode_time_ms AS sglang_decode_ms
+FROM (SELECT rowid AS traj_id, unnest(p.turns) AS t FROM traj_lines
+      WHERE p IS NOT NULL AND p.turns IS NOT NULL) AS u

@@ -1,0 +1,29 @@
+-- One row per sample id: a trajectory (`uid/N`) or a prompt's sample-level rows (`uid/sample`).
+-- The pipeline order is `ord` (see events.py), then time: clock skew between hosts cannot reorder stages.
+CREATE TABLE entities_all AS
+SELECT sample_id,
+       {{uid_of(sample_id)}} AS uid,
+       sample_id NOT LIKE '%/sample' AS is_traj,
+       count(*) AS n_rows,
+       min(ts) AS first_ts,
+       max(ts) AS last_ts,
+       min_by(code, {{order_key}}) AS first_code,
+       min_by(ts, {{order_key}}) AS first_ordered_ts,
+       min_by(file_id, {{order_key}}) AS first_file,
+       max_by(code, {{order_key}}) AS last_code,
+       max_by(ts, {{order_key}}) AS last_ordered_ts,
+       max_by(file_id, {{order_key}}) AS last_file,
+       max(CASE WHEN code = 10 THEN step END) AS completed_step,
+       max(CASE WHEN code IN (5, 6) THEN step END) AS started_step,
+       max(CASE WHEN code = 17 THEN step END) AS train_step,
+       coalesce(max(CASE WHEN code = 10 THEN step END), max(CASE WHEN code IN (5, 6) THEN step END), min(step)) AS gen_step,
+       max(CASE WHEN code BETWEEN 5 AND 10 THEN file_id END) AS worker_file,
+       bool_or(code IN (1, 2, 6)) AS m_generated,
+       bool_or(code IN (3, 4)) AS m_dispatched,
+       bool_or(code IN (5, 6)) AS m_started,
+       bool_or(code = 10) AS m_completed,
+       bool_or(code IN (11, 13)) AS m_reward,
+       bool_or(code = 17) AS m_trained
+FROM events_all
+WHERE code IS NOT NULL AND code <> 19
+GROUP BY sample_id

@@ -1,0 +1,2 @@
+-- Parquet `turns`: one row per turn of a trajectory.
+SELECT * FROM turns
