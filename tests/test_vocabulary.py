@@ -74,3 +74,18 @@ def test_the_json_schemas_list_every_status_and_reason():
     point = schema("check")["$defs"]["point"]["properties"]
     assert point["status"]["enum"] == [s.value for s in Status]
     assert point["reason"]["anyOf"][0]["enum"] == [r.value for r in Reason]
+
+
+def test_the_trace_reader_reads_only_fields_the_trajectory_line_has():
+    """analyze's engines name the fields they read (types per engine); each is a specified key."""
+    import re
+
+    from trace_instrument.traces import duckdb_backend, spark_backend
+
+    assert set(duckdb_backend.TOP_SCHEMA) == set(TRAJECTORY_LINE_KEYS)
+    assert set(duckdb_backend.PAYLOAD_SCHEMA) <= set(RAW_MESSAGE_KEYS)
+    turn_fields = duckdb_backend.PAYLOAD_SCHEMA["turns"][0]  # type: ignore[index]
+    assert set(turn_fields) <= set(TURN_KEYS)
+    spark_fields = set(re.findall(r"(\w+):", spark_backend.TOP_SCHEMA + spark_backend.PAYLOAD_SCHEMA))
+    assert spark_fields <= set(TRAJECTORY_LINE_KEYS) | set(RAW_MESSAGE_KEYS) | set(TURN_KEYS)
+    assert set(turn_fields) <= spark_fields, "both engines read the same turn fields"
