@@ -7,6 +7,7 @@ holds them. When neither works the tests fail with the reason; they never skip.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,35 @@ from support import copy_tree
 
 from trace_instrument.spec import load_catalog
 from trace_instrument.wheels import WheelError, verl_tree
+
+REAL_DISCOVERY_FILES = [
+    Path("/tmp/verl_trace_sample_path.txt"),
+    Path("/tmp/verl_trace_trajectory_path.txt"),
+    Path("/tmp/verl_progress_path.txt"),
+]
+
+
+def _discovery_snapshot() -> dict[Path, tuple[int, int] | None]:
+    return {
+        path: (path.lstat().st_mtime_ns, path.lstat().st_ino) if path.is_symlink() or path.exists() else None
+        for path in REAL_DISCOVERY_FILES
+    }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def real_discovery_files_untouched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test may write the real /tmp discovery files.
+
+    Every process the suite starts inherits a scratch discovery folder, so a
+    test that forgets to set its own cannot touch a user's files; the guard
+    still fails if one is written anyway (e.g. by code that ignores the
+    variable).
+    """
+    before = _discovery_snapshot()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VERL_TRACE_DISCOVERY_DIR", str(tmp_path_factory.mktemp("discovery")))
+        yield
+    assert _discovery_snapshot() == before, "a test touched the real /tmp discovery files"
 
 
 @pytest.fixture(scope="session")

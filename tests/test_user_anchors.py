@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import compileall
+import json
 import shutil
 
 from support import TESTS, tree_bytes
@@ -13,6 +15,7 @@ from trace_instrument.model import Status
 from trace_instrument.spec import load_catalog
 
 EXAMPLES = TESTS.parent / "examples"
+RUNTIME_TEMPLATES = TESTS.parent / "templates" / "runtime"
 TARGET = "verl/experimental/agent_loop/my_agent_loop.py"
 
 
@@ -41,3 +44,44 @@ def test_without_the_user_anchors_the_custom_loop_is_unexpected_tracing(checkout
     result = check(checkout_090, load_catalog())
     unexpected = {p.file for p in result.points if p.status is Status.UNEXPECTED}
     assert unexpected == {TARGET}
+
+
+def test_plain_remove_keeps_what_the_users_points_need(checkout_090):
+    """Without the user's anchors, remove keeps the runtime package their code imports and names
+    their points with the command that removes them; with the anchors, everything goes."""
+    shutil.copy(EXAMPLES / "my_agent_loop.py", checkout_090 / TARGET)
+    pristine = tree_bytes(checkout_090)
+    user_ids = {p.id for p in load_catalog([EXAMPLES / "anchors"]).points} - {p.id for p in load_catalog().points}
+    assert len(user_ids) == 3  # examples/anchors/my_agent_loop.yaml
+    _cli("apply", "--anchors", str(EXAMPLES / "anchors"), str(checkout_090), code=0)
+    runtime = checkout_090 / "verl/utils/tracing"
+    compileall.compile_dir(str(runtime), quiet=1)
+    assert list((runtime / "__pycache__").glob("*.pyc")), "byte code to leave behind, if remove forgot it"
+
+    plain = json.loads(_cli("remove", "--format", "json", str(checkout_090), code=1))
+    kept = {p["id"]: p["message"] for p in plain["points"] if p["status"] == "kept"}
+    assert set(kept) == user_ids
+    assert all("trace-instrument remove --anchors" in message for message in kept.values())
+    assert {f["status"] for f in plain["runtime"]} == {"kept-in-use"}
+    assert all(f["users"] == [TARGET] for f in plain["runtime"])
+    assert sorted(p.name for p in runtime.glob("*.py")) == sorted(p.name for p in RUNTIME_TEMPLATES.glob("*.py"))
+    text = (checkout_090 / TARGET).read_text()
+    assert "from verl.utils.tracing import TurnRecord, trace_flow" in text
+    compile(text, TARGET, "exec")
+    manifest = json.loads((checkout_090 / ".trace-instrument.json").read_text())
+    assert set(manifest["points"]) == user_ids, "the manifest still records what is left"
+
+    _cli("remove", "--anchors", str(EXAMPLES / "anchors"), str(checkout_090), code=0)
+    assert tree_bytes(checkout_090) == pristine
+    assert not runtime.exists(), "no verl/utils/tracing/ (nor its __pycache__/) is left behind"
+    assert not (checkout_090 / ".trace-instrument.json").exists()
+
+
+def _cli(*args: str, code: int) -> str:
+    from typer.testing import CliRunner
+
+    from trace_instrument.cli import app
+
+    outcome = CliRunner().invoke(app, list(args))
+    assert outcome.exit_code == code, f"exit {outcome.exit_code}, expected {code}:\n{outcome.output}"
+    return outcome.output

@@ -47,8 +47,8 @@ def test_check_looks_for_every_tracing_name_in_files_outside_the_catalog():
 
 def test_a_trajectory_line_the_runtime_writes_has_exactly_the_specified_keys(tmp_path, monkeypatch):
     """The runtime, loaded from its templates as a package of its own, writes one line."""
-    # its discovery file goes to the test's folder, never the real /tmp one (read at import)
     monkeypatch.setenv("VERL_TRACE_DISCOVERY_DIR", str(tmp_path / "discovery"))
+    (tmp_path / "discovery").mkdir()
     spec = importlib.util.spec_from_file_location(
         "rt_vocab", RUNTIME / "__init__.py", submodule_search_locations=[str(RUNTIME)]
     )
@@ -63,6 +63,7 @@ def test_a_trajectory_line_the_runtime_writes_has_exactly_the_specified_keys(tmp
     store.write(runtime.Trajectory(request_id="0", prompt_uid="u1", sample_index=0, turns=[record.turn]))
     store.close()
     (path,) = tmp_path.glob("*.jsonl")
+    assert (tmp_path / "discovery" / "verl_trace_trajectory_path.txt").exists()
     line = json.loads(path.read_text(encoding="utf-8"))
     assert tuple(line) == TRAJECTORY_LINE_KEYS
     raw = json.loads(line["raw_message"])

@@ -24,11 +24,6 @@ import pytest
 
 RUNTIME_SRC = Path(__file__).resolve().parents[2] / "templates" / "runtime"
 DEFAULT_PACKAGE = "verl.utils.tracing"
-REAL_DISCOVERY_FILES = [
-    Path("/tmp/verl_trace_sample_path.txt"),
-    Path("/tmp/verl_trace_trajectory_path.txt"),
-    Path("/tmp/verl_progress_path.txt"),
-]
 # Environment the runtime reads at import; tests control all of it.
 RUNTIME_ENV_VARS = ("VERL_TRACE_DIR", "DLC_JOB_ID", "VERL_TRACE_DISCOVERY_DIR")
 
@@ -210,18 +205,3 @@ def unprivileged(tmp_path):
     runner = UnprivilegedRunner(tmp_path)
     yield runner
     runner.cleanup()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def real_discovery_files_untouched():
-    """Guard: no test may write the real /tmp discovery files."""
-
-    def snapshot():
-        return {
-            path: (path.lstat().st_mtime_ns, path.lstat().st_ino) if path.is_symlink() or path.exists() else None
-            for path in REAL_DISCOVERY_FILES
-        }
-
-    before = snapshot()
-    yield
-    assert snapshot() == before, "a test touched the real /tmp discovery files"

@@ -20,7 +20,14 @@ from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
-from trace_instrument.engine.assess import Assessment, FileAssessor, RuntimeState, overlap_message, overlaps
+from trace_instrument.engine.assess import (
+    Assessment,
+    FileAssessor,
+    RuntimeState,
+    may_be_repaired,
+    overlap_message,
+    overlaps,
+)
 from trace_instrument.engine.baseline import added_imports, business_baseline
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked, unwritable
 from trace_instrument.engine.manifest import Manifest
@@ -83,7 +90,7 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
     outcomes = _run_jobs(base, context, selected, {path: frozenset() for path in jobs})
     outcomes = _settle_across_files(base, context, selected, outcomes)
     outcomes = {path: _refuse_unwritable(base, outcome) for path, outcome in outcomes.items()}
-    files = [outcome.result for outcome in outcomes.values()]
+    files = _requirements_put_back([outcome.result for outcome in outcomes.values()], catalog)
     # the instrumented code imports the runtime package: it comes along with any point in place
     needs_runtime = selection.wants_runtime or any(p.status.in_place for f in files for p in f.points)
     runtime_plan = runtime_plan if needs_runtime else []
@@ -127,6 +134,22 @@ def _manifest_write(
     } or None
     updated = manifest.updated(in_place, gone=[], baselines=baselines, imports=imports, runtime=installed)
     return updated.write(f"trace-instrument {__version__}") if updated != manifest else None
+
+
+def _requirements_put_back(files: list[FileResult], catalog: Catalog) -> list[FileResult]:
+    """A point in place whose required point this run placed could not run before (check called it
+    broken): it is reported repaired, naming the requirement."""
+    placed = {p.point_id for f in files for p in f.points if p.status is Status.APPLIED}
+    requires = {p.id: p.requires for p in catalog.points}
+
+    def mark(result: PointResult) -> PointResult:
+        back = [r for r in requires.get(result.point_id, ()) if r in placed]
+        if result.status is not Status.PRESENT or not back:
+            return result
+        message = f"runs again: {', '.join(back)} put back in this run"
+        return replace(result, status=Status.REPAIRED, message=message, reason=Reason.REQUIREMENT)
+
+    return [replace(f, points=tuple(mark(p) for p in f.points)) for f in files]
 
 
 @dataclass(frozen=True)
@@ -253,15 +276,27 @@ def _plan_point(assessment: Assessment, updating: set[str]) -> _Plan:
     if result.status is Status.MISSING:
         status = Status.UPDATED if assessment.point.id in updating else Status.APPLIED
         return _Plan(assessment, status)
-    if result.status is Status.BROKEN and assessment.repairs:
-        imports = ", ".join(f"`{i.expected}`" for i in assessment.repairs)
-        return _Plan(assessment, Status.REPAIRED, f"added {imports}", Reason.MISSING_IMPORT)
+    if result.status is Status.BROKEN and may_be_repaired(assessment):
+        # tried: the edit adds the missing imports, and the output's names are checked again; a point
+        # whose names still do not resolve (none of this run's points binds them) goes back to broken
+        imports = ", ".join(f"`{i.expected}`" for i in _import_repairs(assessment))
+        unbound = ", ".join(f"'{i.name}'" for i in result.names if i.problem is Reason.UNBOUND_NAME)
+        message = "; ".join(
+            part
+            for part in (f"added {imports}" if imports else "", f"{unbound} defined again" if unbound else "")
+            if part
+        )
+        return _Plan(assessment, Status.REPAIRED, message, Reason.MISSING_IMPORT if imports else Reason.REQUIREMENT)
     if result.status is Status.STALE:
         message = "applied with an older template; left alone (`trace-instrument apply --update` refreshes it)"
         return _Plan(assessment, Status.STALE, message, result.reason)
     if result.status in (Status.DRIFTED, Status.MOVED):
         return _Plan(assessment, result.status, result.message + "; left alone", result.reason)
     return _Plan(assessment, result.status, result.message, result.reason)
+
+
+def _import_repairs(assessment: Assessment) -> list[NameIssue]:
+    return [i for i in assessment.result.names if i.problem is Reason.MISSING_IMPORT]
 
 
 def _skip(plan: _Plan, message: str, reason: Reason) -> None:
@@ -335,6 +370,8 @@ def _edit_file(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileW
         except _NotRunnable as exc:
             for plan in plans:
                 issues = exc.offenders.get(plan.point.id)
+                if issues and plan.status is Status.REPAIRED:
+                    plan.status, plan.message, plan.reason = Status.BROKEN, "", None  # as found: broken
                 if issues and plan.inserts:
                     plan.status, plan.reason = Status.REFUSED, issues[0].problem
                     plan.message = f"{issues[0].problem.value}: " + "; ".join(str(i) for i in issues)
@@ -350,12 +387,14 @@ def _edit_once(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileW
         return _Outcome(FileResult(work.path, results, original=original), baseline=baseline)
     placements = [pl for p in inserting for pl in p.assessment.placements]
     names = frozenset(n for p in inserting for n in p.point.tracing_names)
-    names |= frozenset(i.name for p in repairing for i in p.assessment.repairs if i.expected.startswith("from verl"))
+    names |= frozenset(
+        i.name for p in repairing for i in _import_repairs(p.assessment) if i.expected.startswith("from verl")
+    )
     extra_imports = tuple(dict.fromkeys([*(i for p in inserting for i in p.point.imports), *_plain_repairs(repairing)]))
     try:
         module = cst.parse_module(work.source.data)
         updated = edit_module(module, work.tree, placements, imports=ImportChanges(names, extra_imports)).code
-        baseline = _check_output(work, updated, inserting, business_baseline(work, catalog), catalog)
+        baseline = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog)
     except _NotRunnable:
         raise
     except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
@@ -378,7 +417,9 @@ def _edit_once(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileW
 
 
 def _plain_repairs(repairing: list[_Plan]) -> list[str]:
-    return [i.expected for p in repairing for i in p.assessment.repairs if not i.expected.startswith("from verl.")]
+    return [
+        i.expected for p in repairing for i in _import_repairs(p.assessment) if not i.expected.startswith("from verl.")
+    ]
 
 
 def _result(plan: _Plan) -> PointResult:
@@ -417,10 +458,15 @@ def _new_imports(work: FileWork, wanted: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _check_output(
-    work: FileWork, updated: str, inserting: list[_Plan], before: tuple[str, ...], catalog: Catalog
+    work: FileWork,
+    updated: str,
+    inserting: list[_Plan],
+    repairing: list[_Plan],
+    before: tuple[str, ...],
+    catalog: Catalog,
 ) -> tuple[str, ...]:
-    """The output must parse, every point placed must be recognised in it and able to run, and its
-    business code must be the input's but for the rewrites the catalog declares.
+    """The output must parse, every point placed or repaired must be recognised in it and able to run,
+    and its business code must be the input's but for the rewrites the catalog declares.
 
     Returns the output's business fingerprints: the baseline a later verify compares with.
     """
@@ -432,7 +478,7 @@ def _check_output(
         if not locator.state(plan.point).complete:
             raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")
     names = PointNames(NameTable(tree, source=updated), locator.recognition)
-    offenders = {p.point.id: names.issues(p.point) for p in inserting}
+    offenders = {p.point.id: names.issues(p.point) for p in [*inserting, *repairing]}
     offenders = {point_id: issues for point_id, issues in offenders.items() if issues}
     if offenders:
         raise _NotRunnable(offenders)

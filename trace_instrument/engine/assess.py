@@ -39,7 +39,6 @@ class Assessment:
     point: Point
     result: PointResult
     placements: list[Placement] = field(default_factory=list)  # MISSING: where each edit goes
-    repairs: tuple[NameIssue, ...] = ()  # BROKEN by missing imports only: what apply adds
     stale: PointState | None = None  # STALE: the older template's code, found in the file
 
     @property
@@ -73,12 +72,15 @@ class FileAssessor:
         if state.complete:
             return self._in_file(point, state)
         if state.untouched:
-            return self._absent(point)
+            return self._absent(point, state)
         stale = stale_state(self.work, point, self.manifest)
         if stale is not None:
             message = "applied with an older template; `trace-instrument apply --update` refreshes it in place"
             result = point_result(point, Status.STALE, line=state.line, message=message, reason=Reason.OLDER_TEMPLATE)
             return Assessment(point, result, stale=stale)
+        if not state.marker_nodes:
+            # some edits exactly in place, the others simply gone (say, lost in a merge): apply completes it
+            return self._absent(point, state)
         return Assessment(point, self.drifted(point, state))
 
     # -- a point whose code is all there ---------------------------------------------------
@@ -115,11 +117,12 @@ class FileAssessor:
             message += "; `trace-instrument apply` adds the import"
         line = min(i.line for i in issues)
         result = point_result(point, Status.BROKEN, line=line, message=message, reason=reason, names=tuple(issues))
-        return Assessment(point, result, repairs=tuple(issues) if repairable else ())
+        return Assessment(point, result)
 
     # -- a point not there at all ------------------------------------------------------------
 
-    def _absent(self, point: Point) -> Assessment:
+    def _absent(self, point: Point, state: PointState) -> Assessment:
+        """A point not there at all, or (partial) some of whose edits are gone and the rest exact."""
         placed = self.placements(point)
         if isinstance(placed, AnchorFailure):
             result = point_result(
@@ -145,7 +148,15 @@ class FileAssessor:
                 point, Status.REFUSED, line=line, message=message, reason=_worst(issues), names=tuple(issues)
             )
             return Assessment(point, result)
-        result = point_result(point, Status.MISSING, line=line, message="not applied; `apply` adds it here")
+        if len(state.absent) == len(point.edits):
+            result = point_result(point, Status.MISSING, line=line, message="not applied; `apply` adds it here")
+            return Assessment(point, result, placements=list(placed))
+        # partly there: the diff names each missing edit with the line it belongs on
+        gone = [edit for edit in point.edits if _among(edit, state.absent)]
+        numbers = ", ".join(str(point.edits.index(edit) + 1) for edit in gone)
+        message = f"edit {numbers} of {len(point.edits)} missing, the others in place; `apply` adds it here"
+        diff = "\n".join(self._edit_diff(point, edit, state, []) for edit in gone)
+        result = point_result(point, Status.MISSING, line=line, message=message, diff=diff)
         return Assessment(point, result, placements=list(placed))
 
     def _required_not_placeable(self, point: Point) -> tuple[str, Status] | None:
@@ -163,10 +174,11 @@ class FileAssessor:
         return None
 
     def placements(self, point: Point) -> list[Placement] | AnchorFailure:
-        """Where each edit of an absent point goes (remembered), or why it cannot go anywhere."""
+        """Where each absent edit of a point goes (remembered), or why it cannot go anywhere."""
         if point.id not in self._placements:
             found: list[Placement] = []
-            for edit in point.edits:
+            absent = self.work.state(point).absent
+            for edit in (e for e in point.edits if _among(e, absent)):
                 placed = self.work.locator.place(point, edit)
                 if isinstance(placed, AnchorFailure):
                     self._placements[point.id] = placed
@@ -189,8 +201,9 @@ class FileAssessor:
         if self._planned is None:
             bound: set[tuple[int, str]] = set()
             for point in self.work.points:
-                if not self.work.state(point).untouched:
-                    continue
+                state = self.work.state(point)
+                if state.marker_nodes or not state.absent:
+                    continue  # in place, or edited by hand: nothing of it is placed
                 placed = self.placements(point)
                 if isinstance(placed, AnchorFailure):
                     continue
@@ -255,7 +268,13 @@ class FileAssessor:
 def will_be_in_place(assessment: Assessment) -> bool:
     """Does apply leave this point in place (already there, added, or repaired)?"""
     status = assessment.status
-    return status.in_place or status is Status.MISSING or (status is Status.BROKEN and bool(assessment.repairs))
+    return status.in_place or status is Status.MISSING or (status is Status.BROKEN and may_be_repaired(assessment))
+
+
+def may_be_repaired(assessment: Assessment) -> bool:
+    """Broken only by names: imports apply adds, or names a point placed in the same run may define."""
+    names = assessment.result.names
+    return bool(names) and all(i.problem in (Reason.MISSING_IMPORT, Reason.UNBOUND_NAME) for i in names)
 
 
 def overlaps(assessments: Iterable[Assessment]) -> dict[str, tuple[str, int]]:
@@ -278,6 +297,10 @@ def overlaps(assessments: Iterable[Assessment]) -> dict[str, tuple[str, int]]:
 
 def overlap_message(other: str, line: int) -> str:
     return f"its anchor overlaps point {other} at line {line}; fix the anchor specs"
+
+
+def _among(edit: Edit, edits: list[Edit]) -> bool:
+    return any(edit is other for other in edits)
 
 
 def _template_stmts(edit: Edit) -> tuple[ast.stmt, ...]:

@@ -48,6 +48,7 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
     context = _Context(catalog, manifest, runtime_state, selected)
     items = [(str(base), path) for path in paths]
     files = map_in_order(_file_job, items, [file_size(base / p) for p in paths], context)
+    files = _requirements_met(files, catalog)
     files += _unexpected_elsewhere(base, catalog, set(paths))
     in_use = any(p.status is not Status.NOT_APPLICABLE and p.point_id != "unexpected" for f in files for p in f.points)
     shown = runtime_files if selection.wants_runtime or in_use else []
@@ -118,6 +119,33 @@ def _refused_overlap(result: PointResult, clashing: dict[str, tuple[str, int]]) 
         return result
     message = overlap_message(*clashing[result.point_id])
     return replace(result, status=Status.AMBIGUOUS, reason=Reason.OVERLAP, message=message)
+
+
+# -- requirements ----------------------------------------------------------------------
+
+# A required point in one of these states has no code in the checkout.
+_ABSENT = frozenset({Status.MISSING, Status.REFUSED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.NOT_APPLICABLE})
+
+
+def _requirements_met(files: list[FileResult], catalog: Catalog) -> list[FileResult]:
+    """A present point whose required point has no code cannot run (C1 calls the tracker C0 sets
+    up, in another method): it is broken, naming the requirement and how to put it back."""
+    status = {p.point_id: p.status for f in files for p in f.points}
+    requires = {p.id: p.requires for p in catalog.points}
+
+    def unmet(result: PointResult) -> PointResult:
+        gone = [r for r in requires.get(result.point_id, ()) if status.get(r) in _ABSENT]
+        if result.status not in (Status.PRESENT, Status.BROKEN) or not gone:
+            return result
+        what = ", ".join(f"{r} ({status[r].value})" for r in gone)
+        if result.status is Status.BROKEN:  # already, by its names: say where they would come from
+            return replace(
+                result, message=f"{result.message}; it requires {what}: `trace-instrument apply` puts it back"
+            )
+        message = f"requires {what}, whose code is not here; `trace-instrument apply` puts it back"
+        return replace(result, status=Status.BROKEN, message=message, reason=Reason.REQUIREMENT)
+
+    return [replace(f, points=tuple(unmet(p) for p in f.points)) for f in files]
 
 
 # -- tracing code nobody accounts for ---------------------------------------------------

@@ -198,6 +198,9 @@ def _plan(work: FileWork, point: Point, context: _Context) -> _Plan:
     stale = stale_state(work, point, context.manifest)
     if stale is not None:
         return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(stale.blocks))
+    if not state.marker_nodes:
+        # partly there (the other edits lost, say in a merge) but nothing edited by hand: its exact blocks go
+        return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(state.blocks))
     if context.force:
         return _Plan(point, point_result(point, Status.REMOVED, line=state.line), _forced_blocks(work, point))
     message = drift_message(state) + "; kept (--force removes its hand-edited blocks whole)"

@@ -115,7 +115,13 @@ def _point_findings(work: FileWork) -> list[Finding]:
         if point.extra is not None and state.untouched:
             continue  # an extra not asked for
         if not state.complete:
-            why = "missing" if state.untouched else "drifted (edited by hand)"
+            why = (
+                "missing"
+                if state.untouched
+                else "partly missing"
+                if not state.marker_nodes
+                else "drifted (edited by hand)"
+            )
             findings.append(Finding(Check.POINTS, work.path, False, f"{point.id} is {why}", line=state.line))
     return findings
 

@@ -59,13 +59,17 @@ def expectations(point: Point) -> dict[str, Expectation]:
 # -- which code is whose ---------------------------------------------------------------------
 
 
-def owned_nodes(block: Block) -> Iterator[ast.AST]:
-    """Every node of a block's own code (captured business code inside a rewrite left out)."""
+def owned_nodes(block: Block, others: frozenset[int] = frozenset()) -> Iterator[ast.AST]:
+    """Every node of a block's own code (captured business code inside a rewrite left out).
+
+    `others`: statements of other points' blocks, left out with everything under them
+    (another point's code may sit inside a rewrite's block).
+    """
     if block.edit.kind is EditKind.REPLACE_EXPR:
         if block.expr is not None:
             yield from ast.walk(block.expr)
         return
-    kept: set[int] = set()
+    kept: set[int] = set(others)
     captures = block.captures
     if captures is not None:
         kept.update(id(s) for s in captures.statements.values())
@@ -122,9 +126,17 @@ class PointNames:
         """Names the point's code uses or binds that would not mean, at run time, what it means."""
         wanted = expectations(point)
         found: dict[tuple[str, Reason], NameIssue] = {}
+        # another point's code nested in this one's block (a point inside C1's try) is judged as its own
+        others = frozenset(
+            id(stmt)
+            for other, state in self.recognition.states.items()
+            if other != point.id
+            for block in state.blocks
+            for stmt in block.instrumentation
+        )
         for block in self.recognition.states[point.id].blocks:
             takeover = taken_over(block.edit)
-            for node in owned_nodes(block):
+            for node in owned_nodes(block, others):
                 if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id in takeover:
                     continue
                 for issue in self._node_issues(node, wanted):
