@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trace_instrument.locate.index import FileIndex, Site, body_of, docstring_of, header_only, position
@@ -11,6 +12,12 @@ from trace_instrument.locate.match import Captures, Matcher, is_wild_body
 from trace_instrument.locate.recognize import Block, Recognition, find_expression
 from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Reason, Status
 from trace_instrument.spec.code import expr_pattern, single_expression
+
+# statements that hold blocks: a one-line `if x: y` shares its line with its own body, not a sibling
+_COMPOUND = (
+    ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
+    ast.AsyncFunctionDef, ast.ClassDef, ast.Match,
+)  # fmt: skip
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -71,6 +78,8 @@ class AnchorFinder:
                 )
             if matches:
                 crowded = [s for s in matches[0].stmts if not self.index.alone_on_its_line(s)]
+                if edit.kind is EditKind.REWRITE:
+                    crowded += self._crowded_inside(matches[0].stmts)
                 if crowded:
                     return _crowded(crowded[0])
                 placed = self._placement(point, edit, matches[0])
@@ -85,6 +94,20 @@ class AnchorFinder:
             self.nearest(edit.anchors[0], scope_nodes),
             line=_scope_line(scope_nodes[0]),
         )
+
+    def _crowded_inside(self, stmts: Sequence[ast.stmt]) -> list[ast.stmt]:
+        """Statements sharing a line (`a; b`) directly in a rewritten statement's blocks.
+
+        A rewrite moves such blocks whole into its template; LibCST holds `a; b` as one line
+        while the anchor sees two statements, and the two views cannot be paired safely.
+        """
+        found: list[ast.stmt] = []
+        for stmt in stmts:
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                block = getattr(stmt, field, None)
+                if isinstance(block, list):
+                    found += [s for s in block if isinstance(s, ast.stmt) and s.lineno in self.index.shared_lines]
+        return [s for s in found if not isinstance(s, _COMPOUND)]
 
     # -- is a present block where its anchor puts it? -------------------------------------
 
