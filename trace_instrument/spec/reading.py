@@ -18,6 +18,8 @@ from trace_instrument.model import Anchor, CodePattern, EditKind, SpecSource, Te
 from trace_instrument.spec.code import CodeError, bad_captures, parse_pattern, placeholders
 from trace_instrument.spec.yamlnodes import Node, SpecProblem
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
 ANCHOR_KINDS = frozenset(kind.value for kind in EditKind)
 ANCHOR_KEYS = ANCHOR_KINDS | {"inside", "expr"}
 PLACE_KEYS = ANCHOR_KEYS | {"alternatives"}  # everything that says where an edit goes
@@ -161,6 +163,18 @@ def read_anchor(ctx: Context, node: Node, data: dict[str, Node]) -> Anchor | Non
     if expr is not None and not isinstance(expr.stmts[0], ast.Expr):
         ctx.problem(data["expr"].where("expr"), "must be a single expression")
         return None
+    if expr is not None and wildcard_expressions(expr.stmts[0]):
+        ctx.problem(
+            data["expr"].where("expr"), "holds a `...` wildcard; remove puts this expression back: write it out"
+        )
+        return None
+    if kind is EditKind.REPLACE_EXPR and isinstance(target.stmts[0], _DEFINITIONS):
+        ctx.problem(
+            source,
+            "a 'replace_expr' anchor cannot be a def or class (they are found by name; "
+            "an expression in their header is never compared): anchor a statement that holds the expression",
+        )
+        return None
     return Anchor(kind=kind, target=target, inside=inside, expr=expr, source=source)
 
 
@@ -203,6 +217,7 @@ def _captures_fit(ctx: Context, where: SpecSource, anchor: Anchor, used: list[tu
     if any(index >= count for index, _ in used):
         ctx.problem(where, f"captures beyond the {count} anchored statements (__anchor_0__ .. __anchor_{count - 1}__)")
         return False
+    roles = dict(used)
     for index, role in used:
         stmt = anchor.target.stmts[index]
         if role == "body" and not hasattr(stmt, "body"):
@@ -211,7 +226,55 @@ def _captures_fit(ctx: Context, where: SpecSource, anchor: Anchor, used: list[tu
         if role == "value" and not isinstance(stmt, (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign)):
             ctx.problem(where, f"__anchor_{index}_value__ needs a return/assignment/expression at position {index}")
             return False
+    for index, stmt in enumerate(anchor.target.stmts):
+        # remove rebuilds every anchored statement not captured whole from the anchor's text
+        kept = roles.get(index)
+        if kept == "":
+            continue
+        if is_wild_body(getattr(stmt, "body", ())) and kept != "body":
+            ctx.problem(
+                anchor.source,
+                f"anchored statement {index} has the body `...` but the template neither keeps it "
+                f"(__anchor_{index}_body__) nor the whole statement (__anchor_{index}__): remove could not put it back",
+            )
+            return False
+        if wildcard_expressions(stmt):
+            ctx.problem(
+                anchor.source,
+                f"anchored statement {index} holds a `...` wildcard; a rewrite can only rebuild exact code: "
+                f"write it out, or keep the statement whole with __anchor_{index}__",
+            )
+            return False
     return True
+
+
+def is_wild_body(body: object) -> bool:
+    """A block written `...`: a pattern about its header only."""
+    return (
+        isinstance(body, list)
+        and len(body) == 1
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and body[0].value.value is Ellipsis
+    )
+
+
+def wildcard_expressions(stmt: ast.stmt) -> list[ast.expr]:
+    """`...` wildcards in a statement's own code (a body that is `...` is not one)."""
+    found: list[ast.expr] = []
+    pending: list[ast.AST] = [stmt]
+    while pending:
+        node = pending.pop()
+        for name, value in ast.iter_fields(node):
+            if name in ("body", "orelse", "finalbody") and isinstance(node, ast.stmt) and is_wild_body(value):
+                continue
+            children = value if isinstance(value, list) else [value]
+            for child in children:
+                if isinstance(child, ast.Constant) and child.value is Ellipsis:
+                    found.append(child)
+                elif isinstance(child, ast.AST):
+                    pending.append(child)
+    return found
 
 
 # -- identities ------------------------------------------------------------------------
