@@ -282,3 +282,17 @@ def test_the_earlier_runtime_hashes_are_well_formed_and_none_is_todays(catalog):
     earlier = {h for hashes in catalog.runtime.earlier.values() for h in hashes}
     assert earlier and not (earlier & today)
     assert all(re.fullmatch(r"[0-9a-f]{16}", h) for h in earlier)
+
+
+def test_a_pasted_second_copy_of_a_points_code_is_unexpected(instrumented, catalog):
+    """The point stays present (its block is where its anchor puts it); the copy is code nobody owns."""
+    trainer = instrumented / RAY_TRAINER
+    text = trainer.read_text(encoding="utf-8")
+    assert text.count(START_UPDATE) == 1
+    trainer.write_text(text.replace(START_UPDATE, START_UPDATE * 2))
+    copy_line = text[: text.index(START_UPDATE)].count("\n") + 2  # the line below the original
+    checked = check(instrumented, catalog)
+    unexpected = [p for p in checked.points if p.status is Status.UNEXPECTED]
+    assert [(p.file, p.line) for p in unexpected] == [(RAY_TRAINER, copy_line)]
+    assert all(p.status is Status.PRESENT for p in checked.points if p.point_id.startswith("progress.v0.update-actor"))
+    assert _cli("check", "--quiet", instrumented).exit_code == 1

@@ -158,6 +158,8 @@ def _unexpected(work: FileWork, catalog: Catalog) -> list[PointResult]:
         for block in state.blocks:
             for stmt in block.instrumentation or block.top:
                 accounted.update(id(n) for n in ast.walk(stmt))
+        if state.complete:
+            continue  # its blocks hold all its code: a second copy of a marker is unexpected
         for node in state.marker_nodes:
             accounted.update(id(n) for n in ast.walk(node))
     return [
