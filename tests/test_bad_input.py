@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from trace_instrument.cli import app
 from trace_instrument.engine.apply import apply
 from trace_instrument.model import Status
+from trace_instrument.spec import load_catalog
 
 TRAINER = "verl/trainer/ppo/ray_trainer.py"
 runner = CliRunner()
@@ -66,6 +67,37 @@ def test_symlink_inside_the_checkout_stays_a_link(checkout_090):
     os.symlink("real_ray_trainer.py", target)
     assert apply(checkout_090, _catalog()).written
     assert target.is_symlink() and b"trace_flow(" in real.read_bytes()
+
+
+LINKED_SPEC = """\
+file: verl/{name}.py
+points:
+  - id: user.{name}
+    facility: progress
+    title: a point in {name}.py (a.py is a link to b.py)
+    scope: f
+    {where}: |
+      {anchor}
+    code: |
+      log_progress('{name}')
+"""
+
+
+def test_two_paths_to_one_file_are_refused_before_anything_is_written(tmp_path):
+    """Each path's edit is made on its own, so neither holds the other: writing is refused, whole."""
+    spec = tmp_path / "spec"
+    spec.mkdir()
+    (spec / "a.yaml").write_text(LINKED_SPEC.format(name="a", where="after", anchor="x = 1"))
+    (spec / "b.yaml").write_text(LINKED_SPEC.format(name="b", where="before", anchor="return x"))
+    root = tmp_path / "checkout"
+    (root / "verl").mkdir(parents=True)
+    (root / "verl/b.py").write_text("def f():\n    x = 1\n    return x\n")
+    os.symlink("b.py", root / "verl/a.py")
+    before = tree_bytes(root)
+    result = apply(root, load_catalog([spec], shipped=False))
+    assert not result.written and result.error is not None
+    assert "are one file (a link)" in result.error.message
+    assert tree_bytes(root) == before, "nothing written, not even the runtime package"
 
 
 def test_non_utf8_bytes_are_reported(checkout_090):

@@ -13,7 +13,9 @@ from support import copy_tree, tree_bytes
 
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.files import LOCK_NAME, PAUSE_AT_ENV, PAUSE_ENV, CheckoutError, checkout_lock
+from trace_instrument.engine.remove import remove
 from trace_instrument.model import Status
+from trace_instrument.render.exits import remove_exit
 
 TRAINER = "verl/trainer/ppo/ray_trainer.py"
 
@@ -46,6 +48,23 @@ def test_keep_going_writes_the_other_files(checkout_090, catalog):
     assert result.written
     assert "trace_flow(" in (checkout_090 / TRAINER).read_text()
     assert "trace_flow(" not in broken.read_text()
+
+
+def test_remove_stops_on_a_failed_file_unless_keep_going(checkout_090, verl_090, catalog):
+    """A file the fork broke after apply: remove writes nothing, or with --keep-going every other file,
+    and keeps the runtime package the broken file still imports."""
+    assert apply(checkout_090, catalog).written
+    broken = checkout_090 / "verl/trainer/ppo/v1/trainer_sync.py"
+    broken.write_text(broken.read_text() + "\ndef oops(:\n")
+    before = tree_bytes(checkout_090)
+    held = remove(checkout_090, catalog)
+    assert not held.written and tree_bytes(checkout_090) == before
+    result = remove(checkout_090, catalog, keep_going=True)
+    assert result.written
+    assert (checkout_090 / TRAINER).read_bytes() == (verl_090 / TRAINER).read_bytes()
+    assert "from verl.utils.tracing import" in broken.read_text(), "the failed file is left as it was"
+    assert (checkout_090 / "verl/utils/tracing/__init__.py").is_file(), "still imported by the failed file"
+    assert remove_exit(result) == 2, "a file failed: the run is an error even though the rest was written"
 
 
 def test_a_run_refuses_while_another_holds_the_lock(checkout_090, catalog):

@@ -349,6 +349,9 @@ def remove(
     only: OnlyOpt = None,
     skip: SkipOpt = None,
     anchors: AnchorsOpt = None,
+    keep_going: Annotated[
+        bool, typer.Option("--keep-going", help="Write the files that worked even if others failed.")
+    ] = False,
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
 ) -> None:
     """Take the instrumentation out again, restoring the original code."""
@@ -356,7 +359,7 @@ def remove(
 
     catalog = _catalog(anchors)
     selection = _selection(catalog, facility, only, skip, [])
-    result = run_remove(path, catalog, selection, write=not dry_run, force=force)
+    result = run_remove(path, catalog, selection, write=not dry_run, force=force, keep_going=keep_going)
     code = exits.remove_exit(result)
     if fmt is Format.json:
         _print_raw(jsonout.dumps(jsonout.run("remove", result, dry_run=dry_run)))
@@ -371,6 +374,8 @@ def remove(
     lines += text.points_lines(shown, show_ok=False, planned_only=not result.written, debug=_tracebacks(result))
     lines += text.runtime_lines(result, planned_only=not result.written)
     state = "written" if result.written else ("dry run, nothing written" if dry_run else "nothing to write")
+    if any(f.error for f in result.files) and not keep_going and not dry_run:
+        state = "nothing written (a file failed; --keep-going writes the others)"
     lines.append(
         Text(f"remove: {counts_line(list(result.points), [Status.REMOVED, Status.MISSING, Status.KEPT])} — {state}")
     )

@@ -144,10 +144,15 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
     the next run finishes the job and clears staged leftovers (*.ti-tmp).
     """
     staged: list[tuple[Path, Path | None]] = []
+    seen: dict[Path, str] = {}
     _fault_pause("before-writes")
     try:
         for write in writes:
             target = _real_target(root, write.path)
+            if target in seen:
+                # two paths, one file (a link): each was edited on its own, neither edit holds the other
+                raise CheckoutError(f"{write.path} and {seen[target]} are one file (a link); edit the file itself")
+            seen[target] = write.path
             if write.expected is not None and _current(target) != write.expected:
                 raise CheckoutError(f"{write.path}: changed while this run was working on it; run again")
             if write.data is None:

@@ -52,12 +52,17 @@ def remove(
     *,
     write: bool = True,
     force: bool = False,
+    keep_going: bool = False,
 ) -> RunResult:
-    """Take the selected points (and, when nothing imports it any more, the runtime package) out."""
+    """Take the selected points (and, when nothing imports it any more, the runtime package) out.
+
+    A file that fails stops every write, unless `keep_going`: then the other files are written
+    (the runtime package stays while a failed file may still import it).
+    """
     try:
         base = checkout_root(root)
         with locked(base, write):
-            return _remove(base, catalog, selection, write, force)
+            return _remove(base, catalog, selection, write, force, keep_going)
     except CheckoutError as exc:
         return RunResult(str(root), (), error=exc.as_run_error())
 
@@ -69,7 +74,9 @@ class _Context:
     force: bool
 
 
-def _remove(base: Path, catalog: Catalog, selection: Selection, write: bool, force: bool) -> RunResult:
+def _remove(
+    base: Path, catalog: Catalog, selection: Selection, write: bool, force: bool, keep_going: bool
+) -> RunResult:
     selection = _with_all_extras(selection, catalog)
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
@@ -93,7 +100,7 @@ def _remove(base: Path, catalog: Catalog, selection: Selection, write: bool, for
         verl_version=verl_version(base),
         validated_on=catalog.validated_on,
     )
-    if any(f.error for f in files):
+    if any(f.error for f in files) and not keep_going:
         return result
     # the code first, the package it imports last: never code importing a package already gone
     writes = [PendingWrite(o.result.path, o.data, o.before) for o in outcomes if o.data is not None]
