@@ -56,6 +56,10 @@ def expectations(point: Point) -> dict[str, Expectation]:
     return wanted
 
 
+# expressions that open a scope of their own
+_OWN_SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
 # -- which code is whose ---------------------------------------------------------------------
 
 
@@ -209,7 +213,7 @@ class PointNames:
         `planned` are (scope node id, name) pairs other points of this run bind (a
         requirement's variables, a helper function): they count as bound.
         """
-        scope = self.scope_for(placement.scope_node)
+        scope = self._expression_scope(placement) or self.scope_for(placement.scope_node)
         replaced = replaced_nodes(placement, stmts)
         takeover = taken_over(placement.edit)
         template = template_table(tuple(stmts))
@@ -235,6 +239,20 @@ class PointNames:
         template = template_table(tuple(stmts))
         scope = self.scope_for(placement.scope_node)
         return frozenset((id(scope.node), name) for name in template.local_names(template.module))
+
+    def _expression_scope(self, placement: Placement) -> Scope | None:
+        """A swapped expression runs where the one it replaces ran: inside a lambda or a
+        comprehension, that scope (its parameters and loop variables are bound there)."""
+        if placement.expr is None:
+            return None
+        pending: list[ast.AST] = [placement.expr]
+        while pending:  # breadth first, not into a lambda or comprehension of the expression's own
+            node = pending.pop(0)
+            if isinstance(node, ast.Name):
+                return self.table.scope_of(node)
+            if not isinstance(node, _OWN_SCOPES):
+                pending.extend(ast.iter_child_nodes(node))
+        return None
 
     def scope_for(self, scope_node: ast.AST | None) -> Scope:
         """The scope a def or class opens (the module for anything else, and for None)."""
