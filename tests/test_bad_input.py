@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 
 from support import tree_bytes
 from typer.testing import CliRunner
@@ -119,6 +121,22 @@ def test_a_declared_encoding_is_kept(checkout_090):
     assert result.written
     data = target.read_bytes()
     assert b"# m\xe9triques: update weights after" in data and b"trace_flow(" in data
+
+
+def test_the_patch_of_a_latin1_file_applies_with_git(checkout_090, tmp_path):
+    """The patch holds each file's lines in its own encoding, so `git apply` finds its context."""
+    target = checkout_090 / "verl/trainer/ppo/v1/trainer_sync.py"
+    logger = "logger = logging.getLogger(__name__)\n"  # a context line of the import the patch adds
+    text = target.read_text(encoding="utf-8").replace(logger, logger.replace("\n", "  # journal d'\u00e9tapes\n"), 1)
+    target.write_bytes(b"# -*- coding: latin-1 -*-\n" + text.encode("latin-1", errors="strict"))
+    pristine = tmp_path / "pristine"
+    shutil.copytree(checkout_090, pristine)
+    patch = tmp_path / "change.patch"
+    assert _cli("apply", "--patch", patch, checkout_090).exit_code == 0
+    assert tree_bytes(checkout_090) == tree_bytes(pristine), "--patch writes nothing else"
+    subprocess.run(["git", "apply", "--unsafe-paths", "--directory", ".", str(patch)], cwd=pristine, check=True)
+    assert apply(checkout_090, _catalog()).written
+    assert (pristine / "verl/trainer/ppo/v1/trainer_sync.py").read_bytes() == target.read_bytes()
 
 
 def test_overlapping_user_anchors_are_refused(checkout_090, tmp_path):

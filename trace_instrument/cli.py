@@ -25,7 +25,7 @@ from trace_instrument import __version__
 from trace_instrument.cli_traces import register as register_trace_commands
 from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
-from trace_instrument.engine.patch import unified_patch
+from trace_instrument.engine.patch import patch_bytes, unified_patch
 from trace_instrument.engine.report import OUTPUTS as REPORT_OUTPUTS
 from trace_instrument.engine.verify import verify as run_verify
 from trace_instrument.model import EXTRAS, FACILITIES, Catalog, RunResult, Selection, Status, VerifyResult
@@ -198,15 +198,18 @@ def _tracebacks(result: RunResult) -> dict[str, str]:
     return {f.path: f.error.traceback for f in result.files if f.error is not None and f.error.traceback}
 
 
-def _write_patch(destination: Path, patch: str) -> str:
+def _write_patch(destination: Path, patch: bytes) -> str:
     if str(destination) == "-":
-        sys.stdout.write(patch)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(patch)
+        sys.stdout.buffer.flush()
         return "patch written to standard output"
     try:
-        destination.write_text(patch, encoding="utf-8")
+        destination.write_bytes(patch)
     except OSError as exc:
         _fail(f"cannot write the patch to {destination}: {exc.strerror or exc}")
-    return f"patch written to {destination} ({patch.count(chr(10))} lines)"
+    lines = patch.count(b"\n")
+    return f"patch written to {destination} ({lines} lines)"
 
 
 # -- commands -------------------------------------------------------------------------------------------
@@ -249,7 +252,7 @@ def apply(
         if failed_file and not keep_going:
             patch_note = "no patch written: a file failed (--keep-going makes a patch of the rest)"
         else:
-            patch_note = _write_patch(patch, unified_patch(result))
+            patch_note = _write_patch(patch, patch_bytes(result))
     if fmt is Format.json:
         if str(patch) != "-":
             _print_raw(jsonout.dumps(jsonout.run("apply", result, dry_run=not write)))

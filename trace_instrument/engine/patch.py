@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
+from trace_instrument.engine.analysis import encoding_of
 from trace_instrument.model import RunResult
 
 
@@ -17,7 +18,27 @@ def changes(result: RunResult) -> Iterator[tuple[str, str | None, str | None]]:
 
 
 def unified_patch(result: RunResult, context: int = 3) -> str:
+    """The patch as text (to show it)."""
     return "".join(file_patch(path, before, after, context) for path, before, after in changes(result))
+
+
+def patch_bytes(result: RunResult, context: int = 3) -> bytes:
+    """The patch as `git apply` needs it: each file's lines in that file's own encoding."""
+    return b"".join(
+        file_patch(path, before, after, context).encode(_encoding(before if before is not None else after))
+        for path, before, after in changes(result)
+    )
+
+
+def _encoding(text: str | None) -> str:
+    """The encoding the file declares (a coding cookie), UTF-8 otherwise."""
+    if not text:
+        return "utf-8"
+    try:
+        declared = encoding_of(text.encode("utf-8", "surrogateescape"))
+    except (SyntaxError, LookupError):
+        return "utf-8"
+    return "utf-8" if declared == "utf-8-sig" else declared
 
 
 def file_patch(path: str, before: str | None, after: str | None, context: int = 3) -> str:
