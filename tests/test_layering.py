@@ -102,3 +102,38 @@ def test_check_never_loads_libcst():
         "assert not [m for m in sys.modules if m.startswith('libcst')], 'LibCST was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_check_whose_files_are_cached_loads_neither_the_analysis_nor_yaml(checkout_090, tmp_path):
+    """A pre-commit run on unchanged files reads cached results: no ast walk, no spec reading."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from trace_instrument.cli import app\n"
+        "try:\n"
+        "    app([*sys.argv[1:], '--quiet'])\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in ('libcst', 'yaml')\n"
+        "          or m.startswith(('trace_instrument.locate', 'trace_instrument.engine.analysis'))]\n"
+        "print('LOADED:' + ','.join(sorted(loaded)))\n"
+    )
+    env = {**os.environ, "TRACE_INSTRUMENT_CACHE": str(tmp_path / "cache")}
+    env.pop("TRACE_INSTRUMENT_NO_CACHE", None)
+    subprocess.run(
+        [sys.executable, "-m", "trace_instrument", "apply", checkout_090], env=env, check=True, capture_output=True
+    )
+
+    def loaded_by_check() -> set[str]:
+        run = subprocess.run([sys.executable, "-c", code, "check", str(checkout_090)], env=env, text=True,
+                             capture_output=True, check=True)  # fmt: skip
+        (line,) = [row for row in run.stdout.splitlines() if row.startswith("LOADED:")]
+        return set(filter(None, line.removeprefix("LOADED:").split(",")))
+
+    first = loaded_by_check()
+    assert "trace_instrument.engine.analysis" in first, "the first check analyses the files"
+    assert not {m for m in first if m.startswith("libcst")}
+    assert loaded_by_check() == set(), "the second check reads only cached results"

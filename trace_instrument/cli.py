@@ -26,10 +26,8 @@ from trace_instrument.cli_traces import register as register_trace_commands
 from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
 from trace_instrument.engine.patch import patch_bytes, unified_patch
-from trace_instrument.engine.report import OUTPUTS as REPORT_OUTPUTS
-from trace_instrument.engine.verify import verify as run_verify
 from trace_instrument.model import EXTRAS, FACILITIES, Catalog, RunResult, Selection, Status, VerifyResult
-from trace_instrument.render import ci, exits, jsonout, markdown, text
+from trace_instrument.render import ci, exits, jsonout, text
 from trace_instrument.render.items import counts_line
 from trace_instrument.spec import SpecError, load_catalog
 
@@ -329,6 +327,8 @@ def verify(
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
 ) -> None:
     """Prove the result: counts, imports, names, compilation, zero intrusion, and a runtime self-check."""
+    from trace_instrument.engine.verify import verify as run_verify
+
     catalog = _catalog(anchors)
     result = run_verify(path, catalog, baseline=baseline)
     code = exits.verify_exit(result)
@@ -393,7 +393,9 @@ def report(
     fmt: Annotated[ReportFormat, typer.Option("--format", help="text, markdown or json.")] = ReportFormat.text,
 ) -> None:
     """The final report: what is in place, what was skipped and why, the proofs, how to switch it on."""
+    from trace_instrument.engine.report import OUTPUTS as REPORT_OUTPUTS
     from trace_instrument.engine.report import report as run_report
+    from trace_instrument.render import markdown
 
     catalog = _catalog(anchors)
     rep = run_report(path, catalog)
@@ -452,6 +454,7 @@ def _demo_steps(catalog: Catalog, version: str, workdir: Path) -> tuple[RunResul
     import shutil
 
     from trace_instrument.engine.apply import apply as run_apply
+    from trace_instrument.engine.verify import verify as run_verify
     from trace_instrument.wheels import WheelError, verl_tree
 
     with _step(f"fetching verl {version} from PyPI (cached after the first time)"):
@@ -484,6 +487,8 @@ def _step(description: str) -> Iterator[None]:
 
 
 def _demo_lines(applied: RunResult, checked: RunResult, excerpt: int) -> list[RenderableType]:
+    from trace_instrument.engine.report import OUTPUTS as REPORT_OUTPUTS
+
     patch = unified_patch(applied)
     rows = patch.splitlines()
     start = next((i for i, row in enumerate(rows) if row.startswith("diff --git a/verl/trainer/ppo/ray_trainer.py")), 0)

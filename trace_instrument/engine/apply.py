@@ -23,7 +23,6 @@ from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, enc
 from trace_instrument.engine.assess import (
     Assessment,
     FileAssessor,
-    RuntimeState,
     may_be_repaired,
     overlap_message,
     overlaps,
@@ -158,7 +157,7 @@ class _Context:
 
     catalog: Catalog
     manifest: Manifest
-    runtime: RuntimeState  # the package as it will be after this run
+    runtime: runtime.RuntimeState  # the package as it will be after this run
     update: bool
 
 

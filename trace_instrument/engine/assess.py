@@ -18,20 +18,12 @@ from dataclasses import dataclass, field, replace
 from trace_instrument.engine.analysis import FileWork
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.results import point_result
+from trace_instrument.engine.runtime import RuntimeState
 from trace_instrument.locate import AnchorFailure, FileLocator, Placement, PointState
 from trace_instrument.locate.handedits import EditedBlock
 from trace_instrument.locate.runnable import Planned
 from trace_instrument.model import Edit, EditKind, NameIssue, Point, PointResult, Reason, Status
 from trace_instrument.spec.code import CodeError, parse_template
-
-
-@dataclass(frozen=True)
-class RuntimeState:
-    """How the runtime package stands, as far as the points that import it are concerned."""
-
-    complete: bool = True
-    problem: str = ""  # what is wrong with it, e.g. "trace.py missing"
-    repairable: bool = True  # apply can put it right (files missing or from an older catalog)
 
 
 @dataclass(eq=False)

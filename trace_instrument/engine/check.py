@@ -8,13 +8,14 @@ it, and every name it uses means what it should (see engine.assess).
 from __future__ import annotations
 
 import ast
+import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trace_instrument.caches import PickleCache, digest
 from trace_instrument.engine import runtime
-from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
-from trace_instrument.engine.assess import FileAssessor, RuntimeState, overlap_message, overlaps
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.parallel import file_size, map_in_order
@@ -33,6 +34,9 @@ from trace_instrument.model import (
 )
 from trace_instrument.spec.signatures import signatures_in
 
+if TYPE_CHECKING:
+    from trace_instrument.engine.analysis import FileWork
+
 
 def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()) -> RunResult:
     """The state of every selected point and of the runtime package; nothing is written."""
@@ -46,8 +50,7 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     context = _Context(catalog, manifest, runtime_state, selected)
-    items = [(str(base), path) for path in paths]
-    files = map_in_order(_file_job, items, [file_size(base / p) for p in paths], context)
+    files = _file_results(context, base, paths)
     files = _requirements_met(files, catalog)
     files += _unexpected_elsewhere(base, catalog, set(paths))
     in_use = any(p.status is not Status.NOT_APPLICABLE and p.point_id != "unexpected" for f in files for p in f.points)
@@ -65,25 +68,51 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
 class _Context:
     catalog: Catalog
     manifest: Manifest
-    runtime: RuntimeState
+    runtime: runtime.RuntimeState
     selected: frozenset[str]
 
 
 _CACHE = PickleCache("check", limit=5000)
 
 
-def _file_job(context: _Context, item: tuple[str, str]) -> FileResult:
-    """One file's check: from the cache when the file and everything it is judged by are unchanged."""
-    root, relative = item
-    points = [p for p in context.catalog.points if p.file == relative and p.id in context.selected]
+def _file_results(context: _Context, base: Path, paths: list[str]) -> list[FileResult]:
+    """Each file's result: from the cache when the file and all it is judged by are unchanged
+    (a pre-commit run reads no more than that), the others analysed, in parallel."""
+    keys = [_cache_key(context, base, relative) for relative in paths]
+    found = [_CACHE.get(key) if key is not None else None for key in keys]
+    misses = [i for i, result in enumerate(found) if not isinstance(result, FileResult)]
+    if misses:
+        _load_analysis()  # once, before the workers fork
+        items = [(str(base), paths[i], keys[i]) for i in misses]
+        fresh = map_in_order(_file_job, items, [file_size(base / paths[i]) for i in misses], context)
+        for index, result in zip(misses, fresh):
+            found[index] = result
+    return [result for result in found if isinstance(result, FileResult)]
+
+
+def _cache_key(context: _Context, base: Path, relative: str) -> str | None:
     try:
-        data: bytes | None = (Path(root) / relative).read_bytes()
+        data = (base / relative).read_bytes()
     except OSError:
-        data = None
-    key = _key(context, relative, points, data) if data is not None and context.catalog.digest else None
-    cached = _CACHE.get(key) if key is not None else None
-    if isinstance(cached, FileResult):
-        return cached
+        return None
+    if not context.catalog.digest:
+        return None
+    return _key(context, relative, _points_of(context, relative), data)
+
+
+def _points_of(context: _Context, relative: str) -> list[Point]:
+    return [p for p in context.catalog.points if p.file == relative and p.id in context.selected]
+
+
+def _load_analysis() -> None:
+    """The analysis code (ast walks, anchors, names) loads only when some file needs it."""
+    import trace_instrument.engine.assess  # noqa: F401
+
+
+def _file_job(context: _Context, item: tuple[str, str, str | None]) -> FileResult:
+    """One file's check, put in the cache unless it failed."""
+    root, relative, key = item
+    points = _points_of(context, relative)
     try:
         result = _check_file(context, Path(root), relative, points)
     except Exception as exc:  # noqa: BLE001 - contain it to the file
@@ -102,6 +131,9 @@ def _key(context: _Context, relative: str, points: list[Point], data: bytes) -> 
 
 
 def _check_file(context: _Context, root: Path, relative: str, points: list[Point]) -> FileResult:
+    from trace_instrument.engine.analysis import FileProblem, analyse
+    from trace_instrument.engine.assess import FileAssessor, overlaps
+
     work = analyse(root, relative, context.catalog)
     if isinstance(work, FileProblem):
         return problem_results(work, points)
@@ -117,6 +149,8 @@ def _check_file(context: _Context, root: Path, relative: str, points: list[Point
 def _refused_overlap(result: PointResult, clashing: dict[str, tuple[str, int]]) -> PointResult:
     if result.point_id not in clashing:
         return result
+    from trace_instrument.engine.assess import overlap_message
+
     message = overlap_message(*clashing[result.point_id])
     return replace(result, status=Status.AMBIGUOUS, reason=Reason.OVERLAP, message=message)
 
@@ -171,25 +205,30 @@ def _unexpected(work: FileWork, catalog: Catalog) -> list[PointResult]:
 
 def _unexpected_elsewhere(root: Path, catalog: Catalog, seen: set[str]) -> list[FileResult]:
     """Tracing calls in files no point targets (the runtime package itself excepted)."""
-    words = tuple(f"{name}(".encode() for name in sorted(TRACING_NAMES))
+    # one pass of a compiled pattern per file: most of verl never names a tracing function
+    mentions = re.compile(b"|".join(re.escape(f"{name}(".encode()) for name in sorted(TRACING_NAMES)))
     files = []
     skip = {*seen, *catalog.files}
-    runtime_dir = root / catalog.runtime.target_dir
-    for path in sorted((root / "verl").rglob("*.py")):
-        relative = path.relative_to(root).as_posix()
-        if relative in skip or path.is_relative_to(runtime_dir):
-            continue
-        try:
-            data = path.read_bytes()
-            if not any(word in data for word in words):
+    runtime_dir = os.path.join(root, catalog.runtime.target_dir)
+    for folder, subfolders, names in os.walk(root / "verl"):
+        subfolders[:] = sorted(d for d in subfolders if os.path.join(folder, d) != runtime_dir)
+        for name in sorted(n for n in names if n.endswith(".py")):
+            path = os.path.join(folder, name)
+            relative = os.path.relpath(path, root).replace(os.sep, "/")
+            if relative in skip:
                 continue
-            tree = ast.parse(data)
-            found = [_unexpected_result(relative, n, s) for s, n in signatures_in(tree.body, catalog.helpers)]
-        except (OSError, SyntaxError, ValueError, RecursionError):
-            continue  # not a file of the catalog's: what cannot be read or walked is not searched
-        if found:
-            files.append(FileResult(relative, tuple(found)))
-    return files
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+                if not mentions.search(data):
+                    continue
+                tree = ast.parse(data)
+                found = [_unexpected_result(relative, n, s) for s, n in signatures_in(tree.body, catalog.helpers)]
+            except (OSError, SyntaxError, ValueError, RecursionError):
+                continue  # not a file of the catalog's: what cannot be read or walked is not searched
+            if found:
+                files.append(FileResult(relative, tuple(found)))
+    return sorted(files, key=lambda f: f.path)
 
 
 def _unexpected_result(path: str, node: ast.AST, signature: str) -> PointResult:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +21,8 @@ _WORKER_CONTEXT: list[Any] = []
 
 
 def worker_count(jobs: int) -> int:
+    import multiprocessing  # (and the pool below) only for a run that has files to work on
+
     configured = os.environ.get(WORKERS_ENV)
     cores = int(configured) if configured and configured.isdigit() else (os.cpu_count() or 1)
     if jobs < MIN_FILES or cores < 2 or "fork" not in multiprocessing.get_all_start_methods():
@@ -43,6 +43,9 @@ def map_in_order(function: Callable[[C, T], R], items: Sequence[T], weights: Seq
     workers = worker_count(len(items))
     if workers == 1:
         return [function(context, item) for item in items]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     order = sorted(range(len(items)), key=lambda i: -weights[i])
     pool_context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(

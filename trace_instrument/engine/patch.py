@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
-from trace_instrument.engine.analysis import encoding_of
 from trace_instrument.model import RunResult
 
 
@@ -34,6 +33,8 @@ def _encoding(text: str | None) -> str:
     """The encoding the file declares (a coding cookie), UTF-8 otherwise."""
     if not text:
         return "utf-8"
+    from trace_instrument.engine.analysis import encoding_of  # the analysis code loads for a patch only
+
     try:
         declared = encoding_of(text.encode("utf-8", "surrogateescape"))
     except (SyntaxError, LookupError):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trace_instrument.engine.analysis import FileProblem
 from trace_instrument.model import FileError, FileProblemKind, FileResult, Point, PointResult, Reason, Status
+
+if TYPE_CHECKING:
+    from trace_instrument.engine.analysis import FileProblem
 
 
 def point_result(point: Point, status: Status, **details: Any) -> PointResult:

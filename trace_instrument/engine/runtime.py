@@ -13,10 +13,19 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from trace_instrument.engine.assess import RuntimeState
 from trace_instrument.engine.files import PendingWrite
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.model import TRACING_MODULE, Catalog, RuntimeFile, RuntimeStatus
+
+
+@dataclass(frozen=True)
+class RuntimeState:
+    """How the runtime package stands, as far as the points that import it are concerned."""
+
+    complete: bool = True
+    problem: str = ""  # what is wrong with it, e.g. "trace.py missing"
+    repairable: bool = True  # apply can put it right (files missing or from an older catalog)
+
 
 # Folders never searched for code that imports the runtime package.
 _NOT_CODE = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules", ".tox", ".mypy_cache"})

@@ -1,6 +1,6 @@
 """Loading and validating the catalog: anchor specs (YAML) and templates (Python)."""
 
-from trace_instrument.spec.loader import load_catalog
-from trace_instrument.spec.yamlnodes import SpecError
+from trace_instrument.spec.catalogs import load_catalog
+from trace_instrument.spec.errors import SpecError
 
 __all__ = ["SpecError", "load_catalog"]

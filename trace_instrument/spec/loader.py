@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import ast
 import collections
-import dataclasses
 import re
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from trace_instrument.caches import PickleCache, digest
 from trace_instrument.model import (
     EXTRAS,
     FACILITIES,
@@ -31,6 +28,7 @@ from trace_instrument.model import (
 )
 from trace_instrument.spec import paths
 from trace_instrument.spec.code import CodeError, parse_template
+from trace_instrument.spec.errors import SpecError
 from trace_instrument.spec.overrides import Override, apply_overrides, is_override, read_override
 from trace_instrument.spec.reading import (
     EDIT_KEYS,
@@ -46,7 +44,7 @@ from trace_instrument.spec.reading import (
     template_fits,
 )
 from trace_instrument.spec.signatures import defined_helpers, signatures_in
-from trace_instrument.spec.yamlnodes import Node, SpecError, read_yaml
+from trace_instrument.spec.yamlnodes import Node, read_yaml
 
 EARLIER_SUFFIX = ".earlier"  # next to the runtime's template folder: hashes of older releases
 CATALOG_FILE = "_catalog.yaml"
@@ -69,44 +67,8 @@ POINT_KEYS = EDIT_KEYS | {
 REQUIRED_POINT_KEYS = ("id", "facility", "title", "scope")
 
 
-def load_catalog(
-    anchors_dirs: Iterable[Path] | None = None,
-    templates_dir: Path | None = None,
-    *,
-    shipped: bool = True,
-) -> Catalog:
-    """Load the shipped catalog plus any user anchor folders (later folders add points).
-
-    A spec may also re-anchor a point declared in any folder read (`overrides: ID`).
-    With shipped=False only the given folders are read (tests, experiments). A catalog
-    loaded before from the very same files comes from the tool's cache.
-    """
-    templates = templates_dir or paths.templates_dir()
-    folders = [*([paths.anchors_dir()] if shipped else []), *(Path(f) for f in anchors_dirs or [])]
-    key = _catalog_key(folders, templates, shipped)
-    cached = _CACHE.get(key)
-    if isinstance(cached, Catalog):
-        return cached
-    catalog = dataclasses.replace(_load_catalog(anchors_dirs, templates, shipped=shipped), digest=key)
-    _CACHE.put(key, catalog)
-    return catalog
-
-
-_CACHE = PickleCache("catalogs", limit=50)
-
-
-def _catalog_key(folders: list[Path], templates: Path, shipped: bool) -> str:
-    """A digest of every file a catalog is read from, and of how it is read."""
-    parts: list[bytes | str] = [sys.version, str(shipped), str(templates)]
-    for folder in [*folders, templates]:
-        parts.append(str(folder))
-        for path in sorted(Path(folder).rglob("*")) if Path(folder).is_dir() else []:
-            if path.is_file() and "__pycache__" not in path.parts:
-                parts += [str(path.relative_to(folder)), path.read_bytes()]
-    return digest(*parts)
-
-
-def _load_catalog(anchors_dirs: Iterable[Path] | None, templates_dir: Path, *, shipped: bool) -> Catalog:
+def read_catalog(anchors_dirs: Iterable[Path] | None, templates_dir: Path, *, shipped: bool) -> Catalog:
+    """Read and validate every spec and template (spec.catalogs caches what this returns)."""
     ctx = Context(templates=templates_dir)
     shipped_dir = paths.anchors_dir() if shipped else None
     folders = [*([shipped_dir] if shipped_dir else []), *(anchors_dirs or [])]

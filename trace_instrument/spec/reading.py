@@ -16,7 +16,8 @@ from pathlib import Path, PurePosixPath
 
 from trace_instrument.model import Anchor, CodePattern, EditKind, SpecSource, Template
 from trace_instrument.spec.code import CodeError, bad_captures, parse_pattern, placeholders
-from trace_instrument.spec.yamlnodes import Node, SpecProblem
+from trace_instrument.spec.errors import SpecProblem
+from trace_instrument.spec.yamlnodes import Node
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 

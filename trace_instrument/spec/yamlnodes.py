@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from trace_instrument.model import SpecSource
+from trace_instrument.spec.errors import SpecError, SpecProblem
 
 _STRING_TAG = "tag:yaml.org,2002:str"
 # libyaml's loader when PyYAML has it (several times faster); nodes and marks are the same
@@ -19,25 +20,6 @@ _SCALAR_NAMES = {
     "tag:yaml.org,2002:null": "an empty value",
     "tag:yaml.org,2002:timestamp": "a date",
 }
-
-
-@dataclass(frozen=True)
-class SpecProblem:
-    """One problem in a spec file or template, with where it is."""
-
-    source: SpecSource
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.source}: {self.message}"
-
-
-class SpecError(Exception):
-    """One or more problems in the anchor specs or templates."""
-
-    def __init__(self, problems: list[SpecProblem]):
-        self.problems = tuple(problems)
-        super().__init__("\n".join(str(p) for p in problems))
 
 
 @dataclass(frozen=True)
