@@ -296,3 +296,20 @@ def test_a_pasted_second_copy_of_a_points_code_is_unexpected(instrumented, catal
     assert [(p.file, p.line) for p in unexpected] == [(RAY_TRAINER, copy_line)]
     assert all(p.status is Status.PRESENT for p in checked.points if p.point_id.startswith("progress.v0.update-actor"))
     assert _cli("check", "--quiet", instrumented).exit_code == 1
+
+
+def test_a_fork_function_named_like_an_inserted_helper_is_the_forks_and_never_removed(checkout_090, catalog):
+    """Not the helper edited by hand (apply never placed it): a name conflict, and remove --force keeps it."""
+    base = checkout_090 / "verl/trainer/ppo/v1/trainer_base.py"
+    fork = base.read_text(encoding="utf-8") + '\n\ndef _trace_ids_from_batch(batch):\n    return "fork"\n'
+    base.write_text(fork, encoding="utf-8")
+    fork_line = fork.splitlines().index("def _trace_ids_from_batch(batch):") + 1
+    applied = apply(checkout_090, catalog)
+    helper = next(p for p in applied.points if p.point_id == "flow.v1.trace-ids-helper")
+    assert (helper.status, helper.reason) == (Status.REFUSED, Reason.NAME_CONFLICT)
+    assert [(i.name, i.binding_line) for i in helper.names] == [("_trace_ids_from_batch", fork_line)]
+    needing = {p.id for p in catalog.points if "flow.v1.trace-ids-helper" in p.requires}
+    assert {p.point_id for p in applied.points if p.status is Status.SKIPPED} == needing
+    assert _statuses(check(checkout_090, catalog))["flow.v1.trace-ids-helper"] is Status.REFUSED
+    assert _cli("remove", "--force", checkout_090).exit_code == 0
+    assert base.read_text(encoding="utf-8") == fork, "the fork's function is left alone"

@@ -53,8 +53,18 @@ class FileProblem:
         return self.kind is None
 
 
-def analyse(root: Path, relative: str, catalog: Catalog, data: bytes | None = None) -> FileWork | FileProblem:
-    """Read (or take `data` as) one target file and recognise the catalog's points in it."""
+def analyse(
+    root: Path,
+    relative: str,
+    catalog: Catalog,
+    data: bytes | None = None,
+    applied: frozenset[str] | None = None,
+) -> FileWork | FileProblem:
+    """Read (or take `data` as) one target file and recognise the catalog's points in it.
+
+    `applied`: the points the manifest records (a def named like a point's own is the fork's
+    code unless apply placed that point); None when not known.
+    """
     if data is None:
         read = _read(root, relative)
         if isinstance(read, FileProblem):
@@ -75,7 +85,7 @@ def analyse(root: Path, relative: str, catalog: Catalog, data: bytes | None = No
         message = f"not valid text in its declared encoding (UTF-8 unless declared): {exc}"
         return FileProblem(relative, message, FileProblemKind.ENCODING)
     points = tuple(p for p in catalog.points if p.file == relative)
-    locator = FileLocator(tree, points, catalog.helpers, text)
+    locator = FileLocator(tree, points, catalog.helpers, text, applied=applied)
     return FileWork(source, tree, locator, points, text)
 
 

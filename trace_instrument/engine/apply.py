@@ -229,7 +229,7 @@ class _Plan:
 def _apply_to_file(
     context: _Context, base: Path, relative: str, selected: frozenset[str], excluded: frozenset[str]
 ) -> _Outcome:
-    disk = analyse(base, relative, context.catalog)
+    disk = analyse(base, relative, context.catalog, applied=context.manifest.applied)
     points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
     if isinstance(disk, FileProblem):
         return _Outcome(problem_results(disk, points))
@@ -246,7 +246,8 @@ def _without_stale(base: Path, disk: FileWork, points: list[Point], context: _Co
         return disk, set()
     blocks = [block for a in stale if a.stale is not None for block in a.stale.blocks]
     module = edit_module(cst.parse_module(disk.source.data), disk.tree, removals=blocks)
-    fresh = analyse(base, disk.path, context.catalog, module.code.encode(encoding_of(disk.source.data)))
+    data = module.code.encode(encoding_of(disk.source.data))
+    fresh = analyse(base, disk.path, context.catalog, data, applied=context.manifest.applied)
     if isinstance(fresh, FileProblem):
         raise EditError(f"taking out the older code left a file that does not parse: {fresh.message}")
     return fresh, {a.point.id for a in stale}

@@ -134,7 +134,7 @@ def _check_file(context: _Context, root: Path, relative: str, points: list[Point
     from trace_instrument.engine.analysis import FileProblem, analyse
     from trace_instrument.engine.assess import FileAssessor, overlaps
 
-    work = analyse(root, relative, context.catalog)
+    work = analyse(root, relative, context.catalog, applied=context.manifest.applied)
     if isinstance(work, FileProblem):
         return problem_results(work, points)
     assessor = FileAssessor(work, context.manifest, context.runtime)

@@ -39,6 +39,11 @@ class Manifest:
         except (OSError, ValueError, KeyError, TypeError, AttributeError, zlib.error):
             return cls()
 
+    @property
+    def applied(self) -> frozenset[str]:
+        """The points apply placed (by id)."""
+        return frozenset(self.points)
+
     def recorded(self, point: Point) -> tuple[str, ...] | None:
         """The templates a point was applied with, when they differ from today's."""
         entry = self.points.get(point.id)

@@ -157,7 +157,7 @@ def _file_job(context: _Context, item: tuple[str, str, frozenset[str]]) -> _Remo
 
 
 def _remove_from_file(context: _Context, base: Path, relative: str, selected: frozenset[str]) -> _Removal:
-    work = analyse(base, relative, context.catalog)
+    work = analyse(base, relative, context.catalog, applied=context.manifest.applied)
     points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
     if isinstance(work, FileProblem):
         return _Removal(problem_results(work, points))

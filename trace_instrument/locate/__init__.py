@@ -23,12 +23,14 @@ class FileLocator:
         helper_names: frozenset[str],
         source: str | None = None,
         markers_for: frozenset[str] | None = None,
+        applied: frozenset[str] | None = None,
     ):
         """`source`, the text the tree was parsed from, makes some lookups faster; `markers_for`
-        limits the search for hand-edited code to these points (None: all)."""
+        limits the search for hand-edited code to these points (None: all); `applied`: the points
+        the manifest says apply placed (see Recognition)."""
         self.tree = tree
         self.index = FileIndex(tree, source)
-        self.recognition = Recognition(self.index, points, helper_names, markers_for)
+        self.recognition = Recognition(self.index, points, helper_names, markers_for, applied)
         self.finder = AnchorFinder(self.index, self.recognition)
 
     def state(self, point: Point) -> PointState:

@@ -82,10 +82,17 @@ class Recognition:
         points: Iterable[Point],
         helper_names: frozenset[str],
         markers_for: frozenset[str] | None = None,
+        applied: frozenset[str] | None = None,
     ):
-        """markers_for limits the marker pass to these point ids (None: all points)."""
+        """markers_for limits the marker pass to these point ids (None: all points).
+
+        `applied`: the points the manifest says apply placed (None: not known). A def or class
+        named like one a point inserts is that point's hand-edited code only when apply placed
+        the point; otherwise it is the fork's own code of the same name (a name conflict).
+        """
         self.index = index
         self.helper_names = helper_names
+        self.applied = applied
         self.states: dict[str, PointState] = {}
         self.rank_of: dict[int, int] = {}  # instrumentation statement id -> edit rank
         self.virtual: dict[int, ast.stmt] = {}
@@ -231,6 +238,8 @@ class Recognition:
         for site in sorted(found.values(), key=lambda s: (s.node.lineno, s.node.col_offset)):
             if not _in_scopes(site, scopes, self.index) or id(site.node) in in_blocks or _nested_in(site, in_blocks):
                 continue
+            if isinstance(site.node, _DEFINITIONS) and self.applied is not None and point.id not in self.applied:
+                continue  # a namesake the fork wrote, not this point's code
             state.marker_nodes.append(site.node)
             if id(site.node) not in self.rank_of:
                 self.rank_of[id(site.node)] = min(e.rank for e in point.edits)
@@ -298,6 +307,9 @@ class Recognition:
     def view(self, stmt: ast.stmt) -> ast.stmt:
         """The statement as business code sees it (its pre-rewrite form)."""
         return self.virtual.get(id(stmt), stmt)
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _region_sizes(template: list[ast.stmt], available: int) -> range:
