@@ -73,7 +73,8 @@ class Manifest:
             imports = {str(k): tuple(str(i) for i in v) for k, v in data.get("imports", {}).items()}
             runtime = {str(k): str(v) for k, v in data.get("runtime", {}).items()}
             replaced = {
-                str(k): {int(i): Replaced.from_json(r) for i, r in v.items()} for k, v in data.get("replaced", {}).items()
+                str(k): {int(i): Replaced.from_json(r) for i, r in v.items()}
+                for k, v in data.get("replaced", {}).items()
             }
             return cls(points, baselines, imports, runtime, replaced)
         except (OSError, ValueError, KeyError, TypeError, AttributeError, zlib.error):

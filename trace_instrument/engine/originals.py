@@ -168,7 +168,9 @@ def refreshed(
                 continue
             if not set(record.within) <= after_in_place:
                 continue
-            fresh[index] = Replaced(record.text, digest(after.region_text(new)), after.inside(new, points), record.within)
+            fresh[index] = Replaced(
+                record.text, digest(after.region_text(new)), after.inside(new, points), record.within
+            )
         if fresh != records:
             updates[point.id] = fresh
     return updates
