@@ -13,7 +13,8 @@ from support import copy_tree, tree_bytes
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.remove import remove
-from trace_instrument.model import Catalog, Selection, Status
+from trace_instrument.model import EXTRAS, Catalog, Selection, Status
+from trace_instrument.spec import load_catalog
 
 AGENT_LOOP = "verl/experimental/agent_loop/agent_loop.py"
 
@@ -60,3 +61,31 @@ def test_fork_comments_on_rewritten_lines_survive_apply_and_remove(
     assert [name for name in forked if after[name] != forked[name]] == []
     text = after[AGENT_LOOP].decode()
     assert all(comment in text for _n, _t, comment in TRAILING) and ABOVE[2] in text
+
+
+def test_apply_update_takes_the_older_code_out_exactly(tmp_path: Path) -> None:
+    """`apply --update` takes a stale rewrite out through the recorded original, so the region's
+    comments and quotes are the user's again when the point is removed later."""
+    case = Path(__file__).parent / "fixtures" / "remove" / "body-capture-keeps-comments"
+    catalogs = []
+    for version, code in (("v1", "log_progress('scored')"), ("v2", "log_progress('scored', 1)")):
+        folder = tmp_path / version
+        folder.mkdir()
+        text = (case / "spec.yaml").read_text(encoding="utf-8")
+        assert "      log_progress('scored')\n    marker" in text
+        (folder / "spec.yaml").write_text(
+            text.replace("      log_progress('scored')\n    marker", f"      {code}\n    marker")
+        )
+        catalogs.append(load_catalog([folder], shipped=False))
+    target = tmp_path / "checkout" / "verl" / "target.py"
+    target.parent.mkdir(parents=True)
+    before = (case / "before.py").read_bytes()
+    target.write_bytes(before)
+    everything = Selection(extras=frozenset(EXTRAS))
+
+    assert [p.status for p in apply(target.parents[1], catalogs[0], everything).points] == [Status.APPLIED]
+    updated = apply(target.parents[1], catalogs[1], everything, update=True)
+    assert [p.status for p in updated.points] == [Status.UPDATED]
+    assert "log_progress('scored', 1)" in target.read_text(encoding="utf-8")
+    assert [p.status for p in remove(target.parents[1], catalogs[1], everything).points] == [Status.REMOVED]
+    assert target.read_bytes() == before
