@@ -10,6 +10,12 @@ apply/<case>/
                    the lines, name issues and candidates.
                    `check` on before.py reports the same (a point's `check:` mapping says where
                    it differs). Without an after.py, nothing at all is written.
+remove/<case>/     apply then remove, as a user runs them (the manifest apply writes is kept between).
+    applied.py     what apply makes of before.py (the runs of `steps.yaml`, else one of every point).
+    steps.yaml     optional: `apply:` and `remove:`, each a list of runs, a run the point ids it
+                   names (`--only`); without one, each is one run of every point.
+    edited.py      optional: the file as the user edits it after apply (before remove runs).
+    removed.py     what remove gives back when it is not before.py (needed with edited.py).
 check/<case>/      before.py holds the points' code already (moved, drifted, broken ...).
     expected.yaml  what check reports; apply reports the same (a point's `apply:` mapping says
                    where it differs) and leaves the file alone,
@@ -59,11 +65,14 @@ def _cases(operation: str, *having: str) -> list[Any]:
 
 def test_every_case_is_complete() -> None:
     """A case folder is run only when it holds what its operation needs."""
-    for operation, outcomes in (("apply", ("after.py", "expected.yaml")), ("check", ("expected.yaml",))):
+    operations = (("apply", ("after.py", "expected.yaml")), ("check", ("expected.yaml",)), ("remove", ("applied.py",)))
+    for operation, outcomes in operations:
         for case in sorted(p for p in (FIXTURES / operation).iterdir() if p.is_dir()):
             assert (case / "spec.yaml").is_file() and (case / "before.py").is_file(), case
             assert any((case / name).is_file() for name in outcomes), f"{case}: no {' or '.join(outcomes)}"
-    assert sorted(p.name for p in FIXTURES.iterdir()) == ["apply", "check", "spec"]
+    for case in sorted(p for p in (FIXTURES / "remove").iterdir() if p.is_dir()):
+        assert (case / "removed.py").is_file() or not (case / "edited.py").exists(), f"{case}: no removed.py"
+    assert sorted(p.name for p in FIXTURES.iterdir()) == ["apply", "check", "remove", "spec"]
 
 
 # -- running a case ----------------------------------------------------------------------
@@ -256,6 +265,43 @@ def test_check_reports_the_same_before_apply(case: Path, tmp_path: Path) -> None
     _assert_points(result, expected, "check", {Status.MISSING})
     assert exits.check_exit(result) == expected.exit["check"]
     assert _files(root) == {TARGET: before}
+
+
+# -- remove: apply, then remove on what apply left (manifest included) ------------------------------
+
+
+def _steps(case: Path, operation: str) -> list[Selection]:
+    """The runs of one operation: `--only` selections from steps.yaml, else one run of every point."""
+    steps = case / "steps.yaml"
+    runs = yaml.safe_load(steps.read_text(encoding="utf-8")).get(operation) if steps.exists() else None
+    return [Selection(only=frozenset(run)) for run in runs] if runs else [ALL]
+
+
+def _run_steps(root: Path, catalog: Catalog, operation: Operation, selections: list[Selection]) -> None:
+    for selection in selections:
+        result = operation(root, catalog, selection)
+        assert not result.error, result.error
+        assert not [f.error for f in result.files if f.error]
+        problems = [(p.point_id, p.status.value, p.message) for p in result.points if p.status is Status.ERROR]
+        assert not problems, problems
+
+
+@pytest.mark.parametrize("case", _cases("remove", "applied.py"))
+def test_remove_gives_back_what_apply_found(case: Path, tmp_path: Path) -> None:
+    """remove after apply gives the file back byte for byte, or keeps the user's edits (removed.py)."""
+    catalog = _catalog(case, tmp_path)
+    root = _checkout(tmp_path, (case / "before.py").read_bytes())
+    _run_steps(root, catalog, apply, _steps(case, "apply"))
+    applied = (root / TARGET).read_bytes()
+    assert_snapshot(case / "applied.py", applied)
+    placed = check(root, catalog, ALL)
+    assert all(p.status is Status.PRESENT for p in placed.points), [(p.point_id, p.status.value) for p in placed.points]
+    if (case / "edited.py").exists():
+        (root / TARGET).write_bytes((case / "edited.py").read_bytes())
+    _run_steps(root, catalog, remove, _steps(case, "remove"))
+    expected = case / ("removed.py" if (case / "removed.py").exists() else "before.py")
+    assert (root / TARGET).read_bytes() == expected.read_bytes()
+    assert not (root / ".trace-instrument.json").exists(), "every point is gone: so is the manifest"
 
 
 # -- check: code already in the file -----------------------------------------------------------

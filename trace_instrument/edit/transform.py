@@ -8,7 +8,8 @@ compose; the traversal only descends into the blocks that hold a target.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -16,6 +17,15 @@ import libcst as cst
 
 from trace_instrument.edit.cstmap import CstMap, pair
 from trace_instrument.edit.imports import ImportChanges, Statement, add_imports, prune_imports
+from trace_instrument.edit.regions import (
+    Original,
+    digest,
+    expression_text,
+    placeholder_name,
+    splice,
+    split_lines,
+    statements_span,
+)
 from trace_instrument.edit.render import (
     Captured,
     CapturedValue,
@@ -59,6 +69,49 @@ class _Plan:
     targets: set[int] = field(default_factory=set)  # statements the pass must reach
     deep: set[int] = field(default_factory=set)  # statements whose whole subtree the pass must visit
     newline: str = "\n"  # the file's line ending, for line breaks inside inserted string literals
+    restored: dict[str, str] = field(default_factory=dict)  # placeholder name -> original text
+    restored_lines: set[str] = field(default_factory=set)  # ... of those standing for whole lines
+
+    def placeholder(self, text: str, *, lines: bool) -> str:
+        """A fresh name standing for `text` until the edited code is spliced."""
+        name = placeholder_name(len(self.restored))
+        self.restored[name] = text
+        if lines:
+            self.restored_lines.add(name)
+        return name
+
+
+class _Recorded:
+    """The originals apply recorded for some removed blocks, given back where the file still holds
+    exactly what apply made (the digest of the region's current text matches)."""
+
+    def __init__(self, module: cst.Module, mapping: CstMap, originals: Mapping[Block, Original]) -> None:
+        self.module = module
+        self.mapping = mapping
+        self.originals = originals
+
+    @functools.cached_property
+    def source(self) -> str:
+        return self.module.code
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        return split_lines(self.source)
+
+    def region(self, block: Block) -> str | None:
+        """The original text of a rewrite's region, when the region is as apply left it."""
+        original = self.originals.get(block)
+        if original is None or not block.top:
+            return None
+        start, end = statements_span(self.mapping, self.module, block.top)
+        return original.text if digest("".join(self.lines[start:end])) == original.digest else None
+
+    def expression(self, block: Block) -> str | None:
+        """The original text of a replaced expression, when the replacement is as apply wrote it."""
+        original = self.originals.get(block)
+        if original is None or block.expr is None:
+            return None
+        return original.text if digest(expression_text(self.source, block.expr)) == original.digest else None
 
 
 def edit_module(
@@ -67,23 +120,29 @@ def edit_module(
     placements: Sequence[Placement] = (),
     removals: Sequence[Block] = (),
     imports: ImportChanges | None = None,
+    originals: Mapping[Block, Original] | None = None,
 ) -> cst.Module:
     """The module with the placements made, the removals' blocks taken out (rewrites and swaps turned
     back), and the imports changed.
 
-    `tree` is the ast of the same text: the placements and blocks name its statements.
+    `tree` is the ast of the same text: the placements and blocks name its statements. A removed
+    block with an entry in `originals` gets that text back exactly when its region still holds
+    what apply made; otherwise it is rebuilt from the anchor and what the placeholders captured.
     """
     mapping = pair(module, tree)
     plan = _Plan(newline=module.default_newline)
+    recorded = _Recorded(module, mapping, originals or {})
     for placement in placements:
         _plan_placement(plan, mapping, placement)
     for block in removals:
-        _plan_removal(plan, mapping, block)
+        _plan_removal(plan, mapping, block, recorded)
     needed = {id(module)}
     for target in plan.targets | plan.deep:
         needed.add(target)
         needed.update(mapping.path_of.get(target, ()))
     result = module.visit(_Editor(plan, needed)) if plan.targets or plan.deep else module
+    if plan.restored:
+        result = cst.parse_module(splice(result.code, plan.restored, frozenset(plan.restored_lines)))
     if imports is not None:
         result = prune_imports(result, imports) if imports.prune else add_imports(result, imports)
     return result
@@ -210,7 +269,7 @@ def _split_at(stmts: Statements, pivot: cst.CSTNode) -> tuple[Statements, Statem
     return stmts, []
 
 
-def _plan_removal(plan: _Plan, mapping: CstMap, block: Block) -> None:
+def _plan_removal(plan: _Plan, mapping: CstMap, block: Block, recorded: _Recorded) -> None:
     edit = block.edit
     if edit.kind.inserts:
         first = mapping.statement(block.top[0])
@@ -227,10 +286,31 @@ def _plan_removal(plan: _Plan, mapping: CstMap, block: Block) -> None:
                 f"cannot tell which one to turn back into {original!r}"
             )
         target = _find_expression(statement, block.expr)
-        plan.swaps[id(target)] = cst.parse_expression(original)
+        exact = recorded.expression(block)
+        if exact is None:
+            plan.swaps[id(target)] = cst.parse_expression(original)
+        else:
+            plan.swaps[id(target)] = cst.Name(plan.placeholder(exact, lines=False))
         plan.deep.add(id(statement))
     else:
-        _plan_unrewrite(plan, mapping, block)
+        exact = recorded.region(block)
+        if exact is None:
+            _plan_unrewrite(plan, mapping, block)
+        else:
+            _plan_restore(plan, mapping, block, exact)
+
+
+def _plan_restore(plan: _Plan, mapping: CstMap, block: Block, text: str) -> None:
+    """A rewrite's region goes back to the text it held before apply, byte for byte (comments
+    above it included: the region's recorded text starts at them)."""
+    region = [mapping.statement(s) for s in block.top]
+    line = cst.SimpleStatementLine(body=[cst.Expr(cst.Name(plan.placeholder(text, lines=True)))])
+
+    def render(updated_of: UpdatedOf, expand: Expand) -> Statements:
+        return [line]
+
+    plan.rewrites[id(region[0])] = _Rewrite(region, render)
+    plan.targets.update(id(stmt) for stmt in region)
 
 
 def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:

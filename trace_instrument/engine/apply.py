@@ -9,7 +9,7 @@ and every point in place can run (its names resolve as the template means).
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import libcst as cst
@@ -29,11 +29,12 @@ from trace_instrument.engine.assess import (
 )
 from trace_instrument.engine.baseline import added_imports, business_baseline
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked, unwritable
-from trace_instrument.engine.manifest import Manifest
+from trace_instrument.engine.manifest import Manifest, Replacements
+from trace_instrument.engine.originals import FileText, for_removal, recorded, records_edit
 from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import internal_error, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
-from trace_instrument.locate import FileLocator
+from trace_instrument.locate import FileLocator, Placement
 from trace_instrument.locate.business import business_fingerprints, declared_removals
 from trace_instrument.locate.names import NameTable
 from trace_instrument.locate.runnable import PointNames
@@ -126,12 +127,15 @@ def _manifest_write(
         return None
     baselines = {o.result.path: o.baseline for o in ok if o.baseline is not None}
     imports = {o.result.path: o.added_imports for o in ok if o.added_imports}
+    replaced = {point: records for o in ok for point, records in o.replaced.items()}
     installed = {
         name: runtime.digest(content)
         for (name, content), plan in zip(catalog.runtime.files, runtime_plan)
         if plan.file.status.ok
     } or None
-    updated = manifest.updated(in_place, gone=[], baselines=baselines, imports=imports, runtime=installed)
+    updated = manifest.updated(
+        in_place, gone=[], baselines=baselines, imports=imports, runtime=installed, replaced=replaced
+    )
     return updated.write(f"trace-instrument {__version__}") if updated != manifest else None
 
 
@@ -168,6 +172,7 @@ class _Outcome:
     before: bytes | None = None  # the bytes they replace (refused if the file changes meanwhile)
     baseline: tuple[str, ...] | None = None  # business fingerprints, for the manifest
     added_imports: tuple[str, ...] = ()  # plain imports this run added, for the manifest
+    replaced: dict[str, Replacements] = field(default_factory=dict)  # originals of the rewrites, for the manifest
 
 
 def _run_jobs(
@@ -235,7 +240,7 @@ def _apply_to_file(
         return _Outcome(problem_results(disk, points))
     work, updating = (disk, set()) if not context.update else _without_stale(base, disk, points, context)
     plans = _plan_file(work, points, context, updating, excluded, selected)
-    return _edit_file(work, plans, context.catalog, disk)
+    return _edit_file(work, plans, context, disk)
 
 
 def _without_stale(base: Path, disk: FileWork, points: list[Point], context: _Context) -> tuple[FileWork, set[str]]:
@@ -245,7 +250,9 @@ def _without_stale(base: Path, disk: FileWork, points: list[Point], context: _Co
     if not stale:
         return disk, set()
     blocks = [block for a in stale if a.stale is not None for block in a.stale.blocks]
-    module = edit_module(cst.parse_module(disk.source.data), disk.tree, removals=blocks)
+    in_place = {*context.manifest.points, *(p.id for p in disk.points if disk.state(p).blocks)}
+    originals = for_removal(context.manifest, blocks, in_place, {a.point.id for a in stale})
+    module = edit_module(cst.parse_module(disk.source.data), disk.tree, removals=blocks, originals=originals)
     data = module.code.encode(encoding_of(disk.source.data))
     fresh = analyse(base, disk.path, context.catalog, data, applied=context.manifest.applied)
     if isinstance(fresh, FileProblem):
@@ -359,14 +366,14 @@ class _NotRecognised(Exception):
     pass
 
 
-def _edit_file(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileWork) -> _Outcome:
+def _edit_file(work: FileWork, plans: list[_Plan], context: _Context, disk: FileWork) -> _Outcome:
     """The file with the planned points in place (refusing any whose names would not resolve).
 
     `work` is what the edits are made on: the file on disk (`disk`), or it with stale code taken out.
     """
     while True:
         try:
-            return _edit_once(work, plans, catalog, disk)
+            return _edit_once(work, plans, context, disk)
         except _NotRunnable as exc:
             for plan in plans:
                 issues = exc.offenders.get(plan.point.id)
@@ -377,7 +384,8 @@ def _edit_file(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileW
                     plan.message = f"{issues[0].problem.value}: " + "; ".join(str(i) for i in issues)
 
 
-def _edit_once(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileWork) -> _Outcome:
+def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: FileWork) -> _Outcome:
+    catalog = context.catalog
     original = disk.text
     inserting = [p for p in plans if p.inserts]
     repairing = [p for p in plans if p.status is Status.REPAIRED]
@@ -393,8 +401,11 @@ def _edit_once(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileW
     extra_imports = tuple(dict.fromkeys([*(i for p in inserting for i in p.point.imports), *_plain_repairs(repairing)]))
     try:
         module = cst.parse_module(work.source.data)
-        updated = edit_module(module, work.tree, placements, imports=ImportChanges(names, extra_imports)).code
-        baseline = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog)
+        edited = edit_module(module, work.tree, placements, imports=ImportChanges(names, extra_imports))
+        updated = edited.code
+        checked = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog)
+        baseline, tree, locator = checked
+        replaced = _records(work, module, edited, tree, locator, placements, context.manifest)
     except _NotRunnable:
         raise
     except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
@@ -413,7 +424,23 @@ def _edit_once(work: FileWork, plans: list[_Plan], catalog: Catalog, disk: FileW
         error = FileError(FileProblemKind.ENCODING, f"cannot encode the result in the file's declared encoding: {exc}")
         return _Outcome(FileResult(work.path, results, original=original, error=error))
     result = FileResult(work.path, results, original=original, updated=updated)
-    return _Outcome(result, data, disk.source.data, baseline, _new_imports(disk, extra_imports))
+    return _Outcome(result, data, disk.source.data, baseline, _new_imports(disk, extra_imports), replaced)
+
+
+def _records(
+    work: FileWork,
+    module: cst.Module,
+    edited: cst.Module,
+    tree: ast.Module,
+    locator: FileLocator,
+    placements: list[Placement],
+    manifest: Manifest,
+) -> dict[str, Replacements]:
+    """What the manifest records of the regions this run replaced (and of those it changed)."""
+    if not any(records_edit(p.edit) for p in placements) and not any(p.id in manifest.replaced for p in work.points):
+        return {}
+    before = FileText(module, work.tree, work.locator)
+    return recorded(before, FileText(edited, tree, locator), work.points, placements, manifest)
 
 
 def _plain_repairs(repairing: list[_Plan]) -> list[str]:
@@ -464,11 +491,12 @@ def _check_output(
     repairing: list[_Plan],
     before: tuple[str, ...],
     catalog: Catalog,
-) -> tuple[str, ...]:
+) -> tuple[tuple[str, ...], ast.Module, FileLocator]:
     """The output must parse, every point placed or repaired must be recognised in it and able to run,
     and its business code must be the input's but for the rewrites the catalog declares.
 
-    Returns the output's business fingerprints: the baseline a later verify compares with.
+    Returns the output's business fingerprints (the baseline a later verify compares with), its
+    ast and its points as recognised.
     """
     tree = ast.parse(updated, filename=work.path)
     # only the points found edited by hand in the input can carry markers in the output
@@ -486,7 +514,7 @@ def _check_output(
     after = tuple(f for f, _ in business_fingerprints(locator.recognition, added_imports(catalog)))
     if [f for f in after if f not in declared] != [f for f in before if f not in declared]:
         raise _NotRecognised("the edit would change business code beyond the declared rewrites (catalog bug)")
-    return after
+    return after, tree, locator
 
 
 # -- across files -----------------------------------------------------------------------------------------

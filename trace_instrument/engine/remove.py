@@ -11,7 +11,7 @@ reported with the command that removes them, and kept.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import libcst as cst
@@ -19,16 +19,18 @@ import libcst as cst
 from trace_instrument import __version__
 from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges, prune_imports
+from trace_instrument.edit.regions import Original
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
 from trace_instrument.engine.assess import drift_message, stale_state
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked
-from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest
+from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacements
+from trace_instrument.engine.originals import FileText, for_removal, refreshed
 from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import internal_error, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
-from trace_instrument.locate import Block
+from trace_instrument.locate import Block, FileLocator
 from trace_instrument.locate.names import BUILTINS, NameTable
 from trace_instrument.model import (
     Catalog,
@@ -107,7 +109,8 @@ def _remove(
     writes += [p.write for p in runtime_plan if p.write is not None]
     gone = [p.point_id for f in files for p in f.points if p.status is Status.REMOVED]
     runtime_gone = any(p.file.status is RuntimeStatus.REMOVED for p in runtime_plan)
-    updated = manifest.updated([], gone=gone, baselines={}, runtime={} if runtime_gone else None)
+    replaced = {point: records for o in outcomes if o.data is not None for point, records in o.replaced.items()}
+    updated = manifest.updated([], gone=gone, baselines={}, runtime={} if runtime_gone else None, replaced=replaced)
     if updated != manifest or (not updated.points and (base / MANIFEST_NAME).exists()):
         writes.append(updated.write(f"trace-instrument {__version__}"))
     return commit(base, result, writes, write=write)
@@ -144,6 +147,7 @@ class _Removal:
     result: FileResult
     data: bytes | None = None  # the new bytes, when the file changes
     before: bytes | None = None  # the bytes they replace
+    replaced: dict[str, Replacements] = field(default_factory=dict)  # records of the points left, brought up to date
 
 
 def _file_job(context: _Context, item: tuple[str, str, frozenset[str]]) -> _Removal:
@@ -163,12 +167,16 @@ def _remove_from_file(context: _Context, base: Path, relative: str, selected: fr
         return _Removal(problem_results(work, points))
     plans = {point.id: _plan(work, point, context) for point in points}
     added = context.manifest.imports.get(relative)
+    in_place = {*(p for p, (f, _) in context.manifest.points.items() if f == relative)}
+    in_place |= {p.id for p in work.points if work.state(p).blocks}
     while True:
         taking = [p for p in plans.values() if p.blocks]
         if not taking:
             return _Removal(FileResult(work.path, tuple(p.result for p in plans.values()), original=work.text))
+        blocks = [b for p in taking for b in p.blocks]
+        originals = for_removal(context.manifest, blocks, in_place, {p.point.id for p in taking})
         try:
-            updated = _without(work, [b for p in taking for b in p.blocks], added)
+            module, updated = _without(work, blocks, added, originals)
         except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError) as exc:
             return _Removal(_failed(work, plans, exc))
         breaking = _would_break(work, updated, taking)
@@ -182,7 +190,24 @@ def _remove_from_file(context: _Context, base: Path, relative: str, selected: fr
     except UnicodeEncodeError as exc:
         error = FileError(FileProblemKind.ENCODING, f"cannot encode in the file's encoding: {exc}")
         return _Removal(FileResult(work.path, results, original=work.text, error=error))
-    return _Removal(FileResult(work.path, results, original=work.text, updated=updated), data, work.source.data)
+    leaving = {p.point.id for p in plans.values() if p.blocks}
+    replaced = _records_left(work, module, updated, leaving, context.manifest)
+    result = FileResult(work.path, results, original=work.text, updated=updated)
+    return _Removal(result, data, work.source.data, replaced)
+
+
+def _records_left(
+    work: FileWork, module: cst.Module, updated: str, leaving: set[str], manifest: Manifest
+) -> dict[str, Replacements]:
+    """The records of the points that stay, brought up to date where their region changed."""
+    kept = [p for p in work.points if p.id not in leaving and p.id in manifest.replaced]
+    if not kept:
+        return {}
+    tree = ast.parse(updated)
+    helpers = work.locator.recognition.helper_names
+    before = FileText(module, work.tree, work.locator)
+    after = FileText(cst.parse_module(updated), tree, FileLocator(tree, work.points, helpers, updated))
+    return refreshed(before, after, kept, work.points, manifest)
 
 
 @dataclass(eq=False)
@@ -237,15 +262,18 @@ def _failed(work: FileWork, plans: dict[str, _Plan], exc: Exception) -> FileResu
     )
 
 
-def _without(work: FileWork, blocks: list[Block], added: tuple[str, ...] | None) -> str:
-    """The file's text with the blocks taken out and the imports only they needed pruned."""
+def _without(
+    work: FileWork, blocks: list[Block], added: tuple[str, ...] | None, originals: dict[Block, Original]
+) -> tuple[cst.Module, str]:
+    """The file's LibCST module, and its text with the blocks taken out (the originals recorded for
+    them put back where the file still holds what apply made) and the imports only they needed pruned."""
     module = cst.parse_module(work.source.data)
-    edited = edit_module(module, work.tree, removals=blocks)
+    edited = edit_module(module, work.tree, removals=blocks, originals=originals)
     tree = ast.parse(edited.code, filename=work.path)  # must still be Python
     prunable = added if added is not None else tuple(dict.fromkeys(i for p in work.points for i in p.imports))
     used = frozenset(node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
     changes = ImportChanges(prune=True, prunable=prunable, still_used=used)
-    return prune_imports(edited, changes).code
+    return module, prune_imports(edited, changes).code
 
 
 def _would_break(work: FileWork, updated: str, taking: list[_Plan]) -> list[_Plan]:

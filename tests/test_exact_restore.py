@@ -1,0 +1,91 @@
+"""A fork's own comments on the lines apply rewrites survive apply + remove on real verl.
+
+The README promises that remove gives a file back byte for byte and keeps the user's own
+edits; the rewritten regions used to be rebuilt from the anchors, losing comments on them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support import copy_tree, tree_bytes
+
+from trace_instrument.engine.apply import apply
+from trace_instrument.engine.check import check
+from trace_instrument.engine.remove import remove
+from trace_instrument.model import EXTRAS, Catalog, Selection, Status
+from trace_instrument.spec import load_catalog
+
+AGENT_LOOP = "verl/experimental/agent_loop/agent_loop.py"
+
+# (line in pristine verl 0.9.0, what it holds, the fork's comment at its end)
+TRAILING = [
+    (86, "    compute_score: float = 0.0", "  # seconds"),
+    (968, '            with simple_timer("compute_score", timing):', "  # timed per sample"),
+    (1276, "        slowest = np.argmax(t_generate_sequences + t_tool_calls + t_compute_score)", "  # all three"),
+]
+# a comment line the fork put above this line
+ABOVE = (708, "            return await self._agent_loop_postprocess(", "            # hand the output on\n")
+
+
+def _fork(checkout: Path) -> None:
+    """The fork's comments, on the lines the test names (checked first: a new verl moves them)."""
+    path = checkout / AGENT_LOOP
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for number, text, comment in TRAILING:
+        assert lines[number - 1] == text + "\n", f"line {number} of {AGENT_LOOP} is not {text!r}"
+        lines[number - 1] = text + comment + "\n"
+    number, start, comment = ABOVE
+    assert lines[number - 1].startswith(start), f"line {number} of {AGENT_LOOP} does not start {start!r}"
+    lines.insert(number - 1, comment)
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_fork_comments_on_rewritten_lines_survive_apply_and_remove(
+    verl_090: Path, tmp_path: Path, catalog: Catalog
+) -> None:
+    checkout = copy_tree(verl_090, tmp_path / "checkout")
+    _fork(checkout)
+    forked = tree_bytes(checkout)
+    extras = Selection(extras=frozenset({"reward-score-metric"}))
+
+    applied = apply(checkout, catalog, extras)
+    assert applied.error is None and not [f.error for f in applied.files if f.error]
+    checked = check(checkout, catalog, extras)
+    assert [(p.point_id, p.status.value) for p in checked.points if p.status is not Status.PRESENT] == []
+
+    removed = remove(checkout, catalog)
+    assert removed.error is None and not [f.error for f in removed.files if f.error]
+    after = tree_bytes(checkout)
+    assert sorted(after) == sorted(forked)
+    assert [name for name in forked if after[name] != forked[name]] == []
+    text = after[AGENT_LOOP].decode()
+    assert all(comment in text for _n, _t, comment in TRAILING) and ABOVE[2] in text
+
+
+def test_apply_update_takes_the_older_code_out_exactly(tmp_path: Path) -> None:
+    """`apply --update` takes a stale rewrite out through the recorded original, so the region's
+    comments and quotes are the user's again when the point is removed later."""
+    case = Path(__file__).parent / "fixtures" / "remove" / "body-capture-keeps-comments"
+    catalogs = []
+    for version, code in (("v1", "log_progress('scored')"), ("v2", "log_progress('scored', 1)")):
+        folder = tmp_path / version
+        folder.mkdir()
+        text = (case / "spec.yaml").read_text(encoding="utf-8")
+        assert "      log_progress('scored')\n    marker" in text
+        (folder / "spec.yaml").write_text(
+            text.replace("      log_progress('scored')\n    marker", f"      {code}\n    marker")
+        )
+        catalogs.append(load_catalog([folder], shipped=False))
+    target = tmp_path / "checkout" / "verl" / "target.py"
+    target.parent.mkdir(parents=True)
+    before = (case / "before.py").read_bytes()
+    target.write_bytes(before)
+    everything = Selection(extras=frozenset(EXTRAS))
+
+    assert [p.status for p in apply(target.parents[1], catalogs[0], everything).points] == [Status.APPLIED]
+    updated = apply(target.parents[1], catalogs[1], everything, update=True)
+    assert [p.status for p in updated.points] == [Status.UPDATED]
+    assert "log_progress('scored', 1)" in target.read_text(encoding="utf-8")
+    assert [p.status for p in remove(target.parents[1], catalogs[1], everything).points] == [Status.REMOVED]
+    assert target.read_bytes() == before
