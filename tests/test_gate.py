@@ -313,3 +313,35 @@ def test_a_fork_function_named_like_an_inserted_helper_is_the_forks_and_never_re
     assert _statuses(check(checkout_090, catalog))["flow.v1.trace-ids-helper"] is Status.REFUSED
     assert _cli("remove", "--force", checkout_090).exit_code == 0
     assert base.read_text(encoding="utf-8") == fork, "the fork's function is left alone"
+
+
+def _train_update_lines(trainer: Path) -> tuple[int, int]:
+    """First and last line of the TRAIN_UPDATE block (its `_traj_uids` line and its call)."""
+    text = trainer.read_text(encoding="utf-8")
+    assert text.count(TRAIN_UPDATE) == 1
+    first = text[: text.index(TRAIN_UPDATE)].count("\n") + 1  # the `_traj_uids` line is in five blocks
+    return first, first + len(TRAIN_UPDATE.splitlines()) - 1
+
+
+@pytest.mark.parametrize("edit", ["stage edited", "call deleted"])
+def test_a_half_edited_block_is_its_points_drift_and_blames_no_neighbour(instrumented, catalog, verl_090, edit):
+    """What is left of TRAIN_UPDATE's block is that point's hand-edited code: drifted, no other
+    point broken or moved; remove --force takes it out whole and apply puts the point back."""
+    trainer = instrumented / RAY_TRAINER
+    fresh = trainer.read_bytes()
+    first, last = _train_update_lines(trainer)
+    lines = trainer.read_text(encoding="utf-8").splitlines(True)
+    if edit == "stage edited":
+        lines[last - 2] = lines[last - 2].replace("stage='TRAIN_UPDATE'", "stage='TRAIN_UPDATED'")
+    else:
+        del lines[first:last]  # the call's four lines; the `_traj_uids = ...` line stays
+    trainer.write_text("".join(lines), encoding="utf-8")
+    checked = check(instrumented, catalog)
+    problems = {p.point_id: p.status for p in checked.points if p.status is not Status.PRESENT}
+    assert problems == {"flow.v0.train-update": Status.DRIFTED}
+    drifted = next(p for p in checked.points if p.point_id == "flow.v0.train-update")
+    assert drifted.line == first
+    assert _cli("remove", "--force", "--only", "flow.v0.train-update", instrumented).exit_code == 0
+    assert "_traj_uids" not in "".join(trainer.read_text(encoding="utf-8").splitlines(True)[first - 2 : first + 2])
+    assert apply(instrumented, catalog).written
+    assert trainer.read_bytes() == fresh, "apply puts the point back exactly"

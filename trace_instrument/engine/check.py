@@ -194,7 +194,7 @@ def _unexpected(work: FileWork, catalog: Catalog) -> list[PointResult]:
                 accounted.update(id(n) for n in ast.walk(stmt))
         if state.complete:
             continue  # its blocks hold all its code: a second copy of a marker is unexpected
-        for node in state.marker_nodes:
+        for node in [*state.marker_nodes, *(s for run in state.edited for s in run.stmts)]:
             accounted.update(id(n) for n in ast.walk(node))
     return [
         _unexpected_result(work.path, node, signature)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from trace_instrument.locate.index import FileIndex, position, statement_key
 from trace_instrument.locate.match import Matcher
-from trace_instrument.model import Edit, Point
-from trace_instrument.spec.signatures import signatures_in
+from trace_instrument.model import TRACING_NAMES, Edit, Point
+from trace_instrument.spec.signatures import call_name, signatures_in
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,4 +94,17 @@ def _belongs(
     # edited, but still the template's own variable (`_traj_uids = ...` with another default)
     key = statement_key(stmt)
     private_assignment = key[0] in ("Assign", "AnnAssign") and str(key[-1]).startswith("_")
-    return private_assignment and key in keys
+    return (private_assignment and key in keys) or _same_tracing_call(stmt, edit)
+
+
+def _same_tracing_call(stmt: ast.stmt, edit: Edit) -> bool:
+    """A call of the same tracing function as one of the template's, its arguments edited."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    name = call_name(stmt.value)
+    if name is None or name not in TRACING_NAMES:
+        return False
+    return any(
+        isinstance(t, ast.Expr) and isinstance(t.value, ast.Call) and call_name(t.value) == name
+        for t in edit.template.stmts
+    )

@@ -235,6 +235,12 @@ class Recognition:
                 for site in self._sites_of_type(type(wanted)):
                     if Matcher().statement(wanted, site.node):
                         found[id(site.node)] = site
+        # what is left of a block whose tracing call was deleted or edited: the template's own
+        # private variable, assigned exactly as the template does (`_traj_uids = ...`)
+        for wanted in _private_assignments(point) if state.absent else ():
+            for site in self._sites_of_type(type(wanted)):
+                if id(site.node) not in self.rank_of and Matcher().statement(wanted, site.node):
+                    found[id(site.node)] = site
         for site in sorted(found.values(), key=lambda s: (s.node.lineno, s.node.col_offset)):
             if not _in_scopes(site, scopes, self.index) or id(site.node) in in_blocks or _nested_in(site, in_blocks):
                 continue
@@ -310,6 +316,21 @@ class Recognition:
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _private_assignments(point: Point) -> list[ast.stmt]:
+    """Top-level statements of the point's insert templates that assign one `_name` of its own."""
+    found: list[ast.stmt] = []
+    for edit in point.edits:
+        if not edit.kind.inserts:
+            continue
+        for stmt in edit.template.stmts:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and len(targets) == 1:
+                target = targets[0]
+                if isinstance(target, ast.Name) and target.id.startswith("_"):
+                    found.append(stmt)
+    return found
 
 
 def _region_sizes(template: list[ast.stmt], available: int) -> range:
