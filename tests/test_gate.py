@@ -345,3 +345,19 @@ def test_a_half_edited_block_is_its_points_drift_and_blames_no_neighbour(instrum
     assert "_traj_uids" not in "".join(trainer.read_text(encoding="utf-8").splitlines(True)[first - 2 : first + 2])
     assert apply(instrumented, catalog).written
     assert trainer.read_bytes() == fresh, "apply puts the point back exactly"
+
+
+def test_a_module_the_inserted_code_uses_is_checked_for_what_it_means(instrumented, catalog):
+    """env.worker-group calls os.environ: a fork's `os = None` breaks it, a lost `import os` is repaired."""
+    base = instrumented / "verl/single_controller/ray/base.py"
+    text = base.read_text(encoding="utf-8")
+    base.write_text(text + "\nos = None\n", encoding="utf-8")
+    rebinding_line = len(text.splitlines()) + 2
+    point = next(p for p in check(instrumented, catalog).points if p.point_id == "env.worker-group")
+    assert (point.status, [(i.name, i.binding_line) for i in point.names]) == (Status.BROKEN, [("os", rebinding_line)])
+    assert "import os\n" in text
+    base.write_text(text.replace("import os\n", "", 1), encoding="utf-8")
+    point = next(p for p in check(instrumented, catalog).points if p.point_id == "env.worker-group")
+    assert (point.status, point.reason) == (Status.BROKEN, Reason.MISSING_IMPORT)
+    assert apply(instrumented, catalog).written
+    assert _statuses(check(instrumented, catalog))["env.worker-group"] is Status.PRESENT

@@ -60,6 +60,7 @@ class Binding:
     stmt: ast.stmt | None  # the innermost statement holding the binding (None for a lambda's parameters)
     line: int
     clause: ast.excepthandler | ast.match_case | None = None  # an except or case clause binding it
+    at_run_time: bool = True  # False under `if TYPE_CHECKING:` or `if False:` (never executed)
 
     @property
     def code(self) -> str:
@@ -130,6 +131,7 @@ class NameTable:
         self._lazy = lazy
         self._pending: dict[int, tuple[ast.FunctionDef | ast.AsyncFunctionDef, Scope]] = {}  # def -> inner scope
         self._clause: ast.excepthandler | ast.match_case | None = None  # binding except / case clause
+        self._never_run = False  # inside the body of `if TYPE_CHECKING:` / `if False:`
         for stmt in tree.body:
             self._statement(stmt, self.module)
         lines = source.splitlines() if source is not None else None
@@ -243,7 +245,7 @@ class NameTable:
     # -- building ------------------------------------------------------------------------
 
     def _bind(self, scope: Scope, name: str, kind: BindingKind, node: ast.AST, line: int) -> None:
-        binding = Binding(name, kind, node, self._stmt, line, self._clause)
+        binding = Binding(name, kind, node, self._stmt, line, self._clause, at_run_time=not self._never_run)
         if kind is BindingKind.STAR_IMPORT:
             scope.stars.append(binding)
             return
@@ -260,6 +262,21 @@ class NameTable:
                 self._generic(stmt, scope)
         finally:
             self._stmt = outer
+
+    def _stmt_If(self, stmt: ast.If, scope: Scope) -> None:
+        if not _never_true(stmt.test):
+            self._generic(stmt, scope)
+            return
+        # the body still makes its names local (Python's scoping), but binds nothing when the code runs
+        self._expression(stmt.test, scope)
+        outer, self._never_run = self._never_run, True
+        try:
+            for child in stmt.body:
+                self._statement(child, scope)
+        finally:
+            self._never_run = outer
+        for child in stmt.orelse:
+            self._statement(child, scope)
 
     def _generic(self, node: ast.AST, scope: Scope, role: BindingKind = BindingKind.ASSIGNMENT) -> None:
         """Visit the fields of node in order; statements start their own context."""
@@ -517,3 +534,12 @@ def _header_copy(stmt: ast.stmt) -> ast.stmt:
     if hasattr(shallow, "body"):
         shallow.body = [ast.Pass()]
     return shallow
+
+
+def _never_true(test: ast.expr) -> bool:
+    """`TYPE_CHECKING`, `typing.TYPE_CHECKING` or a false constant: a body type checkers read, Python skips."""
+    if isinstance(test, ast.Constant):
+        return not test.value
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"

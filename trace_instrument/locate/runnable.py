@@ -163,7 +163,10 @@ class PointNames:
 
     def _use_issues(self, node: ast.Name, scope: Scope, wanted: dict[str, Expectation]) -> list[NameIssue]:
         name = node.id
-        bindings = [b for b in self.table.bindings_of(name, scope) if b.kind is not BindingKind.GLOBAL]
+        # an import under `if TYPE_CHECKING:` binds nothing when the code runs
+        bindings = [
+            b for b in self.table.bindings_of(name, scope) if b.kind is not BindingKind.GLOBAL and b.at_run_time
+        ]
         expected = wanted.get(name)
         if expected is not None:
             if not bindings:
