@@ -361,3 +361,20 @@ def test_a_module_the_inserted_code_uses_is_checked_for_what_it_means(instrument
     assert (point.status, point.reason) == (Status.BROKEN, Reason.MISSING_IMPORT)
     assert apply(instrumented, catalog).written
     assert _statuses(check(instrumented, catalog))["env.worker-group"] is Status.PRESENT
+
+
+@pytest.mark.parametrize(
+    ("module", "line"),
+    [
+        ("verl/utils/mine.py", "from .tracing import trace_flow"),
+        ("verl/utils/mine.py", "from . import tracing"),
+        ("verl/trainer/mine.py", "from ..utils.tracing import log_progress"),
+        ("verl/trainer/ppo/mine.py", "from ...utils import tracing"),
+    ],
+)
+def test_remove_keeps_the_runtime_a_relative_import_still_needs(instrumented, catalog, module, line):
+    (instrumented / module).write_text(line + "\n", encoding="utf-8")
+    result = _cli("remove", instrumented)
+    assert result.exit_code == 1, result.output
+    assert (instrumented / "verl/utils/tracing/__init__.py").is_file()
+    assert module in result.output, "the importer is named"

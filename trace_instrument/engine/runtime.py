@@ -135,7 +135,7 @@ def importers(root: Path, catalog: Catalog, leaving: dict[str, str | None]) -> t
                 data = path.read_bytes()
             except OSError:
                 continue
-        if (package in data or leaf.encode() in data) and _imports(data, parent, leaf):
+        if (package in data or leaf.encode() in data) and _imports(data, _package_of(relative), parent, leaf):
             found.append(relative)
     return tuple(found)
 
@@ -158,16 +158,33 @@ def _python_files(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def _imports(data: bytes, parent: str, leaf: str) -> bool:
+def _package_of(relative: str) -> str:
+    """The package a module file belongs to (verl/utils/mine.py -> verl.utils)."""
+    return ".".join(relative.split("/")[:-1])
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str | None:
+    """The module an ImportFrom names, relative levels resolved against the file's package."""
+    if node.level == 0:
+        return node.module or ""
+    parts = package.split(".") if package else []
+    if node.level - 1 > len(parts):
+        return None  # beyond the top: Python would refuse it too
+    base = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def _imports(data: bytes, package: str, parent: str, leaf: str) -> bool:
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError):
-        return TRACING_MODULE.encode() in data  # cannot tell: assume it does
+        return TRACING_MODULE.encode() in data or leaf.encode() in data  # cannot tell: assume it does
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0:
-            if node.module == TRACING_MODULE or (node.module or "").startswith(TRACING_MODULE + "."):
+        if isinstance(node, ast.ImportFrom):
+            module = _absolute(node, package)
+            if module == TRACING_MODULE or (module or "").startswith(TRACING_MODULE + "."):
                 return True
-            if node.module == parent and any(alias.name == leaf for alias in node.names):
+            if module == parent and any(alias.name == leaf for alias in node.names):
                 return True
         elif isinstance(node, ast.Import) and any(
             alias.name == TRACING_MODULE or alias.name.startswith(TRACING_MODULE + ".") for alias in node.names
