@@ -378,3 +378,23 @@ def test_remove_keeps_the_runtime_a_relative_import_still_needs(instrumented, ca
     assert result.exit_code == 1, result.output
     assert (instrumented / "verl/utils/tracing/__init__.py").is_file()
     assert module in result.output, "the importer is named"
+
+
+def test_check_says_what_apply_would_do_when_a_requirement_in_another_file_is_refused(checkout_090, catalog):
+    """A star import refuses the agent loop's points; the single-turn and tool records, in other
+    files, require one of them: check calls them skipped, as apply does, not missing."""
+    loop = checkout_090 / "verl/experimental/agent_loop/agent_loop.py"
+    loop.write_text(
+        loop.read_text(encoding="utf-8").replace("import random\n", "import random\nfrom math import *\n", 1)
+    )
+    checked = {p.point_id: p.status for p in check(checkout_090, catalog).points}
+    planned = {p.point_id: p.status for p in apply(checkout_090, catalog, write=False).points}
+    as_apply = {Status.MISSING: Status.APPLIED}
+    assert {k: as_apply.get(v, v) for k, v in checked.items()} == planned
+    refused = {k for k, v in planned.items() if v is Status.REFUSED}
+    needing = {
+        p.id
+        for p in catalog.points
+        if set(p.requires) & refused and p.file != "verl/experimental/agent_loop/agent_loop.py"
+    }
+    assert needing and all(checked[k] is Status.SKIPPED for k in needing)

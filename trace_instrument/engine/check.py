@@ -157,15 +157,26 @@ def _refused_overlap(result: PointResult, clashing: dict[str, tuple[str, int]]) 
 
 # -- requirements ----------------------------------------------------------------------
 
+# A required point in one of these states is not put in place by apply either.
+_NOT_PLACEABLE = frozenset(
+    {Status.REFUSED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.NOT_APPLICABLE, Status.SKIPPED, Status.ERROR}
+)
+
 # A required point in one of these states has no code in the checkout.
 _ABSENT = frozenset({Status.MISSING, Status.REFUSED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.NOT_APPLICABLE})
 
 
 def _requirements_met(files: list[FileResult], catalog: Catalog) -> list[FileResult]:
     """A present point whose required point has no code cannot run (C1 calls the tracker C0 sets
-    up, in another method): it is broken, naming the requirement and how to put it back."""
-    status = {p.point_id: p.status for f in files for p in f.points}
+    up, in another method): it is broken, naming the requirement and how to put it back. A missing
+    point whose required point apply cannot place is skipped, as apply reports it (chains too)."""
     requires = {p.id: p.requires for p in catalog.points}
+    while True:
+        settled = _skip_unplaceable(files, requires)
+        if settled == files:
+            break
+        files = settled
+    status = {p.point_id: p.status for f in files for p in f.points}
 
     def unmet(result: PointResult) -> PointResult:
         gone = [r for r in requires.get(result.point_id, ()) if status.get(r) in _ABSENT]
@@ -180,6 +191,20 @@ def _requirements_met(files: list[FileResult], catalog: Catalog) -> list[FileRes
         return replace(result, status=Status.BROKEN, message=message, reason=Reason.REQUIREMENT)
 
     return [replace(f, points=tuple(unmet(p) for p in f.points)) for f in files]
+
+
+def _skip_unplaceable(files: list[FileResult], requires: dict[str, tuple[str, ...]]) -> list[FileResult]:
+    """One round: a missing point whose required point (in any file) apply cannot place is skipped."""
+    status = {p.point_id: p.status for f in files for p in f.points}
+
+    def skipped(result: PointResult) -> PointResult:
+        needed = requires.get(result.point_id, ())
+        if result.status is not Status.MISSING or not any(status.get(r) in _NOT_PLACEABLE for r in needed):
+            return result
+        message = f"requires {', '.join(needed)}, which is not in place"
+        return replace(result, status=Status.SKIPPED, message=message, reason=Reason.REQUIREMENT)
+
+    return [replace(f, points=tuple(skipped(p) for p in f.points)) for f in files]
 
 
 # -- tracing code nobody accounts for ---------------------------------------------------
