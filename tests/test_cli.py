@@ -170,6 +170,14 @@ def test_no_color_removes_every_escape_code(checkout_090):
     assert "\x1b" not in plain and "missing" in plain
 
 
+def test_no_color_help_is_plain_and_never_cut():
+    coloured = _in_a_terminal(["check", "--help"], 40)
+    assert "\x1b[" in coloured, "a terminal gets styles (else this test proves nothing)"
+    plain = _in_a_terminal(["check", "--help"], 40, NO_COLOR="1")
+    assert "\x1b" not in plain and "…" not in plain
+    assert "--quiet" in plain and "--format" in plain
+
+
 def test_report_never_cuts_lines_in_a_narrow_terminal(checkout_090):
     _run("apply", "--facility", "sample_flow", "--facility", "runtime", checkout_090)
     markdown = _run("report", "--format", "markdown", checkout_090).output

@@ -18,7 +18,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Annotated, NoReturn
 
-import typer
+if os.environ.get("NO_COLOR"):
+    # the help pages too: Typer draws them with rich (bold, dim, boxes cut to the width) unless told not to
+    os.environ.setdefault("TYPER_USE_RICH", "0")
+
+import typer  # after the switch above, which Typer reads when it is imported
 from rich.console import Console, RenderableType
 from rich.text import Text
 
