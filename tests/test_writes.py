@@ -165,3 +165,13 @@ def test_an_interrupted_run_ends_cleanly_at_every_stage_of_the_writes(
     assert written == (stage == "renames")
     assert lines[0].endswith("the changes had been written completely" if written else "nothing was written")
     assert _runtime_first(now)
+
+
+def test_remove_after_a_killed_remove_leaves_no_manifest(checkout_090, verl_090, catalog):
+    """A remove killed after some renames left files pristine but the manifest behind: the next
+    remove finds those points absent and takes them out of the manifest too."""
+    assert apply(checkout_090, catalog).written
+    (checkout_090 / TRAINER).write_bytes((verl_090 / TRAINER).read_bytes())  # renamed before the kill
+    assert remove(checkout_090, catalog).written
+    assert not (checkout_090 / ".trace-instrument.json").exists()
+    assert tree_bytes(checkout_090) == tree_bytes(verl_090)

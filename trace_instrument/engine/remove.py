@@ -107,7 +107,8 @@ def _remove(
     # the code first, the package it imports last: never code importing a package already gone
     writes = [PendingWrite(o.result.path, o.data, o.before) for o in outcomes if o.data is not None]
     writes += [p.write for p in runtime_plan if p.write is not None]
-    gone = [p.point_id for f in files for p in f.points if p.status is Status.REMOVED]
+    # a point found absent goes out of the manifest too (an earlier run was killed after its renames)
+    gone = [p.point_id for f in files for p in f.points if p.status in (Status.REMOVED, Status.MISSING)]
     runtime_gone = any(p.file.status is RuntimeStatus.REMOVED for p in runtime_plan)
     replaced = {point: records for o in outcomes if o.data is not None for point, records in o.replaced.items()}
     updated = manifest.updated([], gone=gone, baselines={}, runtime={} if runtime_gone else None, replaced=replaced)
