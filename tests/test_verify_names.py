@@ -64,7 +64,7 @@ def test_an_added_import_that_rebinds_a_business_name_fails_verify(tmp_path: Pat
         (
             Check.NAMES,
             2,
-            "`import time` (added by trace-instrument) rebinds 'time' is bound by 'from time import time' at line 1",
+            "`import time` (added by trace-instrument) rebinds 'time': 'time' is bound by 'from time import time' at line 1",
         ),
     ]
     assert not result.ok

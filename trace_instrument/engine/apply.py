@@ -381,7 +381,7 @@ def _edit_file(work: FileWork, plans: list[_Plan], context: _Context, disk: File
                     plan.status, plan.message, plan.reason = Status.BROKEN, "", None  # as found: broken
                 if issues and plan.inserts:
                     plan.status, plan.reason = Status.REFUSED, issues[0].problem
-                    plan.message = f"{issues[0].problem.value}: " + "; ".join(str(i) for i in issues)
+                    plan.message = f"{issues[0].problem.value}: " + "; ".join(dict.fromkeys(str(i) for i in issues))
 
 
 def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: FileWork) -> _Outcome:

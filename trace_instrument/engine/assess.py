@@ -104,7 +104,7 @@ class FileAssessor:
     def _broken(self, point: Point, state: PointState, issues: list[NameIssue]) -> Assessment:
         repairable = all(i.problem is Reason.MISSING_IMPORT for i in issues)
         reason = Reason.MISSING_IMPORT if repairable else _worst(issues)
-        message = "; ".join(str(i) for i in issues)
+        message = "; ".join(dict.fromkeys(str(i) for i in issues))
         if repairable:
             message += "; `trace-instrument apply` adds the import"
         line = min(i.line for i in issues)
@@ -135,7 +135,7 @@ class FileAssessor:
         issues = self.placement_issues(point, placed)
         line = min(p.line for p in placed)
         if issues:
-            message = f"{_worst(issues).value}: " + "; ".join(str(i) for i in issues)
+            message = f"{_worst(issues).value}: " + "; ".join(dict.fromkeys(str(i) for i in issues))
             result = point_result(
                 point, Status.REFUSED, line=line, message=message, reason=_worst(issues), names=tuple(issues)
             )

@@ -50,7 +50,7 @@ class ManifestBaseline(Baseline):
 
     @property
     def description(self) -> str:
-        return "the business code as of the last apply (the manifest)"
+        return "the last apply (the manifest)"
 
 
 class FolderBaseline(Baseline):

@@ -188,7 +188,7 @@ def _name_findings(work: FileWork, catalog: Catalog, manifest: Manifest) -> list
             findings.append(Finding(Check.NAMES, work.path, False, f"{point.id}: {issue}", line=issue.line))
     added = {*manifest.imports.get(work.path, ()), *(i for p in work.points for i in p.imports)}
     for issue in rebinding_issues(work.names.table, added):
-        message = f"`{issue.expected}` (added by trace-instrument) rebinds {issue}"
+        message = f"`{issue.expected}` (added by trace-instrument) rebinds '{issue.name}': {issue}"
         findings.append(Finding(Check.NAMES, work.path, False, message, line=issue.line))
     if present and not findings:
         findings.append(Finding(Check.NAMES, work.path, True, f"the names of {len(present)} points resolve as meant"))
@@ -245,7 +245,7 @@ def _intrusion_findings(work: FileWork, catalog: Catalog, start: Baseline) -> li
         if len(missing) > len(added):
             line = current[b1][1] if b1 < len(current) else (current[-1][1] if current else 0)
             lost = len(missing) - len(added)
-            message = f"{lost} statement(s) of {start.description} missing here"
+            message = f"{lost} statement(s) of the business code of {start.description} missing here"
             findings.append(Finding(Check.ZERO_INTRUSION, work.path, False, message, line=line))
     if not findings:
         message = f"{len(current)} business statements as in {start.description}"
