@@ -405,7 +405,7 @@ def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: File
         updated = edited.code
         checked = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog)
         baseline, tree, locator = checked
-        replaced = _records(work, module, edited, tree, locator, placements, context.manifest)
+        replaced = _records(work, module, edited, updated, tree, locator, placements, context.manifest)
     except _NotRunnable:
         raise
     except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
@@ -431,6 +431,7 @@ def _records(
     work: FileWork,
     module: cst.Module,
     edited: cst.Module,
+    updated: str,
     tree: ast.Module,
     locator: FileLocator,
     placements: list[Placement],
@@ -439,8 +440,8 @@ def _records(
     """What the manifest records of the regions this run replaced (and of those it changed)."""
     if not any(records_edit(p.edit) for p in placements) and not any(p.id in manifest.replaced for p in work.points):
         return {}
-    before = FileText(module, work.tree, work.locator)
-    return recorded(before, FileText(edited, tree, locator), work.points, placements, manifest)
+    before = FileText(module, work.tree, work.locator, work.text)  # LibCST prints the source back as it was
+    return recorded(before, FileText(edited, tree, locator, updated), work.points, placements, manifest)
 
 
 def _plain_repairs(repairing: list[_Plan]) -> list[str]:

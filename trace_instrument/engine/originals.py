@@ -57,9 +57,9 @@ class FileText:
     module: cst.Module
     tree: ast.Module
     locator: FileLocator
+    code: str  # the module's text (known to the caller: printing a whole module again is costly)
 
     def __post_init__(self) -> None:
-        self.code = self.module.code
         self.lines = split_lines(self.code)
         self.mapping: CstMap = pair(self.module, self.tree)
 

@@ -206,8 +206,8 @@ def _records_left(
         return {}
     tree = ast.parse(updated)
     helpers = work.locator.recognition.helper_names
-    before = FileText(module, work.tree, work.locator)
-    after = FileText(cst.parse_module(updated), tree, FileLocator(tree, work.points, helpers, updated))
+    before = FileText(module, work.tree, work.locator, work.text)
+    after = FileText(cst.parse_module(updated), tree, FileLocator(tree, work.points, helpers, updated), updated)
     return refreshed(before, after, kept, work.points, manifest)
 
 
