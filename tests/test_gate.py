@@ -398,3 +398,13 @@ def test_check_says_what_apply_would_do_when_a_requirement_in_another_file_is_re
         if set(p.requires) & refused and p.file != "verl/experimental/agent_loop/agent_loop.py"
     }
     assert needing and all(checked[k] is Status.SKIPPED for k in needing)
+
+
+def test_a_syntax_error_is_annotated_on_its_own_line(instrumented):
+    sync = instrumented / "verl/trainer/ppo/v1/trainer_sync.py"
+    text = sync.read_text(encoding="utf-8")
+    sync.write_text(text + "\ndef oops(:\n", encoding="utf-8")
+    bad_line = len(text.splitlines()) + 2
+    github = _cli("check", "--format", "github", instrumented).output
+    lines = re.findall(r"^::error file=([^,]+),line=(\d+),", github, re.MULTILINE)
+    assert {int(n) for f, n in lines if f.endswith("trainer_sync.py")} == {bad_line}

@@ -47,6 +47,7 @@ class FileProblem:
     path: str
     message: str
     kind: FileProblemKind | None = None  # None: the file does not exist (its points are not applicable)
+    line: int = 0  # where the problem is, when it has a place (a syntax error)
 
     @property
     def missing(self) -> bool:
@@ -76,7 +77,8 @@ def analyse(
         tree = ast.parse(source.data, filename=relative)
     except SyntaxError as exc:
         kind, what = describe_syntax_error(exc)
-        return FileProblem(relative, f"line {exc.lineno}: {what}; fix the file or --skip its points", kind)
+        message = f"line {exc.lineno}: {what}; fix the file or --skip its points"
+        return FileProblem(relative, message, kind, line=exc.lineno or 0)
     except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurdly deep nesting
         return FileProblem(relative, f"cannot parse: {type(exc).__name__}: {exc}", FileProblemKind.SYNTAX)
     try:

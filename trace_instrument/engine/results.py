@@ -20,7 +20,10 @@ def problem_results(work: FileProblem, points: list[Point]) -> FileResult:
     if work.missing:
         results = tuple(point_result(p, Status.NOT_APPLICABLE, message=work.message) for p in points)
         return FileResult(work.path, results)
-    results = tuple(point_result(p, Status.SKIPPED, message=work.message, reason=Reason.FILE_PROBLEM) for p in points)
+    results = tuple(
+        point_result(p, Status.SKIPPED, line=work.line, message=work.message, reason=Reason.FILE_PROBLEM)
+        for p in points
+    )
     kind = work.kind or FileProblemKind.UNREADABLE
     return FileResult(work.path, results, error=FileError(kind, work.message))
 
