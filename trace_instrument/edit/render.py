@@ -74,11 +74,13 @@ class Captured:
         values: dict[int, CapturedValue],
         bodies: dict[int, Statements],
         around_value_line: dict[int, tuple[Statements, Statements]],  # statements travelling with a value line
+        footers: dict[int, Sequence[cst.EmptyLine]] | None = None,  # comment lines ending a captured body
     ) -> None:
         self.statements = statements
         self.values = values
         self.bodies = bodies
         self.around_value_line = around_value_line
+        self.footers = footers or {}
 
     def around(self, index: int) -> tuple[Statements, Statements]:
         """The statements that go before and after the line of value capture `index`."""
@@ -125,9 +127,30 @@ class _Fill(cst.CSTTransformer):
 
 
 def fill_template(template: Template, captured: Captured) -> Statements:
-    """A rewrite template's statements with its placeholders replaced by the captured code."""
-    module = cst.Module(body=list(template_nodes(template)))
+    """A rewrite template's statements with its placeholders replaced by the captured code.
+
+    Comment lines that ended a captured block stay below its statements: they lead the template
+    statement that follows the placeholder.
+    """
+    nodes = list(template_nodes(template))
+    for at, node in enumerate(nodes[:-1]):
+        footer = captured.footers.get(_body_placeholder(node), ())
+        if footer:
+            following = nodes[at + 1]
+            nodes[at + 1] = following.with_changes(leading_lines=[*footer, *following.leading_lines])
+    module = cst.Module(body=nodes)
     return list(module.visit(_Fill(captured)).body)
+
+
+def _body_placeholder(node: Statement) -> int:
+    """N for a top-level `__anchor_N_body__` statement, else -1."""
+    if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
+        small = node.body[0]
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Name):
+            match = PLACEHOLDER.match(small.value.value)
+            if match and match.group(2) == "body":
+                return int(match.group(1))
+    return -1
 
 
 def restore_originals(

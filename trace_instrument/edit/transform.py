@@ -213,6 +213,7 @@ def _captures_for_apply(
     statements: dict[int, Statements] = {}
     values: dict[int, CapturedValue] = {}
     bodies: dict[int, Statements] = {}
+    footers: dict[int, Sequence[cst.EmptyLine]] = {}
     around: dict[int, tuple[Statements, Statements]] = {}
     for index, role in placeholders(template.stmts):
         line = anchored[index]
@@ -225,8 +226,11 @@ def _captures_for_apply(
             values[index] = _captured_value(updated)
             around[index] = ([*lead, *before], after)
         else:
-            bodies[index] = [*lead, *_block_statements(updated_of(line))]
-    return Captured(statements, values, bodies, around)
+            block = updated_of(line)
+            bodies[index] = [*lead, *_block_statements(block)]
+            suite = getattr(block, "body", None)
+            footers[index] = suite.footer if isinstance(suite, cst.IndentedBlock) else ()
+    return Captured(statements, values, bodies, around, footers)
 
 
 def _captured_value(line: Statement) -> CapturedValue:
