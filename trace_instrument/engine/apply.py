@@ -32,7 +32,7 @@ from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_
 from trace_instrument.engine.manifest import Manifest, Replacements
 from trace_instrument.engine.originals import FileText, for_removal, recorded, records_edit
 from trace_instrument.engine.parallel import file_size, map_in_order
-from trace_instrument.engine.results import internal_error, point_result, problem_results
+from trace_instrument.engine.results import excluded_reason, internal_error, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.locate import FileLocator, Placement
 from trace_instrument.locate.business import business_fingerprints, declared_removals
@@ -308,13 +308,6 @@ def _import_repairs(assessment: Assessment) -> list[NameIssue]:
 
 def _skip(plan: _Plan, message: str, reason: Reason) -> None:
     plan.status, plan.message, plan.reason = Status.SKIPPED, message, reason
-
-
-def excluded_reason(point: Point, selected: frozenset[str]) -> str:
-    missing = [r for r in point.requires if r not in selected]
-    if not missing:
-        return f"requires {', '.join(point.requires)}, which is not in place"
-    return f"requires {missing[0]} (not selected)"
 
 
 def _settle_dependencies(plans: list[_Plan], selected: frozenset[str]) -> None:

@@ -19,7 +19,7 @@ from trace_instrument.engine import runtime
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.parallel import file_size, map_in_order
-from trace_instrument.engine.results import internal_error, problem_results
+from trace_instrument.engine.results import excluded_reason, internal_error, problem_results
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.model import (
     TRACING_NAMES,
@@ -51,7 +51,7 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
     paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     context = _Context(catalog, manifest, runtime_state, selected)
     files = _file_results(context, base, paths)
-    files = _requirements_met(files, catalog)
+    files = _requirements_met(files, catalog, selected)
     files += _unexpected_elsewhere(base, catalog, set(paths))
     in_use = any(p.status is not Status.NOT_APPLICABLE and p.point_id != "unexpected" for f in files for p in f.points)
     shown = runtime_files if selection.wants_runtime or in_use else []
@@ -166,13 +166,13 @@ _NOT_PLACEABLE = frozenset(
 _ABSENT = frozenset({Status.MISSING, Status.REFUSED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.NOT_APPLICABLE})
 
 
-def _requirements_met(files: list[FileResult], catalog: Catalog) -> list[FileResult]:
+def _requirements_met(files: list[FileResult], catalog: Catalog, selected: frozenset[str]) -> list[FileResult]:
     """A present point whose required point has no code cannot run (C1 calls the tracker C0 sets
     up, in another method): it is broken, naming the requirement and how to put it back. A missing
     point whose required point apply cannot place is skipped, as apply reports it (chains too)."""
     requires = {p.id: p.requires for p in catalog.points}
     while True:
-        settled = _skip_unplaceable(files, requires)
+        settled = _skip_unplaceable(files, catalog, selected)
         if settled == files:
             break
         files = settled
@@ -193,15 +193,17 @@ def _requirements_met(files: list[FileResult], catalog: Catalog) -> list[FileRes
     return [replace(f, points=tuple(unmet(p) for p in f.points)) for f in files]
 
 
-def _skip_unplaceable(files: list[FileResult], requires: dict[str, tuple[str, ...]]) -> list[FileResult]:
+def _skip_unplaceable(files: list[FileResult], catalog: Catalog, selected: frozenset[str]) -> list[FileResult]:
     """One round: a missing point whose required point (in any file) apply cannot place is skipped."""
     status = {p.point_id: p.status for f in files for p in f.points}
 
     def skipped(result: PointResult) -> PointResult:
-        needed = requires.get(result.point_id, ())
-        if result.status is not Status.MISSING or not any(status.get(r) in _NOT_PLACEABLE for r in needed):
+        if result.status is not Status.MISSING:
             return result
-        message = f"requires {', '.join(needed)}, which is not in place"
+        point = catalog.point(result.point_id)
+        if not any(status.get(r) in _NOT_PLACEABLE for r in point.requires):
+            return result
+        message = excluded_reason(point, selected)
         return replace(result, status=Status.SKIPPED, message=message, reason=Reason.REQUIREMENT)
 
     return [replace(f, points=tuple(skipped(p) for p in f.points)) for f in files]

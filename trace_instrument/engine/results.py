@@ -34,3 +34,11 @@ def internal_error(path: str, points: list[Point], exc: BaseException) -> FileRe
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     results = tuple(point_result(p, Status.ERROR, message=message, reason=Reason.INTERNAL) for p in points)
     return FileResult(path, results, error=FileError(FileProblemKind.INTERNAL, message, trace))
+
+
+def excluded_reason(point: Point, selected: frozenset[str]) -> str:
+    """Why a point that requires others is not placed (apply's and check's words for it)."""
+    missing = [r for r in point.requires if r not in selected]
+    if not missing:
+        return f"requires {', '.join(point.requires)}, which is not in place"
+    return f"requires {missing[0]} (not selected)"

@@ -8,18 +8,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trace_instrument.locate.index import FileIndex, Site, body_of, docstring_of, header_only, position
-from trace_instrument.locate.match import Captures, Matcher, is_wild_body
+from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.locate.recognize import Block, Recognition, find_expression
 from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Reason, Status
-from trace_instrument.spec.code import expr_pattern, single_expression
+from trace_instrument.spec.code import DEFINITIONS, expr_pattern, is_wild_body, single_expression
 
 # statements that hold blocks: a one-line `if x: y` shares its line with its own body, not a sibling
 _COMPOUND = (
     ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef,
     ast.AsyncFunctionDef, ast.ClassDef, ast.Match,
 )  # fmt: skip
-
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 @dataclass(eq=False)
@@ -197,7 +195,7 @@ class AnchorFinder:
     def _runs_in(self, match: _Match) -> ast.AST:
         """The def, class or module whose scope the edit's code runs in."""
         first = match.stmts[0]
-        if match.anchor.kind in (EditKind.BODY_START, EditKind.BODY_END) and isinstance(first, _SCOPES):
+        if match.anchor.kind in (EditKind.BODY_START, EditKind.BODY_END) and isinstance(first, DEFINITIONS):
             return first
         return self.index.enclosing_scope(first)
 

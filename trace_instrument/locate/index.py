@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
+from trace_instrument.spec.code import DEFINITIONS
+
 BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
-_SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 StmtT = TypeVar("StmtT", bound=ast.stmt)
 
 
@@ -54,7 +55,7 @@ class FileIndex:
                     self.sites.append(site)
                     self._site_of[id(child)] = site
                     inner_scope = scope
-                    if isinstance(child, _SCOPE_TYPES):
+                    if isinstance(child, DEFINITIONS):
                         inner_scope = f"{scope}.{child.name}" if scope else child.name
                         self.scopes.setdefault(inner_scope, []).append(child)
                     self._walk(child, (*ancestors, child), inner_scope)
@@ -108,7 +109,7 @@ class FileIndex:
     def enclosing_scope(self, node: ast.stmt) -> ast.AST:
         """The innermost def or class around a statement (the module at top level)."""
         for ancestor in reversed(self.site(node).ancestors):
-            if isinstance(ancestor, _SCOPE_TYPES):
+            if isinstance(ancestor, DEFINITIONS):
                 return ancestor
         return self.tree
 

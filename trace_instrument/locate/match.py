@@ -20,19 +20,10 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from trace_instrument.locate.index import BLOCK_FIELDS
-from trace_instrument.spec.code import PLACEHOLDER
+from trace_instrument.spec.code import DEFINITIONS, PLACEHOLDER, is_ellipsis, is_wild_body
 
 _IGNORED_FIELDS = frozenset({"ctx", "type_comment", "kind", "type_params"})
-_DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BLOCK_FIELDS = frozenset(BLOCK_FIELDS)
-
-
-def is_ellipsis(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and node.value is Ellipsis
-
-
-def is_wild_body(body: Sequence[ast.stmt]) -> bool:
-    return len(body) == 1 and isinstance(body[0], ast.Expr) and is_ellipsis(body[0].value)
 
 
 def _capture_of(node: ast.AST) -> tuple[int, str] | None:
@@ -69,7 +60,7 @@ class Matcher:
             return True
         if type(pattern) is not type(node):
             return False
-        if isinstance(pattern, _DEF_TYPES) and isinstance(node, _DEF_TYPES):  # node: same type as pattern
+        if isinstance(pattern, DEFINITIONS) and isinstance(node, DEFINITIONS):  # node: same type as pattern
             if pattern.name != node.name:
                 return False
             return is_wild_body(pattern.body) or self.body(pattern.body, node.body, caps)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 BUILTINS = frozenset(dir(builtins))
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
 class BindingKind(str, enum.Enum):
@@ -295,7 +295,7 @@ class NameTable:
             self._name(node, scope, role)
         elif isinstance(node, ast.Lambda):
             self._lambda(node, scope)
-        elif isinstance(node, _COMPREHENSIONS):
+        elif isinstance(node, COMPREHENSIONS):
             self._comprehension(node, scope)
         elif isinstance(node, ast.NamedExpr):
             self._expression(node.value, scope)

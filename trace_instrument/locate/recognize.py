@@ -29,7 +29,7 @@ from trace_instrument.locate.index import (
 )
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import TRACING_NAMES, Edit, EditKind, Point
-from trace_instrument.spec.code import expr_pattern, single_expression
+from trace_instrument.spec.code import DEFINITIONS, expr_pattern, single_expression
 from trace_instrument.spec.signatures import TRACKER_METHODS, signatures_in
 
 
@@ -244,7 +244,7 @@ class Recognition:
         for site in sorted(found.values(), key=lambda s: (s.node.lineno, s.node.col_offset)):
             if not _in_scopes(site, scopes, self.index) or id(site.node) in in_blocks or _nested_in(site, in_blocks):
                 continue
-            if isinstance(site.node, _DEFINITIONS) and self.applied is not None and point.id not in self.applied:
+            if isinstance(site.node, DEFINITIONS) and self.applied is not None and point.id not in self.applied:
                 continue  # a namesake the fork wrote, not this point's code
             state.marker_nodes.append(site.node)
             if id(site.node) not in self.rank_of:
@@ -313,9 +313,6 @@ class Recognition:
     def view(self, stmt: ast.stmt) -> ast.stmt:
         """The statement as business code sees it (its pre-rewrite form)."""
         return self.virtual.get(id(stmt), stmt)
-
-
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def _private_assignments(point: Point) -> list[ast.stmt]:

@@ -16,7 +16,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from trace_instrument.locate.anchors import Placement
-from trace_instrument.locate.names import BUILTINS, Binding, BindingKind, NameTable, Scope, ScopeKind, Use, one_line
+from trace_instrument.locate.names import (
+    BUILTINS,
+    COMPREHENSIONS,
+    Binding,
+    BindingKind,
+    NameTable,
+    Scope,
+    ScopeKind,
+    Use,
+    one_line,
+)
 from trace_instrument.locate.recognize import Block, Recognition
 from trace_instrument.model import TRACING_MODULE, TRACING_NAMES, Edit, EditKind, NameIssue, Point, Reason
 from trace_instrument.spec.code import PLACEHOLDER, placeholders
@@ -57,7 +67,7 @@ def expectations(point: Point) -> dict[str, Expectation]:
 
 
 # expressions that open a scope of their own
-_OWN_SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_OWN_SCOPES = (ast.Lambda, *COMPREHENSIONS)
 
 
 # -- which code is whose ---------------------------------------------------------------------

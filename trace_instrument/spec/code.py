@@ -11,6 +11,17 @@ from trace_instrument.model import Anchor, CodePattern, SpecSource, Template
 
 PLACEHOLDER = re.compile(r"^__anchor_(\d+)(?:_(value|body))?__$")
 CAPTURE_LIKE = re.compile(r"^__anchor_")  # names in the captures' namespace: a typo there is an error
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # statements that define a name
+
+
+def is_ellipsis(node: object) -> bool:
+    """`...`: a wildcard in a pattern."""
+    return isinstance(node, ast.Constant) and node.value is Ellipsis
+
+
+def is_wild_body(body: object) -> bool:
+    """A block written `...`: a pattern about its header only."""
+    return isinstance(body, list) and len(body) == 1 and isinstance(body[0], ast.Expr) and is_ellipsis(body[0].value)
 
 
 class CodeError(ValueError):

@@ -15,11 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from trace_instrument.model import Anchor, CodePattern, EditKind, SpecSource, Template
-from trace_instrument.spec.code import CodeError, bad_captures, parse_pattern, placeholders
+from trace_instrument.spec.code import (
+    DEFINITIONS,
+    CodeError,
+    bad_captures,
+    is_ellipsis,
+    is_wild_body,
+    parse_pattern,
+    placeholders,
+)
 from trace_instrument.spec.errors import SpecProblem
 from trace_instrument.spec.yamlnodes import Node
-
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 ANCHOR_KINDS = frozenset(kind.value for kind in EditKind)
 ANCHOR_KEYS = ANCHOR_KINDS | {"inside", "expr"}
@@ -169,7 +175,7 @@ def read_anchor(ctx: Context, node: Node, data: dict[str, Node]) -> Anchor | Non
             data["expr"].where("expr"), "holds a `...` wildcard; remove puts this expression back: write it out"
         )
         return None
-    if kind is EditKind.REPLACE_EXPR and isinstance(target.stmts[0], _DEFINITIONS):
+    if kind is EditKind.REPLACE_EXPR and isinstance(target.stmts[0], DEFINITIONS):
         ctx.problem(
             source,
             "a 'replace_expr' anchor cannot be a def or class (they are found by name; "
@@ -249,17 +255,6 @@ def _captures_fit(ctx: Context, where: SpecSource, anchor: Anchor, used: list[tu
     return True
 
 
-def is_wild_body(body: object) -> bool:
-    """A block written `...`: a pattern about its header only."""
-    return (
-        isinstance(body, list)
-        and len(body) == 1
-        and isinstance(body[0], ast.Expr)
-        and isinstance(body[0].value, ast.Constant)
-        and body[0].value.value is Ellipsis
-    )
-
-
 def wildcard_expressions(stmt: ast.stmt) -> list[ast.expr]:
     """`...` wildcards in a statement's own code (a body that is `...` is not one)."""
     found: list[ast.expr] = []
@@ -271,7 +266,7 @@ def wildcard_expressions(stmt: ast.stmt) -> list[ast.expr]:
                 continue
             children = value if isinstance(value, list) else [value]
             for child in children:
-                if isinstance(child, ast.Constant) and child.value is Ellipsis:
+                if is_ellipsis(child):
                     found.append(child)
                 elif isinstance(child, ast.AST):
                     pending.append(child)
