@@ -168,7 +168,7 @@ def _remove_from_file(context: _Context, base: Path, relative: str, selected: fr
         return _Removal(problem_results(work, points))
     plans = {point.id: _plan(work, point, context) for point in points}
     added = context.manifest.imports.get(relative)
-    in_place = {*(p for p, (f, _) in context.manifest.points.items() if f == relative)}
+    in_place = {p for p, (f, _) in context.manifest.points.items() if f == relative}
     in_place |= {p.id for p in work.points if work.state(p).blocks}
     while True:
         taking = [p for p in plans.values() if p.blocks]
