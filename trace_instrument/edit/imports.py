@@ -9,6 +9,7 @@ ordered by module name; names in a `from` import are ordered by type
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ def _name_key(name: str) -> tuple[int, str]:
     return (1 if name[:1].isupper() else 2), name
 
 
+@functools.lru_cache(maxsize=4096)  # each import line is looked at once per import added (nodes hash by identity)
 def _as_ast(line: cst.CSTNode) -> ImportNode | None:
     if (
         isinstance(line, cst.SimpleStatementLine)

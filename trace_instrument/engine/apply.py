@@ -15,6 +15,7 @@ from pathlib import Path
 import libcst as cst
 
 from trace_instrument import __version__
+from trace_instrument.edit import chunks
 from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.transform import EditError, edit_module
@@ -393,12 +394,10 @@ def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: File
     )
     extra_imports = tuple(dict.fromkeys([*(i for p in inserting for i in p.point.imports), *_plain_repairs(repairing)]))
     try:
-        module = cst.parse_module(work.source.data)
-        edited = edit_module(module, work.tree, placements, imports=ImportChanges(names, extra_imports))
-        updated = edited.code
+        updated, modules = _edited_text(work, placements, ImportChanges(names, extra_imports), context.manifest)
         checked = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog)
         baseline, tree, locator = checked
-        replaced = _records(work, module, edited, updated, tree, locator, placements, context.manifest)
+        replaced = _records(work, modules, updated, tree, locator, placements) if modules else {}
     except _NotRunnable:
         raise
     except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
@@ -420,21 +419,47 @@ def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: File
     return _Outcome(result, data, disk.source.data, baseline, _new_imports(disk, extra_imports), replaced)
 
 
+def _edited_text(
+    work: FileWork, placements: list[Placement], imports: ImportChanges, manifest: Manifest
+) -> tuple[str, _Modules | None]:
+    """The file's text with the placements made and the imports added.
+
+    Only the statements the placements touch are parsed and printed when the file allows it;
+    the whole module is when it does not, or when the manifest's records of replaced regions
+    (which need both whole modules) are to be made or brought up to date.
+    """
+    records = any(records_edit(p.edit) for p in placements) or any(p.id in manifest.replaced for p in work.points)
+    if not records and chunks.ENABLED:
+        text = chunks.edit_by_chunks(work.text, work.tree, work.locator.index, placements, imports)
+        if text is not None:
+            return text, None
+    module = cst.parse_module(work.source.data)
+    edited = edit_module(module, work.tree, placements, imports=imports)
+    updated = edited.code
+    return updated, _Modules(module, edited, manifest) if records else None
+
+
+@dataclass(frozen=True)
+class _Modules:
+    """The whole file before and after the edit, as LibCST parsed and changed it."""
+
+    before: cst.Module
+    after: cst.Module
+    manifest: Manifest
+
+
 def _records(
     work: FileWork,
-    module: cst.Module,
-    edited: cst.Module,
+    modules: _Modules,
     updated: str,
     tree: ast.Module,
     locator: FileLocator,
     placements: list[Placement],
-    manifest: Manifest,
 ) -> dict[str, Replacements]:
     """What the manifest records of the regions this run replaced (and of those it changed)."""
-    if not any(records_edit(p.edit) for p in placements) and not any(p.id in manifest.replaced for p in work.points):
-        return {}
-    before = FileText(module, work.tree, work.locator, work.text)  # LibCST prints the source back as it was
-    return recorded(before, FileText(edited, tree, locator, updated), work.points, placements, manifest)
+    before = FileText(modules.before, work.tree, work.locator, work.text)  # LibCST prints the source back as it was
+    after = FileText(modules.after, tree, locator, updated)
+    return recorded(before, after, work.points, placements, modules.manifest)
 
 
 def _plain_repairs(repairing: list[_Plan]) -> list[str]:

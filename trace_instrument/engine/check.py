@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -232,8 +231,9 @@ def _unexpected(work: FileWork, catalog: Catalog) -> list[PointResult]:
 
 def _unexpected_elsewhere(root: Path, catalog: Catalog, seen: set[str]) -> list[FileResult]:
     """Tracing calls in files no point targets (the runtime package itself excepted)."""
-    # one pass of a compiled pattern per file: most of verl never names a tracing function
-    mentions = re.compile(b"|".join(re.escape(f"{name}(".encode()) for name in sorted(TRACING_NAMES)))
+    # most of verl never names a tracing function: a few substring searches per file (a
+    # regex alternation of the names is four times slower) decide which files are parsed
+    needles = [f"{name}(".encode() for name in sorted(TRACING_NAMES)]
     files = []
     skip = {*seen, *catalog.files}
     runtime_dir = os.path.join(root, catalog.runtime.target_dir)
@@ -247,7 +247,7 @@ def _unexpected_elsewhere(root: Path, catalog: Catalog, seen: set[str]) -> list[
             try:
                 with open(path, "rb") as handle:
                     data = handle.read()
-                if not mentions.search(data):
+                if not any(needle in data for needle in needles):
                     continue
                 tree = ast.parse(data)
                 found = [_unexpected_result(relative, n, s) for s, n in signatures_in(tree.body, catalog.helpers)]

@@ -1,0 +1,321 @@
+"""Editing only the statements a file's placements touch, not the whole module.
+
+LibCST parsing and printing is most of what an apply costs, and a verl trainer file is some
+1,800 lines whose points sit in a few methods. So each group of touched statements is cut
+out as a *chunk*: a run of consecutive statements of one block (the outermost function
+around a touched statement, or the touched statement itself outside functions), with the
+blank and comment lines LibCST gives its first statement. A chunk is parsed behind a one-line
+prefix that puts it where it stands in the file (`if True:` above indented code, `pass` above
+top-level code, so the lines above its first statement stay that statement's), edited with
+the same `edit_module` as a whole file, printed, and put back in place of its lines. The
+imports are edited the same way on the head of the module: its docstring and import block,
+with a stub of the statement that follows them.
+
+Wherever a chunk cannot be cut so that LibCST sees its statements exactly as in the whole
+file (comments that could belong to a neighbour's block, statements sharing a line, tabs or
+other line breaks than `\\n`, a change next to the import block), `edit_by_chunks` returns
+None and the caller edits the whole module: the result is the same text either way (a test
+compares them on every catalog file of every supported verl release).
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from trace_instrument.edit.cstmap import PairingError
+from trace_instrument.edit.imports import ImportChanges, add_imports
+from trace_instrument.edit.regions import split_lines
+from trace_instrument.edit.transform import EditError, edit_module
+from trace_instrument.locate import Placement
+from trace_instrument.locate.index import FileIndex, is_block
+
+ENABLED = True  # False: every file is edited as a whole module (tests compare the two)
+NEWLINE = "\n"
+LIBCST_DEFAULT_INDENT = " " * 4  # a module without indented code (LibCST's own default)
+_TAB_IN_INDENT = re.compile(r"^[ ]*\t", re.MULTILINE)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class Unsuitable(Exception):
+    """The file or a placement cannot be cut into chunks faithfully: the whole module is edited."""
+
+
+@dataclass(eq=False)
+class _Chunk:
+    """Consecutive statements `first..last` of one statement list, and what is placed in them."""
+
+    owner: ast.AST
+    field: str
+    first: int  # index in the list
+    last: int
+    placements: list[Placement] = field(default_factory=list)
+
+    def statements(self) -> list[ast.stmt]:
+        items: list[ast.stmt] = getattr(self.owner, self.field)
+        return items[self.first : self.last + 1]
+
+
+def edit_by_chunks(
+    text: str, tree: ast.Module, index: FileIndex, placements: Sequence[Placement], imports: ImportChanges
+) -> str | None:
+    """The file's text with the placements made and the imports added, by editing chunks;
+    None when the file cannot be cut faithfully (edit the whole module then)."""
+    if "\r" in text or "\x0c" in text or text.startswith("\ufeff") or _TAB_IN_INDENT.search(text):
+        return None  # LibCST's view of such files depends on more than a chunk's own lines
+    lines = split_lines(text)
+    try:
+        indent = file_indent(tree, lines)
+        chunks = _chunks(index, placements)
+        head = _head(tree, lines, imports)
+        spans = sorted((_span(index, lines, chunk), chunk) for chunk in chunks)
+        _no_overlap([span for span, _ in spans], head)
+        edited = {span: _edit_chunk(lines, span, chunk, indent) for span, chunk in spans}
+        if head is not None:
+            edited[head.span] = _edit_head(lines, head, imports, indent)
+    except (Unsuitable, EditError, PairingError, cst.ParserSyntaxError, KeyError):
+        return None  # (KeyError: a statement the index does not hold; the whole module is edited)
+    return _splice(lines, edited)
+
+
+# -- where the chunks are -------------------------------------------------------------------------
+
+
+def _touched(placement: Placement) -> tuple[ast.stmt, ...]:
+    if placement.neighbor is not None:
+        return (placement.neighbor,)
+    return placement.region or placement.anchored
+
+
+def _chunks(index: FileIndex, placements: Sequence[Placement]) -> list[_Chunk]:
+    """One chunk per run of touched statements; runs in one list that meet become one."""
+    by_list: dict[tuple[int, str], list[_Chunk]] = {}
+    for placement in placements:
+        touched = _touched(placement)
+        if not touched:
+            raise Unsuitable("a placement without statements")
+        roots = [_root(index, stmt) for stmt in touched]
+        sites = [index.site(root) for root in roots]
+        owner, list_field = sites[0].owner, sites[0].field
+        if any(s.owner is not owner or s.field != list_field for s in sites):
+            raise Unsuitable("a placement across statement lists")
+        chunk = _Chunk(owner, list_field, min(s.index for s in sites), max(s.index for s in sites), [placement])
+        by_list.setdefault((id(owner), list_field), []).append(chunk)
+    return [merged for chunks in by_list.values() for merged in _merge(chunks)]
+
+
+def _root(index: FileIndex, stmt: ast.stmt) -> ast.stmt:
+    """The outermost function around a statement (a change inside it stays inside it), or the
+    statement itself outside functions."""
+    functions = [a for a in index.site(stmt).ancestors if isinstance(a, _FUNCTIONS)]
+    return functions[0] if functions else stmt
+
+
+def _merge(chunks: list[_Chunk]) -> list[_Chunk]:
+    """Chunks of one list that overlap or are next to each other, as one."""
+    chunks = sorted(chunks, key=lambda c: c.first)
+    merged = [chunks[0]]
+    for chunk in chunks[1:]:
+        current = merged[-1]
+        if chunk.first <= current.last + 1:
+            current.last = max(current.last, chunk.last)
+            current.placements.extend(chunk.placements)
+        else:
+            merged.append(chunk)
+    return merged
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    decorators = getattr(stmt, "decorator_list", None) or []
+    return min([stmt.lineno, *(d.lineno for d in decorators)])
+
+
+def _is_quiet(line: str) -> bool:
+    """A blank or comment-only line."""
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#")
+
+
+def _indentation(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _span(index: FileIndex, lines: list[str], chunk: _Chunk) -> tuple[int, int]:
+    """The chunk's lines (1-based, inclusive): from the blank and comment lines LibCST gives its
+    first statement through its last statement's last line."""
+    statements = chunk.statements()
+    siblings: list[ast.stmt] = getattr(chunk.owner, chunk.field)
+    first, last = statements[0], statements[-1]
+    start, end = _first_line(first), last.end_lineno or last.lineno
+    column = first.col_offset
+    if isinstance(chunk.owner, ast.Module) and chunk.first == 0:
+        raise Unsuitable("the module's first statement (its leading lines are the module's header)")
+    if _indentation(lines[start - 1]) != column:
+        raise Unsuitable("the chunk does not start a line")
+    previous = siblings[chunk.first - 1] if chunk.first > 0 else None
+    following = siblings[chunk.last + 1] if chunk.last + 1 < len(siblings) else None
+    if previous is not None and (previous.end_lineno or previous.lineno) >= start:
+        raise Unsuitable("the chunk shares its first line")
+    if following is not None and following.lineno <= end:
+        raise Unsuitable("the chunk shares its last line")
+    bound = (previous.end_lineno or previous.lineno) if previous is not None else _header_line(chunk.owner)
+    while start - 1 > bound and _is_quiet(lines[start - 2]):
+        start -= 1
+    above = [line for line in lines[start - 1 : _first_line(first) - 1] if line.strip()]
+    if previous is not None and is_block(previous) and any(_indentation(c) > column for c in above):
+        raise Unsuitable("comments above the chunk that may end the block before it")
+    after = end
+    while after < len(lines) and _is_quiet(lines[after]):
+        if lines[after].strip() and _indentation(lines[after]) > column:
+            raise Unsuitable("comments below the chunk that may end one of its blocks")
+        after += 1
+    return start, end
+
+
+def _header_line(owner: ast.AST) -> int:
+    """A line at or above the end of a block's header (the scan for leading lines stops above it)."""
+    return getattr(owner, "lineno", 0)
+
+
+def _no_overlap(spans: list[tuple[int, int]], head: _Head | None) -> None:
+    ends = [(1, head.span[1])] if head is not None else []
+    for start, end in [*ends, *spans]:
+        for other_start, other_end in [*ends, *spans]:
+            if (start, end) != (other_start, other_end) and start <= other_end and other_start <= end:
+                raise Unsuitable("chunks overlap")
+
+
+# -- editing a chunk --------------------------------------------------------------------------------
+
+
+def _edit_chunk(lines: list[str], span: tuple[int, int], chunk: _Chunk, indent: str) -> str:
+    statements = chunk.statements()
+    prefix, tree = _surroundings(statements, indent)
+    text = prefix + "".join(lines[span[0] - 1 : span[1]])
+    module = cst.parse_module(text)
+    if module.default_indent != indent:
+        raise Unsuitable("the chunk's first indentation is not the file's")
+    edited = edit_module(module, tree, chunk.placements).code
+    if not edited.startswith(prefix):
+        raise Unsuitable("the chunk's prefix changed")
+    return edited[len(prefix) :]
+
+
+def _surroundings(statements: list[ast.stmt], indent: str) -> tuple[str, ast.Module]:
+    """The lines to put above a chunk, and the ast of the chunk behind them.
+
+    They make LibCST see the chunk as in the file: its first statement follows another one (so
+    the lines above it are its own), and the first indented line is indented as the file's
+    first one (LibCST leaves blocks indented so without an indentation of their own, and
+    gives inserted blocks that default). Indented statements sit in nested `if True:`
+    blocks, one per level of the file's indentation; top-level ones follow a `pass`.
+    """
+    column = statements[0].col_offset
+    if column == 0:
+        prefix = "if True:" + NEWLINE + indent + "pass" + NEWLINE + "pass" + NEWLINE
+        opener = ast.If(test=ast.Constant(True), body=[ast.Pass()], orelse=[])
+        return prefix, ast.Module(body=[opener, ast.Pass(), *statements], type_ignores=[])
+    levels = max(1, -(-column // len(indent)))  # wrappers at 0, indent, 2 * indent, ... below the chunk
+    prefix = "".join(" " * (level * len(indent)) + "if True:" + NEWLINE for level in range(levels))
+    body: list[ast.stmt] = list(statements)
+    for _ in range(levels):
+        body = [ast.If(test=ast.Constant(True), body=body, orelse=[])]
+    return prefix, ast.Module(body=body, type_ignores=[])
+
+
+# -- the module's head: docstring and imports -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Head:
+    span: tuple[int, int]  # the lines up to the statement after the import block (1-based, inclusive)
+    stub: str  # stands for that statement: a def, a class or a plain statement, as it is one
+
+
+def _head(tree: ast.Module, lines: list[str], imports: ImportChanges) -> _Head | None:
+    if not imports.tracing_names and not imports.statements:
+        return None
+    body = tree.body
+    position = 1 if body and _is_docstring(body[0]) else 0
+    while position < len(body) and isinstance(body[position], (ast.Import, ast.ImportFrom)):
+        position += 1
+    if position == len(body):
+        raise Unsuitable("nothing follows the import block")
+    following = body[position]
+    for before, after in itertools.pairwise(body[: position + 1]):
+        if (before.end_lineno or before.lineno) >= _first_line(after):
+            raise Unsuitable("statements sharing a line in the module's head")
+    if _indentation(lines[_first_line(following) - 1]) != 0:
+        raise Unsuitable("the statement after the imports does not start its line")
+    return _Head((1, _first_line(following) - 1), _stub_kind(following))
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    """A string statement, as LibCST's import code tells a docstring line."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.JoinedStr):
+        raise Unsuitable("an f-string first (LibCST and ast tell docstrings apart differently)")
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Constant)
+        and isinstance(stmt.value.value, (str, bytes))
+    )
+
+
+def _stub_kind(stmt: ast.stmt) -> str:
+    if isinstance(stmt, _FUNCTIONS):
+        return "def"
+    return "class" if isinstance(stmt, ast.ClassDef) else "pass"
+
+
+def _stub_text(kind: str, indent: str) -> str:
+    if kind == "pass":
+        return "pass" + NEWLINE
+    header = "def _trace_instrument_stub():" if kind == "def" else "class _TraceInstrumentStub:"
+    return header + NEWLINE + indent + "pass" + NEWLINE
+
+
+def _edit_head(lines: list[str], head: _Head, imports: ImportChanges, indent: str) -> str:
+    stub = _stub_text(head.stub, indent)
+    module = cst.parse_module("".join(lines[: head.span[1]]) + stub)
+    # the head holds no block of its own (its first indented line is the stub's, if any)
+    module = module.with_changes(default_indent=indent, default_newline=NEWLINE)
+    edited = add_imports(module, imports).code
+    if not edited.endswith(stub):
+        raise Unsuitable("the stub after the imports changed")
+    return edited[: len(edited) - len(stub)]
+
+
+# -- putting it together ----------------------------------------------------------------------------
+
+
+def _splice(lines: list[str], edited: dict[tuple[int, int], str]) -> str:
+    result = list(lines)
+    for (start, end), text in sorted(edited.items(), reverse=True):
+        result[start - 1 : end] = [text]
+    return "".join(result)
+
+
+def file_indent(tree: ast.Module, lines: list[str]) -> str:
+    """The indentation LibCST takes as a module's default: that of its first indented line of code
+    (the first block body that does not share its header's line)."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Match):
+            raise Unsuitable("a match statement before any other indented code")
+        body = getattr(stmt, "body", None)
+        if not isinstance(body, list) or not body:
+            continue
+        line = lines[_first_line(body[0]) - 1]
+        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        if "\t" in indent:
+            raise Unsuitable("tabs in the indentation")
+        if indent and (len(indent) == body[0].col_offset or line[len(indent)] == "@"):
+            return indent
+        # a one-line suite, on the (last) line of its header: the next block may be indented
+        if any(getattr(stmt, name, None) for name in ("orelse", "handlers", "finalbody")):
+            raise Unsuitable("a one-line suite followed by another block of the same statement")
+    return LIBCST_DEFAULT_INDENT
