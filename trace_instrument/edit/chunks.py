@@ -51,13 +51,13 @@ class _Chunk:
     """Consecutive statements `first..last` of one statement list, and what is placed in them."""
 
     owner: ast.AST
-    field: str
+    list_name: str  # the owner's field holding the statements
     first: int  # index in the list
     last: int
     placements: list[Placement] = field(default_factory=list)
 
     def statements(self) -> list[ast.stmt]:
-        items: list[ast.stmt] = getattr(self.owner, self.field)
+        items: list[ast.stmt] = getattr(self.owner, self.list_name)
         return items[self.first : self.last + 1]
 
 
@@ -131,7 +131,7 @@ def _merge(chunks: list[_Chunk]) -> list[_Chunk]:
 
 
 def _first_line(stmt: ast.stmt) -> int:
-    decorators = getattr(stmt, "decorator_list", None) or []
+    decorators: list[ast.expr] = getattr(stmt, "decorator_list", None) or []
     return min([stmt.lineno, *(d.lineno for d in decorators)])
 
 
@@ -149,7 +149,7 @@ def _span(index: FileIndex, lines: list[str], chunk: _Chunk) -> tuple[int, int]:
     """The chunk's lines (1-based, inclusive): from the blank and comment lines LibCST gives its
     first statement through its last statement's last line."""
     statements = chunk.statements()
-    siblings: list[ast.stmt] = getattr(chunk.owner, chunk.field)
+    siblings: list[ast.stmt] = getattr(chunk.owner, chunk.list_name)
     first, last = statements[0], statements[-1]
     start, end = _first_line(first), last.end_lineno or last.lineno
     column = first.col_offset
