@@ -23,6 +23,7 @@ from support import copy_tree, tree_bytes
 from trace_instrument.edit import chunks
 from trace_instrument.edit.regions import split_lines
 from trace_instrument.engine.apply import apply
+from trace_instrument.engine.manifest import MANIFEST_NAME as MANIFEST
 from trace_instrument.model import EXTRAS, Catalog, RunResult, Selection
 from trace_instrument.spec import load_catalog
 
@@ -38,8 +39,8 @@ def serial(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, bool]]:
     cuts: dict[str, bool] = {}
     original = chunks.edit_by_chunks
 
-    def recording(text: str, *args: Any) -> str | None:
-        result = original(text, *args)
+    def recording(text: str, *args: Any, **kwargs: Any) -> chunks.ChunkedEdit | None:
+        result = original(text, *args, **kwargs)
         cuts[text] = result is not None
         return result
 
@@ -55,13 +56,22 @@ def _both_ways(
     for enabled in (True, False):
         checkout = copy_tree(tree, tmp_path / f"chunks-{enabled}")
         monkeypatch.setattr(chunks, "ENABLED", enabled)
-        outputs.append((apply(checkout, catalog, ALL), tree_bytes(checkout)))
+        result = apply(checkout, catalog, ALL)
+        # the manifest too: its records of replaced regions are measured on the chunks
+        outputs.append((result, {**tree_bytes(checkout), MANIFEST: (checkout / MANIFEST).read_bytes()}))
     (by_chunks, chunked), (whole, whole_files) = outputs
     return chunked, whole_files, by_chunks, whole
 
 
 def _statuses(result: RunResult) -> list[tuple[str, str]]:
     return [(p.point_id, p.status.value) for p in result.points]
+
+
+CUT_ON_EVERY_RELEASE = (
+    "verl/trainer/ppo/ray_trainer.py",
+    "verl/experimental/agent_loop/agent_loop.py",
+    "verl/experimental/agent_loop/tool_agent_loop.py",
+)
 
 
 @pytest.mark.parametrize("version", ["0.9.0", "0.9.1", "0.8.0"])
@@ -78,30 +88,31 @@ def test_chunks_give_the_whole_module_edit_on_every_release(
     assert _statuses(by_chunks) == _statuses(by_modules)
     assert sorted(chunked) == sorted(whole)
     assert [name for name in chunked if chunked[name] != whole[name]] == []
-    # the files without rewrites (no records of replaced regions to make) were cut into chunks
-    assert serial and all(serial.values()), serial
-    assert (tree / "verl/trainer/ppo/ray_trainer.py").read_text(encoding="utf-8") in serial
+    # the trainers and the agent loop (whose rewrites the manifest records) were cut into chunks
+    cut = [name for name in CUT_ON_EVERY_RELEASE if serial.get((tree / name).read_text(encoding="utf-8"))]
+    assert cut == list(CUT_ON_EVERY_RELEASE)
+    assert sum(serial.values()) >= len(serial) - 1, "at most one file edited whole"
 
 
-def _apply_cases() -> list[Any]:
-    return [pytest.param(p.parent, id=p.parent.name) for p in sorted(FIXTURES.glob("*/after.py"))]
+def _fixture_cases() -> list[Any]:
+    cases = [*sorted(FIXTURES.glob("*/after.py")), *sorted((FIXTURES.parent / "remove").glob("*/applied.py"))]
+    return [pytest.param(p.parent, id=f"{p.parent.parent.name}/{p.parent.name}") for p in cases]
 
 
-@pytest.mark.parametrize("case", _apply_cases())
-def test_a_whole_module_edit_gives_each_fixtures_after(
-    case: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize("case", _fixture_cases())
+def test_chunks_give_the_whole_module_edit_on_every_fixture(
+    case: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, serial: dict[str, bool]
 ) -> None:
-    """test_fixtures holds the chunked apply to after.py; the whole-module edit gives it too."""
-    monkeypatch.setattr(chunks, "ENABLED", False)
-    root = tmp_path / "checkout"
-    (root / TARGET).parent.mkdir(parents=True)
-    (root / TARGET).write_bytes((case / "before.py").read_bytes())
+    """The file and the manifest's records (test_fixtures holds the chunked file to after.py)."""
+    tree = tmp_path / "tree"
+    (tree / TARGET).parent.mkdir(parents=True)
+    (tree / TARGET).write_bytes((case / "before.py").read_bytes())
     spec = tmp_path / "spec"
     spec.mkdir()
     shutil.copy(case / "spec.yaml", spec / "spec.yaml")
-    result = apply(root, load_catalog([spec], shipped=False), ALL)
-    assert result.error is None
-    assert (root / TARGET).read_bytes() == (case / "after.py").read_bytes()
+    chunked, whole, by_chunks, by_modules = _both_ways(monkeypatch, tree, tmp_path, load_catalog([spec], shipped=False))
+    assert _statuses(by_chunks) == _statuses(by_modules)
+    assert chunked == whole
 
 
 # -- files made to sit on a chunk's boundaries ------------------------------------------------------

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from trace_instrument.edit.cstmap import PairingError
+from trace_instrument.edit.cstmap import CstMap, PairingError, pair
 from trace_instrument.edit.imports import ImportChanges, add_imports
 from trace_instrument.edit.regions import split_lines
 from trace_instrument.edit.transform import EditError, edit_module
@@ -61,26 +61,68 @@ class _Chunk:
         return items[self.first : self.last + 1]
 
 
+@dataclass
+class ChunkedEdit:
+    """A file edited chunk by chunk, and (when asked for) what measuring its regions needs: the
+    LibCST statements of the input's and of the output's statements in the chunks."""
+
+    text: str
+    indent: str
+    before: CstMap = field(default_factory=CstMap)
+    after: dict[tuple[int, int, str], cst.CSTNode] = field(default_factory=dict)  # (line, column, kind)
+
+    def module(self) -> cst.Module:
+        """An empty module with the file's indentation and line break (what regions are measured with)."""
+        return cst.Module(body=[], default_indent=self.indent, default_newline=NEWLINE)
+
+    def after_mapping(self, tree: ast.Module) -> CstMap:
+        """The output's statements in the chunks (`tree`: the output's ast), paired with LibCST's."""
+        mapping = CstMap()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.stmt):
+                found = self.after.get((node.lineno, node.col_offset, type(node).__name__))
+                if found is not None:
+                    mapping.line_of[id(node)] = found
+        return mapping
+
+
 def edit_by_chunks(
-    text: str, tree: ast.Module, index: FileIndex, placements: Sequence[Placement], imports: ImportChanges
-) -> str | None:
-    """The file's text with the placements made and the imports added, by editing chunks;
-    None when the file cannot be cut faithfully (edit the whole module then)."""
+    text: str,
+    tree: ast.Module,
+    index: FileIndex,
+    placements: Sequence[Placement],
+    imports: ImportChanges,
+    *,
+    measured: bool = False,
+) -> ChunkedEdit | None:
+    """The file's text with the placements made and the imports added, by editing chunks (with
+    `measured`, also the pairings its regions are measured with); None when the file cannot be
+    cut faithfully (edit the whole module then)."""
     if "\r" in text or "\x0c" in text or text.startswith("\ufeff") or _TAB_IN_INDENT.search(text):
         return None  # LibCST's view of such files depends on more than a chunk's own lines
     lines = split_lines(text)
     try:
-        indent = file_indent(tree, lines)
+        result = ChunkedEdit(text, file_indent(tree, lines))
         chunks = _chunks(index, placements)
         head = _head(tree, lines, imports)
-        spans = sorted((_span(index, lines, chunk), chunk) for chunk in chunks)
+        spans = sorted(((_span(index, lines, chunk), chunk) for chunk in chunks), key=lambda item: item[0])
         _no_overlap([span for span, _ in spans], head)
-        edited = {span: _edit_chunk(lines, span, chunk, indent) for span, chunk in spans}
+        edited: dict[tuple[int, int], str] = {}
         if head is not None:
-            edited[head.span] = _edit_head(lines, head, imports, indent)
+            edited[head.span] = _edit_head(lines, head, imports, result.indent)
+        shift = _shift(lines, head.span, edited[head.span]) if head is not None else 0
+        for span, chunk in spans:
+            edited[span] = _edit_chunk(lines, span, chunk, result, shift if measured else None)
+            shift += _shift(lines, span, edited[span])
     except (Unsuitable, EditError, PairingError, cst.ParserSyntaxError, KeyError):
         return None  # (KeyError: a statement the index does not hold; the whole module is edited)
-    return _splice(lines, edited)
+    result.text = _splice(lines, edited)
+    return result
+
+
+def _shift(lines: list[str], span: tuple[int, int], text: str) -> int:
+    """How many lines an edit of the span adds."""
+    return len(split_lines(text)) - (span[1] - span[0] + 1)
 
 
 # -- where the chunks are -------------------------------------------------------------------------
@@ -193,17 +235,38 @@ def _no_overlap(spans: list[tuple[int, int]], head: _Head | None) -> None:
 # -- editing a chunk --------------------------------------------------------------------------------
 
 
-def _edit_chunk(lines: list[str], span: tuple[int, int], chunk: _Chunk, indent: str) -> str:
+def _edit_chunk(lines: list[str], span: tuple[int, int], chunk: _Chunk, result: ChunkedEdit, shift: int | None) -> str:
+    """The chunk's lines edited; with a `shift` (lines the edits above it added), the pairings
+    of its statements go into `result`."""
     statements = chunk.statements()
-    prefix, tree = _surroundings(statements, indent)
+    prefix, tree = _surroundings(statements, result.indent)
     text = prefix + "".join(lines[span[0] - 1 : span[1]])
     module = cst.parse_module(text)
-    if module.default_indent != indent:
+    if module.default_indent != result.indent:
         raise Unsuitable("the chunk's first indentation is not the file's")
-    edited = edit_module(module, tree, chunk.placements).code
+    edited_module = edit_module(module, tree, chunk.placements)
+    edited = edited_module.code
     if not edited.startswith(prefix):
         raise Unsuitable("the chunk's prefix changed")
+    if shift is not None:
+        _measure(module, tree, edited_module, edited, result, span[0] + shift - prefix.count(NEWLINE) - 1)
     return edited[len(prefix) :]
+
+
+def _measure(
+    module: cst.Module, tree: ast.Module, edited_module: cst.Module, edited: str, result: ChunkedEdit, offset: int
+) -> None:
+    """Pair the chunk's input statements and its output statements (by place: `offset` turns a
+    line of the edited chunk into one of the output file) with their LibCST statements."""
+    before = pair(module, tree)
+    result.before.line_of.update(before.line_of)
+    result.before.path_of.update(before.path_of)
+    output = ast.parse(edited)
+    after = pair(edited_module, output)
+    for node in ast.walk(output):
+        found = after.line_of.get(id(node)) if isinstance(node, ast.stmt) else None
+        if found is not None and isinstance(node, ast.stmt):
+            result.after[(node.lineno + offset, node.col_offset, type(node).__name__)] = found
 
 
 def _surroundings(statements: list[ast.stmt], indent: str) -> tuple[str, ast.Module]:

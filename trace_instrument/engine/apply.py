@@ -394,10 +394,10 @@ def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: File
     )
     extra_imports = tuple(dict.fromkeys([*(i for p in inserting for i in p.point.imports), *_plain_repairs(repairing)]))
     try:
-        updated, modules = _edited_text(work, placements, ImportChanges(names, extra_imports), context.manifest)
+        updated, measures = _edited_text(work, placements, ImportChanges(names, extra_imports), context.manifest)
         checked = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog)
         baseline, tree, locator = checked
-        replaced = _records(work, modules, updated, tree, locator, placements) if modules else {}
+        replaced = _records(work, measures, updated, tree, locator, placements) if measures else {}
     except _NotRunnable:
         raise
     except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
@@ -421,45 +421,53 @@ def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: File
 
 def _edited_text(
     work: FileWork, placements: list[Placement], imports: ImportChanges, manifest: Manifest
-) -> tuple[str, _Modules | None]:
-    """The file's text with the placements made and the imports added.
+) -> tuple[str, _Measures | None]:
+    """The file's text with the placements made and the imports added, and (when the manifest is
+    to record replaced regions) what measuring them needs.
 
     Only the statements the placements touch are parsed and printed when the file allows it;
-    the whole module is when it does not, or when the manifest's records of replaced regions
-    (which need both whole modules) are to be made or brought up to date.
+    the whole module is when it does not, or when records of regions this run leaves in place
+    are to be brought up to date.
     """
-    records = any(records_edit(p.edit) for p in placements) or any(p.id in manifest.replaced for p in work.points)
-    if not records and chunks.ENABLED:
-        text = chunks.edit_by_chunks(work.text, work.tree, work.locator.index, placements, imports)
-        if text is not None:
-            return text, None
+    refresh = any(p.id in manifest.replaced for p in work.points)
+    records = refresh or any(records_edit(p.edit) for p in placements)
+    if not refresh and chunks.ENABLED:
+        index = work.locator.index
+        edit = chunks.edit_by_chunks(work.text, work.tree, index, placements, imports, measured=records)
+        if edit is not None:
+            return edit.text, _Measures(manifest, edit.module(), edit.module(), edit) if records else None
     module = cst.parse_module(work.source.data)
     edited = edit_module(module, work.tree, placements, imports=imports)
-    updated = edited.code
-    return updated, _Modules(module, edited, manifest) if records else None
+    return edited.code, _Measures(manifest, module, edited) if records else None
 
 
 @dataclass(frozen=True)
-class _Modules:
-    """The whole file before and after the edit, as LibCST parsed and changed it."""
+class _Measures:
+    """What the records of replaced regions are measured with: the whole file before and after
+    the edit as LibCST parsed and changed it, or the chunks it was edited in."""
 
+    manifest: Manifest
     before: cst.Module
     after: cst.Module
-    manifest: Manifest
+    chunked: chunks.ChunkedEdit | None = None
 
 
 def _records(
     work: FileWork,
-    modules: _Modules,
+    measures: _Measures,
     updated: str,
     tree: ast.Module,
     locator: FileLocator,
     placements: list[Placement],
 ) -> dict[str, Replacements]:
     """What the manifest records of the regions this run replaced (and of those it changed)."""
-    before = FileText(modules.before, work.tree, work.locator, work.text)  # LibCST prints the source back as it was
-    after = FileText(modules.after, tree, locator, updated)
-    return recorded(before, after, work.points, placements, modules.manifest)
+    chunked = measures.chunked
+    before_pairs = chunked.before if chunked is not None else None
+    after_pairs = chunked.after_mapping(tree) if chunked is not None else None
+    # (LibCST prints the source back as it was: the text is the module's)
+    before = FileText(measures.before, work.tree, work.locator, work.text, before_pairs)
+    after = FileText(measures.after, tree, locator, updated, after_pairs)
+    return recorded(before, after, work.points, placements, measures.manifest)
 
 
 def _plain_repairs(repairing: list[_Plan]) -> list[str]:

@@ -54,14 +54,15 @@ def for_removal(
 class FileText:
     """One version of a file as the records need it: LibCST module, ast, recognised points."""
 
-    module: cst.Module
+    module: cst.Module  # the whole module, or (with `mapping`) one with its indentation and line break
     tree: ast.Module
     locator: FileLocator
     code: str  # the module's text (known to the caller: printing a whole module again is costly)
+    mapping: CstMap | None = None  # LibCST's statement of each ast statement (None: pair the module's)
 
     def __post_init__(self) -> None:
         self.lines = split_lines(self.code)
-        self.mapping: CstMap = pair(self.module, self.tree)
+        self.pairs: CstMap = self.mapping if self.mapping is not None else pair(self.module, self.tree)
 
     def in_place(self, points: Iterable[Point]) -> frozenset[str]:
         return frozenset(p.id for p in points if self.locator.state(p).blocks)
@@ -72,7 +73,7 @@ class FileText:
         return next((b for b in self.locator.state(point).blocks if b.edit is edit), None)
 
     def span(self, stmts: Sequence[ast.stmt], *, leading: bool = True) -> tuple[int, int]:
-        return statements_span(self.mapping, self.module, stmts, leading=leading)
+        return statements_span(self.pairs, self.module, stmts, leading=leading)
 
     def region_text(self, block: Block) -> str:
         """What a recognised rewrite or replace_expr block holds now (what its digest is of)."""
