@@ -6,7 +6,6 @@ Exit codes: 0 clean, 1 drift / not everything placed / something kept, 2 error,
 
 from __future__ import annotations
 
-import difflib
 import gc
 import os
 import signal
@@ -167,6 +166,8 @@ def _catalog(anchors: list[Path] | None) -> Catalog:
 
 
 def _did_you_mean(word: str, choices: Iterable[str]) -> str:
+    import difflib  # only to suggest a name for a word that is not one
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,9 +50,13 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     context = _Context(catalog, manifest, runtime_state, selected)
-    files = _file_results(context, base, paths)
-    files = _requirements_met(files, catalog, selected)
-    files += _unexpected_elsewhere(base, catalog, set(paths))
+    elsewhere: list[FileResult] = []
+
+    def search_elsewhere() -> None:  # while the catalog's files are analysed
+        elsewhere.extend(_unexpected_elsewhere(base, catalog, set(paths)))
+
+    files = _file_results(context, base, paths, search_elsewhere)
+    files = _requirements_met(files, catalog, selected) + elsewhere
     in_use = any(p.status is not Status.NOT_APPLICABLE and p.point_id != "unexpected" for f in files for p in f.points)
     shown = runtime_files if selection.wants_runtime or in_use else []
     return RunResult(
@@ -74,18 +79,22 @@ class _Context:
 _CACHE = PickleCache("check", limit=5000)
 
 
-def _file_results(context: _Context, base: Path, paths: list[str]) -> list[FileResult]:
+def _file_results(context: _Context, base: Path, paths: list[str], meanwhile: Callable[[], None]) -> list[FileResult]:
     """Each file's result: from the cache when the file and all it is judged by are unchanged
-    (a pre-commit run reads no more than that), the others analysed, in parallel."""
+    (a pre-commit run reads no more than that), the others analysed, in parallel, while this
+    process runs `meanwhile`."""
     keys = [_cache_key(context, base, relative) for relative in paths]
     found = [_CACHE.get(key) if key is not None else None for key in keys]
     misses = [i for i, result in enumerate(found) if not isinstance(result, FileResult)]
     if misses:
         _load_analysis()  # once, before the workers fork
         items = [(str(base), paths[i], keys[i]) for i in misses]
-        fresh = map_in_order(_file_job, items, [file_size(base / paths[i]) for i in misses], context)
+        weights = [file_size(base / paths[i]) for i in misses]
+        fresh = map_in_order(_file_job, items, weights, context, meanwhile)
         for index, result in zip(misses, fresh):
             found[index] = result
+    else:
+        meanwhile()
     return [result for result in found if isinstance(result, FileResult)]
 
 

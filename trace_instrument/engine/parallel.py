@@ -38,11 +38,23 @@ def file_size(path: Path) -> float:
         return 0
 
 
-def map_in_order(function: Callable[[C, T], R], items: Sequence[T], weights: Sequence[float], context: C) -> list[R]:
-    """function(context, item) for every item, heaviest first across workers; results in the items' order."""
+def map_in_order(
+    function: Callable[[C, T], R],
+    items: Sequence[T],
+    weights: Sequence[float],
+    context: C,
+    meanwhile: Callable[[], object] | None = None,
+) -> list[R]:
+    """function(context, item) for every item, heaviest first across workers; results in the items' order.
+
+    `meanwhile` is run by this process while the workers work (after the items when there are none).
+    """
     workers = worker_count(len(items))
     if workers == 1:
-        return [function(context, item) for item in items]
+        results = [function(context, item) for item in items]
+        if meanwhile is not None:
+            meanwhile()
+        return results
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -57,6 +69,8 @@ def map_in_order(function: Callable[[C, T], R], items: Sequence[T], weights: Seq
     ) as pool:
         try:
             futures = {i: pool.submit(_in_worker, function, items[i]) for i in order}
+            if meanwhile is not None:
+                meanwhile()
             return [futures[i].result() for i in range(len(items))]
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)  # jobs under way finish (a second or so)

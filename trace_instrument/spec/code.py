@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import re
 import textwrap
@@ -70,26 +71,23 @@ def _first_line(stmt: ast.stmt) -> int:
     return stmt.lineno
 
 
+@functools.lru_cache(maxsize=4096)  # a template's or pattern's statements: walked once however often asked
+def _capture_like_names(stmts: tuple[ast.stmt, ...]) -> tuple[str, ...]:
+    """The names in the statements that look like captures (`__anchor_...`), in walk order."""
+    return tuple(
+        node.id for top in stmts for node in ast.walk(top) if isinstance(node, ast.Name) and CAPTURE_LIKE.match(node.id)
+    )
+
+
 def placeholders(stmts: tuple[ast.stmt, ...]) -> list[tuple[int, str]]:
     """(anchor index, role) of every capture a rewrite template uses; role '' is a whole statement."""
-    found = []
-    for top in stmts:
-        for node in ast.walk(top):
-            if isinstance(node, ast.Name):
-                match = PLACEHOLDER.match(node.id)
-                if match:
-                    found.append((int(match.group(1)), match.group(2) or ""))
-    return found
+    matches = [PLACEHOLDER.match(name) for name in _capture_like_names(stmts)]
+    return [(int(match.group(1)), match.group(2) or "") for match in matches if match]
 
 
 def bad_captures(stmts: tuple[ast.stmt, ...]) -> list[str]:
     """Names that look like captures (`__anchor_...`) but are not one of the three forms."""
-    found = []
-    for top in stmts:
-        for node in ast.walk(top):
-            if isinstance(node, ast.Name) and CAPTURE_LIKE.match(node.id) and not PLACEHOLDER.match(node.id):
-                found.append(node.id)
-    return found
+    return [name for name in _capture_like_names(stmts) if not PLACEHOLDER.match(name)]
 
 
 def expr_pattern(anchor: Anchor) -> CodePattern:
