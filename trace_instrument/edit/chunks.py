@@ -4,18 +4,19 @@ LibCST parsing and printing is most of what an apply costs, and a verl trainer f
 1,800 lines whose points sit in a few methods. So each group of touched statements is cut
 out as a *chunk*: a run of consecutive statements of one block (the outermost function
 around a touched statement, or the touched statement itself outside functions), with the
-blank and comment lines LibCST gives its first statement. A chunk is parsed behind a one-line
-prefix that puts it where it stands in the file (`if True:` above indented code, `pass` above
-top-level code, so the lines above its first statement stay that statement's), edited with
-the same `edit_module` as a whole file, printed, and put back in place of its lines. The
+blank and comment lines LibCST gives its first statement. A chunk is parsed behind a few
+prefix lines that put it where it stands in the file (`if True:` blocks above indented code,
+opened at the file's own indentation; a `pass` above top-level code, so the lines above its
+first statement stay that statement's), edited with the same `edit_module` as a whole file,
+printed, and put back in place of its lines. The
 imports are edited the same way on the head of the module: its docstring and import block,
 with a stub of the statement that follows them.
 
 Wherever a chunk cannot be cut so that LibCST sees its statements exactly as in the whole
 file (comments that could belong to a neighbour's block, statements sharing a line, tabs or
 other line breaks than `\\n`, a change next to the import block), `edit_by_chunks` returns
-None and the caller edits the whole module: the result is the same text either way (a test
-compares them on every catalog file of every supported verl release).
+None and the caller edits the whole module: the result is the same text either way (tests
+compare them on every catalog file of every supported verl release and on every fixture).
 """
 
 from __future__ import annotations

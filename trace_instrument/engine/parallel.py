@@ -59,10 +59,6 @@ def map_in_order(
     from concurrent.futures import ProcessPoolExecutor
 
     order = sorted(range(len(items)), key=lambda i: -weights[i])
-    import gc
-
-    if os.environ.get("TI_EXP_FREEZE"):
-        gc.freeze()  # TEST
     pool_context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(
         max_workers=workers, mp_context=pool_context, initializer=_start_worker, initargs=(context,)
