@@ -205,6 +205,10 @@ BOUNDARIES = {
     "logger.level = 1\n\n\nclass Trainer:\n" + FIT,
     "no-imports": '"""The module."""\nlogger = print\nlogger.level = 1\n\n\ndef prepare(batch):\n    return batch\n\n\n'
     "class Trainer:\n" + FIT,
+    "no-final-line-break": HEAD + "\n\nclass Trainer:\n" + FIT.rstrip("\n"),
+    "fit-last-after-deep-comment-of-a-simple-statement": HEAD
+    + "\n\nclass Trainer:\n    x = 1\n            # deeper than x\n"
+    + FIT,
     "nested-def-in-fit": HEAD + "\n\nclass Trainer:\n    def fit(self, batch):\n        def inner():\n"
     "            return 1\n\n        batch = prepare(batch)\n        return batch\n",
 }
