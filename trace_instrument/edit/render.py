@@ -134,7 +134,7 @@ def fill_template(template: Template, captured: Captured) -> Statements:
     """
     nodes = list(template_nodes(template))
     for at, node in enumerate(nodes[:-1]):
-        footer = captured.footers.get(_body_placeholder(node), ())
+        footer = captured.footers.get(body_placeholder(node), ())
         if footer:
             following = nodes[at + 1]
             nodes[at + 1] = following.with_changes(leading_lines=[*footer, *following.leading_lines])
@@ -142,7 +142,7 @@ def fill_template(template: Template, captured: Captured) -> Statements:
     return list(module.visit(_Fill(captured)).body)
 
 
-def _body_placeholder(node: Statement) -> int:
+def body_placeholder(node: Statement) -> int:
     """N for a top-level `__anchor_N_body__` statement, else -1."""
     if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
         small = node.body[0]
@@ -179,7 +179,8 @@ def restore_originals(
             restored.extend(after)
         elif index in captured.bodies:
             # the pattern's body is `...`; the captured statements make the real block
-            restored.append(pattern.with_changes(body=cst.IndentedBlock(body=captured.bodies[index])))
+            footer = captured.footers.get(index, ())
+            restored.append(pattern.with_changes(body=cst.IndentedBlock(body=captured.bodies[index], footer=footer)))
         else:
             restored.append(pattern)
     return restored

@@ -30,6 +30,7 @@ from trace_instrument.edit.render import (
     Captured,
     CapturedValue,
     Statements,
+    body_placeholder,
     fill_template,
     native_newlines,
     own_leading_count,
@@ -345,7 +346,11 @@ def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
             values[i] = _captured_value(updated_of(mapping.statement(holder)))
             around[i] = (travelling(holder, i), [])
         bodies = {i: kept(stmts) for i, stmts in caps.bodies.items()}
-        restored = restore_originals(pattern_statements(anchor.target), Captured(statements, values, bodies, around))
+        footers = _footers_handed_down(block, mapping, region, updated_of)
+        captured = Captured(statements, values, bodies, around, footers)
+        restored = restore_originals(pattern_statements(anchor.target), captured)
+        if id(region[0]) in _captured_lines(block, mapping):
+            return restored  # the lines above the region lead captured code: they came back with it
         first = updated_of(region[0])
         foreign = list(first.leading_lines[: max(0, len(first.leading_lines) - own)])
         return with_leading(restored, foreign)
@@ -354,6 +359,41 @@ def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
     plan.targets.update(id(line) for line in region)
     for holder in [h for _, h in caps.values.values()]:
         plan.targets.add(id(mapping.statement(holder)))
+
+
+def _captured_lines(block: Block, mapping: CstMap) -> set[int]:
+    """The LibCST statements of the business code a recognised rewrite captured."""
+    caps = block.captures
+    assert caps is not None  # a rewrite block is recognised by what its placeholders captured
+    stmts = [*caps.statements.values(), *(h for _, h in caps.values.values())]
+    stmts += [s for body in caps.bodies.values() for s in body]
+    return {id(mapping.statement(s)) for s in stmts}
+
+
+def _footers_handed_down(
+    block: Block, mapping: CstMap, region: list[cst.CSTNode], updated_of: UpdatedOf
+) -> dict[int, Sequence[cst.EmptyLine]]:
+    """Comment lines apply moved from the end of a captured block onto the template statement after
+    it (render.fill_template): they end the rebuilt block again."""
+    caps = block.captures
+    assert caps is not None  # a rewrite block is recognised by what its placeholders captured
+    template = list(template_nodes(block.edit.template))
+    footers: dict[int, Sequence[cst.EmptyLine]] = {}
+    for at, node in enumerate(template[:-1]):
+        index = body_placeholder(node)
+        body = caps.bodies.get(index)
+        if not body:
+            continue
+        last = mapping.statement(body[-1])
+        position = next((i for i, line in enumerate(region) if line is last), None)
+        following = region[position + 1] if position is not None and position + 1 < len(region) else None
+        holder = next((h for h in caps.holders.values() if mapping.statement(h) is following), None)
+        if following is None or holder is None:
+            continue  # other code stands between: its lines are its own
+        leading = list(updated_of(following).leading_lines)
+        own = len(template[at + 1].leading_lines)
+        footers[index] = leading[: max(0, len(leading) - own)]
+    return footers
 
 
 def _is_definition(node: cst.CSTNode) -> bool:
