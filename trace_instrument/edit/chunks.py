@@ -35,6 +35,7 @@ from trace_instrument.edit.regions import split_lines
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.locate import Placement
 from trace_instrument.locate.index import FileIndex, is_block
+from trace_instrument.spec.code import first_line
 
 ENABLED = True  # False: every file is edited as a whole module (tests compare the two)
 NEWLINE = "\n"
@@ -173,11 +174,6 @@ def _merge(chunks: list[_Chunk]) -> list[_Chunk]:
     return merged
 
 
-def _first_line(stmt: ast.stmt) -> int:
-    decorators: list[ast.expr] = getattr(stmt, "decorator_list", None) or []
-    return min([stmt.lineno, *(d.lineno for d in decorators)])
-
-
 def _is_quiet(line: str) -> bool:
     """A blank or comment-only line."""
     stripped = line.strip()
@@ -194,7 +190,7 @@ def _span(index: FileIndex, lines: list[str], chunk: _Chunk) -> tuple[int, int]:
     statements = chunk.statements()
     siblings: list[ast.stmt] = getattr(chunk.owner, chunk.list_name)
     first, last = statements[0], statements[-1]
-    start, end = _first_line(first), last.end_lineno or last.lineno
+    start, end = first_line(first), last.end_lineno or last.lineno
     column = first.col_offset
     if isinstance(chunk.owner, ast.Module) and chunk.first == 0:
         raise Unsuitable("the module's first statement (its leading lines are the module's header)")
@@ -209,7 +205,7 @@ def _span(index: FileIndex, lines: list[str], chunk: _Chunk) -> tuple[int, int]:
     bound = (previous.end_lineno or previous.lineno) if previous is not None else _header_line(chunk.owner)
     while start - 1 > bound and _is_quiet(lines[start - 2]):
         start -= 1
-    above = [line for line in lines[start - 1 : _first_line(first) - 1] if line.strip()]
+    above = [line for line in lines[start - 1 : first_line(first) - 1] if line.strip()]
     if previous is not None and is_block(previous) and any(_indentation(c) > column for c in above):
         raise Unsuitable("comments above the chunk that may end the block before it")
     after = end
@@ -312,11 +308,11 @@ def _head(tree: ast.Module, lines: list[str], imports: ImportChanges) -> _Head |
         raise Unsuitable("nothing follows the import block")
     following = body[position]
     for before, after in itertools.pairwise(body[: position + 1]):
-        if (before.end_lineno or before.lineno) >= _first_line(after):
+        if (before.end_lineno or before.lineno) >= first_line(after):
             raise Unsuitable("statements sharing a line in the module's head")
-    if _indentation(lines[_first_line(following) - 1]) != 0:
+    if _indentation(lines[first_line(following) - 1]) != 0:
         raise Unsuitable("the statement after the imports does not start its line")
-    return _Head((1, _first_line(following) - 1), _stub_kind(following))
+    return _Head((1, first_line(following) - 1), _stub_kind(following))
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
@@ -373,7 +369,7 @@ def file_indent(tree: ast.Module, lines: list[str]) -> str:
         body = getattr(stmt, "body", None)
         if not isinstance(body, list) or not body:
             continue
-        line = lines[_first_line(body[0]) - 1]
+        line = lines[first_line(body[0]) - 1]
         indent = line[: len(line) - len(line.lstrip(" \t"))]
         if "\t" in indent:
             raise Unsuitable("tabs in the indentation")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trace_instrument.edit.cstmap import CstMap
+from trace_instrument.spec.code import first_line
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # the line breaks Python itself counts
 
@@ -54,7 +55,7 @@ def statements_span(
             nodes.append(node)
     first = nodes[0]
     lead = getattr(first, "leading_lines", ())
-    code_line = min([stmts[0].lineno, *(d.lineno for d in getattr(stmts[0], "decorator_list", ()))])
+    code_line = first_line(stmts[0])
     body = [_without_leading(first), *nodes[1:]]
     rendered = cst.Module(
         body=[n for n in body if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))],

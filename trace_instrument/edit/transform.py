@@ -349,7 +349,7 @@ def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
         footers = _footers_handed_down(block, mapping, region, updated_of)
         captured = Captured(statements, values, bodies, around, footers)
         restored = restore_originals(pattern_statements(anchor.target), captured)
-        if id(region[0]) in _captured_lines(block, mapping):
+        if id(block.top[0]) in captured_ids | {id(s) for body in caps.bodies.values() for s in body}:
             return restored  # the lines above the region lead captured code: they came back with it
         first = updated_of(region[0])
         foreign = list(first.leading_lines[: max(0, len(first.leading_lines) - own)])
@@ -359,15 +359,6 @@ def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
     plan.targets.update(id(line) for line in region)
     for holder in [h for _, h in caps.values.values()]:
         plan.targets.add(id(mapping.statement(holder)))
-
-
-def _captured_lines(block: Block, mapping: CstMap) -> set[int]:
-    """The LibCST statements of the business code a recognised rewrite captured."""
-    caps = block.captures
-    assert caps is not None  # a rewrite block is recognised by what its placeholders captured
-    stmts = [*caps.statements.values(), *(h for _, h in caps.values.values())]
-    stmts += [s for body in caps.bodies.values() for s in body]
-    return {id(mapping.statement(s)) for s in stmts}
 
 
 def _footers_handed_down(

@@ -435,7 +435,8 @@ def _edited_text(
         index = work.locator.index
         edit = chunks.edit_by_chunks(work.text, work.tree, index, placements, imports, measured=records)
         if edit is not None:
-            return edit.text, _Measures(manifest, edit.module(), edit.module(), edit) if records else None
+            measured = edit.module()  # the chunks' indentation and line break: what regions are measured with
+            return edit.text, _Measures(manifest, measured, measured, edit) if records else None
     module = cst.parse_module(work.source.data)
     edited = edit_module(module, work.tree, placements, imports=imports)
     return edited.code, _Measures(manifest, module, edited) if records else None

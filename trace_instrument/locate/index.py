@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from trace_instrument.spec.code import DEFINITIONS
+from trace_instrument.spec.code import DEFINITIONS, first_line
 
 BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 StmtT = TypeVar("StmtT", bound=ast.stmt)
@@ -66,10 +66,7 @@ class FileIndex:
         """The statement's own code (a block's header), whitespace-trimmed per line; None if unknown."""
         if self.lines is None:
             return None
-        first = node.lineno - 1
-        decorators = getattr(node, "decorator_list", None)
-        if decorators:
-            first = min(d.lineno for d in decorators) - 1  # decorators are part of the def's tree
+        first = first_line(node) - 1  # decorators are part of the def's tree
         if is_block(node):
             children = [c for name in BLOCK_FIELDS for c in getattr(node, name, None) or [] if hasattr(c, "lineno")]
             end = min((c.lineno for c in children), default=(node.end_lineno or node.lineno) + 1) - 1

@@ -61,10 +61,10 @@ def parse_template(name: str, text: str, *, expression: bool = False) -> Templat
     stmts = _parse_ast(body)
     if not stmts:
         raise CodeError(1, "is empty")
-    return Template(name=name, text=body, stmts=stmts, sha=sha, leading_lines=_first_line(stmts[0]) - 1)
+    return Template(name=name, text=body, stmts=stmts, sha=sha, leading_lines=first_line(stmts[0]) - 1)
 
 
-def _first_line(stmt: ast.stmt) -> int:
+def first_line(stmt: ast.stmt) -> int:
     """Where a statement's code starts (a decorated def: at its first decorator)."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):  # the statements with decorators
         return min([stmt.lineno, *(d.lineno for d in stmt.decorator_list)])
