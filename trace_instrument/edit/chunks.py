@@ -222,11 +222,11 @@ def _header_line(owner: ast.AST) -> int:
 
 
 def _no_overlap(spans: list[tuple[int, int]], head: _Head | None) -> None:
-    ends = [(1, head.span[1])] if head is not None else []
-    for start, end in [*ends, *spans]:
-        for other_start, other_end in [*ends, *spans]:
-            if (start, end) != (other_start, other_end) and start <= other_end and other_start <= end:
-                raise Unsuitable("chunks overlap")
+    """Each line is in one chunk at most (the head's included)."""
+    ordered = sorted([*([head.span] if head is not None else []), *spans])
+    for (_, end), (start, _) in itertools.pairwise(ordered):
+        if start <= end:
+            raise Unsuitable("chunks overlap")
 
 
 # -- editing a chunk --------------------------------------------------------------------------------
