@@ -103,6 +103,18 @@ def test_damage_is_counted_with_examples(damaged: Path) -> None:
     assert r.formats == {"raw_message": 4, "flat": 1}
 
 
+def test_an_empty_content_field_is_a_row_that_does_not_parse(tiny_run: Path, tmp_path: Path) -> None:
+    trace = shutil.copytree(tiny_run, tmp_path / "trace")
+    worker_csv = next(p for p in (trace / "sample").glob("node-b-*.csv"))
+    with open(worker_csv, "ab") as f:
+        f.write(b"job-tiny,sample,x/0,RUNNING,1787215021003,\r\n")
+    n_lines = len(worker_csv.read_bytes().splitlines())
+    result = analyze([trace], Options(cache=False))
+    assert result.header.rows_read == TINY_ROWS + 1
+    count, examples = _skipped(result)["row whose content does not parse"]
+    assert count == 1 and examples[0].startswith(f"{worker_csv}:{n_lines} ")
+
+
 def test_damage_leaves_the_numbers_of_good_rows_alone(damaged: Path, tiny_run: Path) -> None:
     clean = analyze([tiny_run], Options(cache=False))
     result = analyze([damaged], Options(cache=False))

@@ -72,14 +72,15 @@ def test_second_run_reuses_the_cache(tiny_run: Path, tmp_path: Path) -> None:
     import shutil
 
     trace = shutil.copytree(tiny_run, tmp_path / "trace")
-    first = analyze([trace], Options())
-    second = analyze([trace], Options())
+    large = Options(in_memory_max_bytes=0)  # as a run too large to read into memory
+    first = analyze([trace], large)
+    second = analyze([trace], large)
     assert not first.cached and second.cached
     assert second.latencies == first.latencies and second.header == first.header
     assert any((trace / ".trace-instrument-cache").iterdir())
     with open(next((trace / "progress").glob("*.log")), "a") as f:
         f.write("Step 3 rollout started\n")  # a run still being written: the cache is rebuilt
-    third = analyze([trace], Options())
+    third = analyze([trace], large)
     assert not third.cached
     assert 3 in third.header.steps
 
@@ -90,9 +91,32 @@ def test_cached_result_round_trips_exactly(sim_run, tmp_path: Path) -> None:
     from trace_instrument.traces import serde
 
     trace = shutil.copytree(sim_run[0], tmp_path / "trace")
-    first = analyze([trace], Options())
+    large = Options(in_memory_max_bytes=0)
+    first = analyze([trace], large)
     assert serde.from_json(serde.to_json(first)) == first
-    second = analyze([trace], Options())
+    second = analyze([trace], large)
     assert second.cached and second == type(first)(**{**first.__dict__, "cached": True})
-    other_steps = analyze([trace], Options(steps=(2, 3)))  # not stored yet: computed from the cached tables
+    other_steps = analyze([trace], Options(steps=(2, 3), in_memory_max_bytes=0))  # computed from the cached tables
     assert other_steps.cached and [s.step for s in other_steps.steps] == [2, 3]
+
+
+def test_a_small_run_is_read_in_memory_and_not_cached(tiny_run: Path, tmp_path: Path) -> None:
+    import shutil
+
+    trace = shutil.copytree(tiny_run, tmp_path / "trace")
+    first = analyze([trace], Options())
+    second = analyze([trace], Options())
+    assert not first.cached and not second.cached
+    assert not (trace / ".trace-instrument-cache").exists()
+    assert second == first
+
+
+def test_memory_and_a_database_file_give_the_same_analysis(sim_run) -> None:
+    import dataclasses
+
+    in_memory = analyze([sim_run[0]], Options(cache=False))
+    on_disk = analyze([sim_run[0]], Options(cache=False, in_memory_max_bytes=0))
+    # the rollouts' float means may differ in the last bit between two runs (DuckDB sums in parallel)
+    assert dataclasses.replace(on_disk, rollouts=None) == dataclasses.replace(in_memory, rollouts=None)
+    assert on_disk.rollouts is not None and in_memory.rollouts is not None
+    assert on_disk.rollouts.stop_reasons == in_memory.rollouts.stop_reasons

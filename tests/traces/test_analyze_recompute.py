@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -97,3 +98,19 @@ def test_clock_skew_is_estimated_per_host(run) -> None:
     for host, (low, high) in bounds.items():
         assert low <= skews[host] <= high
     assert any(high - low < 100 for low, high in bounds.values())
+
+
+def test_samples_sharing_a_hash_fall_back_to_the_id_text(run, monkeypatch) -> None:
+    """Two sample ids with one 64-bit hash are improbable, so the fallback is forced: a key of three values."""
+    from trace_instrument.traces.duckdb_backend import DuckDBBackend, DuckDBDialect
+
+    trace_dir, _, result = run
+    monkeypatch.setattr(DuckDBDialect, "sample_keys", lambda self, column: (f"hash({column}) % 3", column))
+    dropped: list[str] = []
+    drop = DuckDBBackend.drop_table
+    monkeypatch.setattr(DuckDBBackend, "drop_table", lambda self, name: (dropped.append(name), drop(self, name)))
+    fallback = analyze([trace_dir], Options(cache=False))
+    assert dropped == ["entities_all"]
+    # everything read through the sample key; the rollouts come from the trajectory files (their float
+    # means may differ in the last bit between two runs: DuckDB sums in parallel)
+    assert dataclasses.replace(fallback, rollouts=None) == dataclasses.replace(result, rollouts=None)

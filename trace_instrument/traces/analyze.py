@@ -43,14 +43,23 @@ from trace_instrument.traces.model import (
 )
 from trace_instrument.traces.progress import ProgressInfo, parse_progress, parse_status
 
-CACHE_VERSION = "2"
+CACHE_VERSION = "3"
 SLOWEST = 10
 OLDEST = 20
+# Trace files up to this size are read into memory, without a cache: a database file costs a third
+# more loading time (its columns are compressed as they are written), and reading such a run again
+# takes seconds anyway. Past DuckDB's memory limit, the in-memory tables move to the spill directory.
+IN_MEMORY_MAX_BYTES = 512 * 2**20
+GZIP_RATIO = 8  # a compressed trace file counts as this many times its size
 
 
 @dataclass(frozen=True)
 class Options:
-    """How to read: the step range, the engine, the cache and DuckDB's memory limit."""
+    """How to read: the step range, the engine, the cache and DuckDB's memory limit.
+
+    ``in_memory_max_bytes``: inputs of at most this size (gzip files weighted by GZIP_RATIO) are
+    read into memory and never cached.
+    """
 
     steps: tuple[int, int] | None = None
     engine: str = "duckdb"
@@ -58,6 +67,7 @@ class Options:
     memory_limit: str = DEFAULT_MEMORY_LIMIT
     threads: int | None = None
     spark_master: str | None = None
+    in_memory_max_bytes: int = IN_MEMORY_MAX_BYTES
 
 
 DEFAULT_OPTIONS = Options()
@@ -110,10 +120,10 @@ def open_engine(roots: list[Path], options: Options) -> Iterator[tuple[Backend, 
         finally:
             spark.close()
         return
-    with _duckdb_database(roots, inputs, options) as (database, reused):
+    with _duckdb_database(roots, inputs, options) as (database, spill_dir, reused):
         from trace_instrument.traces.duckdb_backend import DuckDBBackend
 
-        backend = DuckDBBackend(database, options.memory_limit, options.threads)
+        backend = DuckDBBackend(database, spill_dir, options.memory_limit, options.threads)
         try:
             if reused:
                 report = _read_cache_meta(backend)
@@ -128,8 +138,10 @@ def open_engine(roots: list[Path], options: Options) -> Iterator[tuple[Backend, 
 
 
 @contextmanager
-def _duckdb_database(roots: list[Path], inputs: Inputs, options: Options) -> Iterator[tuple[Path, bool]]:
-    cache_dir = _cache_dir(roots) if options.cache else None
+def _duckdb_database(roots: list[Path], inputs: Inputs, options: Options) -> Iterator[tuple[Path | None, Path, bool]]:
+    """(the database file or None for memory, the spill directory, whether the file is a complete cache)."""
+    in_memory = _input_bytes(inputs) <= options.in_memory_max_bytes
+    cache_dir = _cache_dir(roots) if options.cache and not in_memory else None
     if cache_dir is not None:
         database = cache_dir / f"analyze-{_cache_key(inputs)}.duckdb"
         for old in cache_dir.glob("analyze-*.duckdb*"):
@@ -137,13 +149,24 @@ def _duckdb_database(roots: list[Path], inputs: Inputs, options: Options) -> Ite
                 _remove(old)
         if database.exists() and not _cache_complete(database):
             _remove(database)
-        yield database, database.exists()
+        yield database, Path(str(database) + ".tmp"), database.exists()
         return
     tmp = Path(tempfile.mkdtemp(prefix="trace-analyze-"))
     try:
-        yield tmp / "analyze.duckdb", False
+        yield (None if in_memory else tmp / "analyze.duckdb"), tmp, False
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _input_bytes(inputs: Inputs) -> int:
+    total = 0
+    for f in inputs.files:
+        try:
+            size = os.stat(f.path).st_size
+        except OSError:
+            continue
+        total += size * GZIP_RATIO if f.path.endswith(".gz") else size
+    return total
 
 
 def _remove(path: Path) -> None:
@@ -246,7 +269,7 @@ def compute(backend: Backend, inputs: Inputs, report: LoadReport, options: Optio
     header = _header(backend, inputs, report, progress, lost, bad_status, steps, rollouts, files)
     if header.rows_read == 0 and (rollouts is None or rollouts.trajectories == 0) and progress.lines == 0:
         raise TraceInputError("no usable rows in the trace files: " + _skipped_summary(header.skipped))
-    groups, oldest = _in_flight(backend, files)
+    groups, oldest = _in_flight(backend, files, header.last_ms)
     return Analysis(
         header=header,
         steps=steps,
@@ -415,20 +438,22 @@ def _host(files: dict[int, SourceFile], file_id: Any) -> str | None:
 
 
 def _in_flight(
-    backend: Backend, files: dict[int, SourceFile]
+    backend: Backend, files: dict[int, SourceFile], end_ts: int | None
 ) -> tuple[tuple[InFlightGroup, ...], tuple[InFlight, ...]]:
+    """Never-trained samples, their ages measured to ``end_ts``, the last row of the (selected) run."""
+    end = "NULL" if end_ts is None else str(int(end_ts))
     groups = tuple(
         sorted(
             (
                 InFlightGroup(event_name(c), in_flight_state(c), int(n), int(age))
-                for c, n, age in backend.rows("inflight")
+                for c, n, age in backend.rows("inflight", end_ts=end)
             ),
             key=lambda g: (-g.count, g.last_event),
         )
     )
     oldest = tuple(
         InFlight(str(sid), event_name(c), in_flight_state(c), int(ts), int(age), _host(files, fid))
-        for sid, c, ts, age, fid in backend.rows("inflight_oldest", limit=OLDEST)
+        for sid, c, ts, age, fid in backend.rows("inflight_oldest", limit=OLDEST, end_ts=end)
     )
     return groups, oldest
 

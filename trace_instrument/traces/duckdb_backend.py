@@ -58,6 +58,13 @@ class DuckDBDialect(Dialect):
     def struct(self, **fields: str) -> str:
         return "struct_pack(" + ", ".join(f"{name} := {expr}" for name, expr in fields.items()) + ")"
 
+    def content_parts(self, column: str) -> str:
+        # DuckDB's split_part builds the whole list of fields on every call: one split serves all four
+        return f"string_split({column}, '|')"
+
+    def field(self, column: str, parts: str, n: int) -> str:
+        return f"{parts}[{n}]"
+
     def uid_of(self, column: str) -> str:
         return f"regexp_extract({column}, {_sql_string(UID_PATTERN)}, 1)"
 
@@ -77,18 +84,24 @@ class DuckDBDialect(Dialect):
 
 
 class DuckDBBackend(Backend):
-    """Holds the normalised tables in a DuckDB database file (the cache, or a temporary one)."""
+    """Holds the normalised tables in a DuckDB database: the cache file, or memory (spilling to ``spill_dir``)."""
 
     name = "duckdb"
 
-    def __init__(self, database: Path, memory_limit: str = "1GB", threads: int | None = None) -> None:
+    def __init__(
+        self, database: Path | None, spill_dir: Path, memory_limit: str = "1GB", threads: int | None = None
+    ) -> None:
         self.dialect = DuckDBDialect()
         self.database = database
-        self.con = duckdb.connect(str(database))
+        # in memory, the tables skip the compression a database file needs (half the loading time);
+        # above the memory limit DuckDB moves their blocks to the spill directory
+        self.con = duckdb.connect(":memory:" if database is None else str(database))
         self.memory_limit = memory_limit
         self.con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
-        self.con.execute(f"SET temp_directory = {_sql_string(str(database) + '.tmp')}")
+        self.con.execute(f"SET temp_directory = {_sql_string(str(spill_dir))}")
         self.con.execute("SET preserve_insertion_order = false")
+        # DuckDB's progress bar would draw into the report's output during long reads
+        self.con.execute("SET enable_progress_bar = false")
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
 
@@ -97,6 +110,9 @@ class DuckDBBackend(Backend):
 
     def close(self) -> None:
         self.con.close()
+
+    def drop_table(self, name: str) -> None:
+        self.con.execute(f"DROP TABLE {name}")
 
     def export_parquet(self, table: str, path: str) -> None:
         self.con.execute(f"COPY {table} TO {_sql_string(path)} (FORMAT parquet, COMPRESSION zstd)")
@@ -116,8 +132,7 @@ class DuckDBBackend(Backend):
             skipped.extend(reject_skips)
         else:
             self.script("empty_events")
-        self.script("entities")
-        self.script("transitions")
+        self.build_samples()
         trajectories = inputs.of_kind("trajectory")
         if trajectories:
             # a very long line (a 100 MB trajectory) needs a read buffer of a few times its size; the limit

@@ -54,6 +54,9 @@ class SparkDialect(Dialect):
     def position(self, expr: str, needle: str) -> str:
         return f"instr({expr}, '{needle}')"
 
+    def hash_of(self, expr: str) -> str:
+        return f"xxhash64({expr})"  # Spark's hash() has 32 bits: a run of 100,000 samples shares some
+
     def uid_of(self, column: str) -> str:
         return f"regexp_extract({column}, {_lit(UID_PATTERN)}, 1)"
 
@@ -97,6 +100,10 @@ class SparkBackend(Backend):
             sql = sql[: match.start()] + f"CACHE TABLE {match.group(1)} AS" + sql[match.end() :]
         return [tuple(_plain(v) for v in row) for row in self.spark.sql(sql).collect()]
 
+    def drop_table(self, name: str) -> None:
+        self.spark.sql(f"UNCACHE TABLE IF EXISTS {name}")
+        self.spark.catalog.dropTempView(name)
+
     def close(self) -> None:
         self.spark.catalog.clearCache()
         self.spark.stop()
@@ -120,8 +127,7 @@ class SparkBackend(Backend):
                 rejected += int(refused)
         else:
             self.script("empty_events")
-        self.script("entities")
-        self.script("transitions")
+        self.build_samples()
         trajectories = inputs.of_kind("trajectory")
         if trajectories:
             self._read_text(trajectories)

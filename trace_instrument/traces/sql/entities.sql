@@ -1,7 +1,9 @@
 -- One row per sample id: a trajectory (`uid/N`) or a prompt's sample-level rows (`uid/sample`).
 -- The pipeline order is `ord` (see events.py), then time: clock skew between hosts cannot reorder stages.
+-- `skey` stands for the id in the transitions (see Backend.build_samples).
 CREATE TABLE entities_all AS
 SELECT sample_id,
+       {{sample_key}} AS skey,
        {{uid_of(sample_id)}} AS uid,
        sample_id NOT LIKE '%/sample' AS is_traj,
        count(*) AS n_rows,

@@ -1,6 +1,7 @@
 -- Samples never trained: trajectories without TRAIN_UPDATE, and prompts that never got a
--- trajectory. Grouped by their last stage; age is measured to the last row of the whole run.
-WITH run AS (SELECT max(ts) AS end_ts FROM events),
+-- trajectory. Grouped by their last stage; age is measured to `end_ts`, the last row of the run (its
+-- selected steps), which the header query has found.
+WITH run AS (SELECT CAST({{end_ts}} AS BIGINT) AS end_ts),
 with_traj AS (SELECT DISTINCT uid FROM entities WHERE is_traj),
 never_trained AS (
     SELECT sample_id, last_code, last_ordered_ts, last_file FROM entities WHERE is_traj AND NOT m_trained

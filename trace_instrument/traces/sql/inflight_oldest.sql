@@ -1,5 +1,5 @@
 -- The oldest never-trained samples with their ids (see inflight.sql).
-WITH run AS (SELECT max(ts) AS end_ts FROM events),
+WITH run AS (SELECT CAST({{end_ts}} AS BIGINT) AS end_ts),
 with_traj AS (SELECT DISTINCT uid FROM entities WHERE is_traj),
 never_trained AS (
     SELECT sample_id, last_code, last_ordered_ts, last_file FROM entities WHERE is_traj AND NOT m_trained

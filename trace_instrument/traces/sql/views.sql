@@ -5,7 +5,7 @@ CREATE OR REPLACE TEMP VIEW events AS
 SELECT * FROM events_all
 WHERE {{all}} OR sample_id IN (SELECT sample_id FROM entities) OR (code = 19 AND step BETWEEN {{lo}} AND {{hi}});
 CREATE OR REPLACE TEMP VIEW transitions AS
-SELECT * FROM transitions_all WHERE {{all}} OR sample_id IN (SELECT sample_id FROM entities);
+SELECT * FROM transitions_all WHERE {{all}} OR skey IN (SELECT skey FROM entities);
 CREATE OR REPLACE TEMP VIEW trajectories AS
 SELECT * FROM trajectories_all WHERE {{all}} OR global_step BETWEEN {{lo}} AND {{hi}};
 CREATE OR REPLACE TEMP VIEW turns AS
