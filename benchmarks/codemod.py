@@ -32,31 +32,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from common import byte_compile_the_tool, timed
 
 TARGETS = {"check (cold)": 0.5, "check (warm)": 0.5, "apply": 1.3}
 FLOOR = "import libcst, sys\nfor path in sys.argv[1:]:\n    libcst.parse_module(open(path, 'rb').read())\n"
-
-
-def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(seconds, peak MiB) of one process, from start to exit."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _pid, status, usage = os.wait4(process.pid, 0)
-    elapsed = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode not in (0, 1):
-        raise SystemExit(f"{' '.join(command)} failed with exit code {process.returncode}")
-    return elapsed, usage.ru_maxrss / 1024
-
-
-def _byte_compile_the_tool() -> None:
-    import compileall
-
-    import trace_instrument
-
-    compileall.compile_dir(Path(trace_instrument.__file__).parent, quiet=1)
 
 
 def _touched(pristine: Path, instrumented: Path) -> list[str]:
@@ -76,7 +57,7 @@ def main() -> int:
     from trace_instrument.wheels import verl_tree
 
     pristine = verl_tree(args.version)
-    _byte_compile_the_tool()
+    byte_compile_the_tool()
     work = Path(tempfile.mkdtemp(prefix="ti-bench-"))
     cache = work / "cache"
     env = {**os.environ, "TRACE_INSTRUMENT_CACHE": str(cache)}
@@ -94,8 +75,8 @@ def main() -> int:
         ratios: dict[str, list[float]] = {}
 
         def measure(name: str, command: list[str], environment: dict[str, str]) -> None:
-            floor_seconds, floor_mib = _timed(floor_command, env)
-            seconds, mib = _timed(command, environment)
+            floor_seconds, floor_mib, _ = timed(floor_command, env)
+            seconds, mib, _ = timed(command, environment, ok=(0, 1))
             times.setdefault("floor", []).append(floor_seconds)
             memory["floor"] = max(memory.get("floor", 0.0), floor_mib)
             times.setdefault(name, []).append(seconds)

@@ -263,10 +263,11 @@ def compute(backend: Backend, inputs: Inputs, report: LoadReport, options: Optio
     files = {f.file_id: f for f in inputs.files}
     progress = parse_progress(inputs.of_kind("progress"))
     lost, bad_status = parse_status(inputs.of_kind("status"))
-    steps = _steps(backend, progress, options.steps)
+    step_rows = _step_rows(backend)
+    steps = _step_windows(step_rows, progress, options.steps)
     latencies = _latencies(backend)
     rollouts = _rollouts(backend, progress)
-    header = _header(backend, inputs, report, progress, lost, bad_status, steps, rollouts, files)
+    header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, rollouts, files)
     if header.rows_read == 0 and (rollouts is None or rollouts.trajectories == 0) and progress.lines == 0:
         raise TraceInputError("no usable rows in the trace files: " + _skipped_summary(header.skipped))
     groups, oldest = _in_flight(backend, files, header.last_ms)
@@ -320,8 +321,18 @@ def _union_overlap(start: int, end: int, windows: list[tuple[int, int]]) -> int:
     return covered
 
 
+def _step_rows(backend: Backend) -> dict[int, tuple[Any, ...]]:
+    """The steps query's rows by step: every step a (selected) coded row carries."""
+    return {int(r[0]): r for r in backend.rows("steps")}
+
+
 def _steps(backend: Backend, progress: ProgressInfo, selected: tuple[int, int] | None) -> tuple[StepWindow, ...]:
-    rows = {int(r[0]): r for r in backend.rows("steps")}
+    return _step_windows(_step_rows(backend), progress, selected)
+
+
+def _step_windows(
+    rows: dict[int, tuple[Any, ...]], progress: ProgressInfo, selected: tuple[int, int] | None
+) -> tuple[StepWindow, ...]:
     lines: dict[int, dict[tuple[str, str], int]] = {}
     for line in progress.step_lines:
         lines.setdefault(line.step, {}).setdefault((line.phase, line.boundary), line.seq)
@@ -572,6 +583,7 @@ def _header(
     progress: ProgressInfo,
     lost: dict[str, dict[str, int]] | None,
     bad_status: list[str],
+    event_steps: set[int],
     steps: tuple[StepWindow, ...],
     rollouts: Rollouts | None,
     files: dict[int, SourceFile],
@@ -594,7 +606,7 @@ def _header(
         (f.root, f.pid) for f in inputs.of_kind("sample")
     }
     hosts = sorted({f.host for f in inputs.files if f.host})
-    step_numbers = {int(s) for (s,) in backend.rows("event_steps")} | {s.step for s in steps}
+    step_numbers = event_steps | {s.step for s in steps}
     step_numbers |= set(progress.banner_steps)
     kinds: dict[str, int] = {}
     for f in inputs.files:

@@ -159,10 +159,10 @@ class DuckDBBackend(Backend):
             "CREATE TABLE files (file_id INTEGER, path VARCHAR, kind VARCHAR, root VARCHAR, host VARCHAR, pid BIGINT)"
         )
         if files:
-            self.con.executemany(
-                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?)",
-                [(f.file_id, f.path, f.kind, f.root, f.host, f.pid) for f in files],
-            )
+            # one statement: executemany runs one statement per file (50 ms for 64 files)
+            rows = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(files))
+            values = [v for f in files for v in (f.file_id, f.path, f.kind, f.root, f.host, f.pid)]
+            self.con.execute(f"INSERT INTO files VALUES {rows}", values)
 
     def _csv_rejects(self, samples: list[SourceFile], torn: dict[int, TornTail]) -> tuple[list[Skipped], int]:
         rows = self.rows("rejects")
