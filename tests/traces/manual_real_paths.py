@@ -5,7 +5,7 @@ puts into verl. This script executes, with stub objects standing in for verl's c
 real runtime (templates/runtime installed as verl/utils/tracing):
 
 - the instrumented ``AgentLoopWorker._run_agent_loop`` and ``SingleTurnAgentLoop.run`` exactly as
-  they are in the golden verl 0.9.0 output (tests/golden/, extracted with ast and exec'd);
+  ``trace-instrument apply`` writes them into verl 0.9.0 from PyPI (extracted with ast and exec'd);
 - the inserted templates of the trainer side (uid generation, the traj_uid repeat, dispatch,
   reward, log prob, ref, advantage, update, sync, init lines, banner) and of the agent-loop
   worker (task started, tracker, store, rollout reward), as the codemod inserts them;
@@ -23,6 +23,8 @@ import contextlib
 import importlib
 import logging
 import os
+import shutil
+import subprocess
 import sys
 import textwrap
 import time
@@ -34,14 +36,24 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-GOLDEN = REPO / "tests" / "golden" / "v0.9.0" / "verl" / "experimental" / "agent_loop"
 TEMPLATES = REPO / "templates" / "points"
 sys.path.insert(0, str(HERE))
 
 import simulate
 
 
-def golden_function(path: Path, cls: str, name: str) -> str:
+def instrumented_agent_loop(out: Path) -> Path:
+    """verl 0.9.0's agent-loop folder after `trace-instrument apply`, in a copy under ``out``."""
+    from trace_instrument.wheels import verl_tree
+
+    tree = out / "verl-0.9.0"
+    if not tree.exists():
+        shutil.copytree(verl_tree("0.9.0") / "verl", tree / "verl")
+        subprocess.run([sys.executable, "-m", "trace_instrument", "apply", str(tree)], check=True, capture_output=True)
+    return tree / "verl" / "experimental" / "agent_loop"
+
+
+def source_of(path: Path, cls: str, name: str) -> str:
     source = path.read_text(encoding="utf-8")
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ClassDef) and node.name == cls:
@@ -106,8 +118,9 @@ def main(out: Path) -> None:
             return "tok" * len(ids)
 
     worker.tokenizer = Tokenizer()
-    run_agent_loop_src = golden_function(GOLDEN / "agent_loop.py", "AgentLoopWorker", "_run_agent_loop")
-    single_turn_src = golden_function(GOLDEN / "single_turn_agent_loop.py", "SingleTurnAgentLoop", "run")
+    agent_loop_dir = instrumented_agent_loop(out)
+    run_agent_loop_src = source_of(agent_loop_dir / "agent_loop.py", "AgentLoopWorker", "_run_agent_loop")
+    single_turn_src = source_of(agent_loop_dir / "single_turn_agent_loop.py", "SingleTurnAgentLoop", "run")
 
     async def generate(**kwargs):
         await asyncio.sleep(0.01 * (1 + len(kwargs["prompt_ids"]) % 3))
