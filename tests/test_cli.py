@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 
@@ -192,10 +193,10 @@ def test_report_never_cuts_lines_in_a_narrow_terminal(checkout_090):
 
 
 def test_shell_completion_is_available():
-    shown = subprocess.run(
-        [sys.executable, "-m", "trace_instrument", "--show-completion", "bash"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    # Typer finds the shell among the process's parents (a word after the flag is ignored): started
+    # from bash, as a user's terminal does, not from whatever runs the tests; `; exit $?` keeps bash
+    # from replacing itself with the command, so it stays the parent
+    command = f"{shlex.quote(sys.executable)} -m trace_instrument --show-completion; exit $?"
+    shown = subprocess.run(["bash", "-c", command], check=False, capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
     assert "_TRACE_INSTRUMENT_COMPLETE=complete_bash" in shown.stdout and "trace-instrument" in shown.stdout

@@ -93,8 +93,8 @@ class DuckDBBackend(Backend):
     ) -> None:
         self.dialect = DuckDBDialect()
         self.database = database
-        # in memory, the tables skip the compression a database file needs (half the loading time);
-        # above the memory limit DuckDB moves their blocks to the spill directory
+        # in memory, the tables skip the compression a database file needs (a third of the loading
+        # time); above the memory limit DuckDB moves their blocks to the spill directory
         self.con = duckdb.connect(":memory:" if database is None else str(database))
         self.memory_limit = memory_limit
         self.con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
