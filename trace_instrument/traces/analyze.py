@@ -76,13 +76,18 @@ DEFAULT_OPTIONS = Options()
 # -- opening an engine on the inputs ---------------------------------------------------------------
 
 
-def _cache_key(inputs: Inputs) -> str:
-    digest = hashlib.sha256(CACHE_VERSION.encode())
+def _file_stats(inputs: Inputs) -> Iterator[tuple[SourceFile, os.stat_result]]:
+    """Each input file with its stat; a file gone since discovery is left out."""
     for f in inputs.files:
         try:
-            stat = os.stat(f.path)
+            yield f, os.stat(f.path)
         except OSError:
             continue
+
+
+def _cache_key(inputs: Inputs) -> str:
+    digest = hashlib.sha256(CACHE_VERSION.encode())
+    for f, stat in _file_stats(inputs):
         digest.update(f"{f.path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:24]
 
@@ -159,14 +164,7 @@ def _duckdb_database(roots: list[Path], inputs: Inputs, options: Options) -> Ite
 
 
 def _input_bytes(inputs: Inputs) -> int:
-    total = 0
-    for f in inputs.files:
-        try:
-            size = os.stat(f.path).st_size
-        except OSError:
-            continue
-        total += size * GZIP_RATIO if f.path.endswith(".gz") else size
-    return total
+    return sum(s.st_size * (GZIP_RATIO if f.path.endswith(".gz") else 1) for f, s in _file_stats(inputs))
 
 
 def _remove(path: Path) -> None:
