@@ -135,7 +135,8 @@ def open_engine(roots: list[Path], options: Options) -> Iterator[tuple[Backend, 
                 backend.select_steps(None)
             else:
                 report = backend.load(inputs)
-                if options.cache:
+                if database is not None and options.cache:
+                    # a checkpoint of an in-memory database would spend a second compressing tables no one reuses
                     _write_cache_meta(backend, report)
             yield backend, inputs, report, reused
         finally:
