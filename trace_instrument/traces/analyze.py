@@ -43,7 +43,7 @@ from trace_instrument.traces.model import (
 )
 from trace_instrument.traces.progress import ProgressInfo, parse_progress, parse_status
 
-CACHE_VERSION = "3"
+CACHE_VERSION = "4"
 SLOWEST = 10
 OLDEST = 20
 # Trace files up to this size are read into memory, without a cache: a database file costs a third

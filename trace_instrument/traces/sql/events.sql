@@ -1,13 +1,15 @@
--- The typed events table: one row per sample-flow CSV row.
+-- The typed events: `contents`, one row per distinct content, and `events_all`, one row per
+-- sample-flow CSV row pointing at its content by `cid`.
 -- code: the pipeline event (see trace_instrument/traces/events.py); NULL = unknown stage/detail
 -- or content that is not `from=A|to=B|stage=S[|global_step=N][|detail=D]`.
 -- Each distinct content is parsed once and joined back to its rows: a run repeats a few thousand
 -- contents (stage, detail, step) millions of times, and parsing every row costs a third more than
--- reading the files twice.
-CREATE TABLE events_all AS
-SELECT r.file_id, r.job_id, r.sample_id, r.ts, c.code, c.step, c.param, c.stage, c.detail, c.bad_content
-FROM raw_events AS r
-JOIN (
+-- reading the files twice. The rows carry the content's id, code and step; the sparse text
+-- (tool name, unknown stage, unparsable content) stays in `contents`, so the large sorts and joins
+-- carry an integer instead.
+CREATE TABLE contents AS
+SELECT row_number() OVER (ORDER BY content) AS cid, content, code, step, param, stage, detail, bad_content
+FROM (
     SELECT content, code,
            TRY_CAST(NULLIF(step_text, '') AS BIGINT) AS step,
            CASE WHEN code IN (9, 11) THEN split_part(detail, '=', 2) END AS param,
@@ -42,4 +44,9 @@ JOIN (
               FROM (SELECT content, {{content_parts(content)}} AS parts
                     FROM (SELECT DISTINCT content FROM raw_events) AS distinct_contents) AS split) AS r
     ) AS parsed
-) AS c ON c.content IS NOT DISTINCT FROM r.content
+) AS parsed_contents;
+
+CREATE TABLE events_all AS
+SELECT r.file_id, r.job_id, r.sample_id, r.ts, c.cid, c.code, c.step
+FROM raw_events AS r
+JOIN contents AS c ON c.content IS NOT DISTINCT FROM r.content
