@@ -6,7 +6,8 @@
 -- contents (stage, detail, step) millions of times, and parsing every row costs a third more than
 -- reading the files twice. The rows carry the content's id, code and step; the sparse text
 -- (tool name, unknown stage, unparsable content) stays in `contents`, so the large sorts and joins
--- carry an integer instead.
+-- carry an integer instead. DuckDB runs these statements with each join's right side as its hash
+-- table (DuckDBBackend._joins_as_written): the small side (contents, files) is on the right.
 CREATE TABLE contents AS
 SELECT row_number() OVER (ORDER BY content) AS cid, content, code, step, param, stage, detail, bad_content
 FROM (
