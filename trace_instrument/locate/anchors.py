@@ -11,7 +11,7 @@ from trace_instrument.locate.index import FileIndex, Site, body_of, docstring_of
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.locate.recognize import Block, Recognition, find_expression
 from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Reason, Status
-from trace_instrument.spec.code import DEFINITIONS, expr_pattern, is_wild_body, single_expression
+from trace_instrument.spec.code import DEFINITIONS, expr_pattern, is_wild_body, rebuilt_positions, single_expression
 
 # statements that hold blocks: a one-line `if x: y` shares its line with its own body, not a sibling
 _COMPOUND = (
@@ -64,7 +64,8 @@ class AnchorFinder:
         if not scope_nodes:
             return self._scope_lost(point)
         for anchor in edit.anchors:
-            matches = [m for node in scope_nodes for m in self._matches(anchor, node)]
+            rebuilt = rebuilt_positions(anchor, edit.template)
+            matches = [m for node in scope_nodes for m in self._matches(anchor, node, rebuilt)]
             if len(matches) > 1:
                 lines = ", ".join(str(m.stmts[0].lineno) for m in matches)
                 return AnchorFailure(
@@ -154,7 +155,8 @@ class AnchorFinder:
 
     # -- matching -------------------------------------------------------------------------
 
-    def _matches(self, anchor: Anchor, scope_node: ast.AST) -> list[_Match]:
+    def _matches(self, anchor: Anchor, scope_node: ast.AST, rebuilt: frozenset[int]) -> list[_Match]:
+        """Where the anchor matches; `rebuilt`: the positions of the statements a rewrite rebuilds."""
         pattern = list(anchor.target.stmts)
         found = []
         # the scope's own def may be the block: `body_end: def method(self): ...`
@@ -165,16 +167,17 @@ class AnchorFinder:
             business = [s for s in body if id(s) not in self.skip]
             for start in range(len(business) - len(pattern) + 1):
                 run = business[start : start + len(pattern)]
-                if not all(self._same(p, s) for p, s in zip(pattern, run)):
+                if not all(self._same(p, s, rebuilt=i in rebuilt) for i, (p, s) in enumerate(zip(pattern, run))):
                     continue
                 site = self.index.site(run[0])
                 if anchor.inside is None or self._inside(anchor, site, scope_node):
                     found.append(_Match(anchor, run, site))
         return found
 
-    def _same(self, pattern: ast.stmt, stmt: ast.stmt) -> bool:
+    def _same(self, pattern: ast.stmt, stmt: ast.stmt, *, rebuilt: bool = False) -> bool:
         view = self.recognition.view(stmt)
-        return type(pattern) is type(view) and Matcher(skip=self.skip).statement(pattern, view, Captures())
+        matcher = Matcher(skip=self.skip)
+        return type(pattern) is type(view) and matcher.statement(pattern, view, Captures(), rebuilt=rebuilt)
 
     def _inside(self, anchor: Anchor, site: Site, scope_node: ast.AST) -> bool:
         ancestors = site.ancestors

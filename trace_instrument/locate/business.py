@@ -105,5 +105,13 @@ def declared_removals(recognition: Recognition) -> set[str]:
             kept_whole = set(block.captures.statements) | set(block.captures.values)
             for index, stmt in enumerate(pattern):
                 if index not in kept_whole:
-                    removed.add(fingerprint(stmt))
+                    removed.update(fingerprint(s) for s in _written_out(stmt, body_kept=index in block.captures.bodies))
     return removed
+
+
+def _written_out(stmt: ast.stmt, body_kept: bool) -> list[ast.stmt]:
+    """An anchored statement and the statements its pattern spells out in its blocks (an `else`,
+    an `except`, a body no capture keeps): the rewrite takes them all away. A body kept by
+    `__anchor_N_body__` is the file's own code, still there after the rewrite."""
+    kept = {id(n) for s in getattr(stmt, "body", []) for n in ast.walk(s)} if body_kept else set()
+    return [n for n in ast.walk(stmt) if isinstance(n, ast.stmt) and id(n) not in kept]

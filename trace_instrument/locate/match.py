@@ -3,7 +3,8 @@
 Both sides are parsed by `ast`, so line breaks, quotes, comments, parentheses
 and trailing commas never matter. On the pattern side:
   - `...` matches any expression; as the last call argument it matches any
-    remaining arguments and keywords; alone in a block it matches any body;
+    remaining arguments and keywords; alone in a block it matches any body
+    (and any else/except/finally, but in a statement a rewrite rebuilds);
   - def / class patterns match by name (signature and decorators ignored);
   - `__anchor_N__`, `__anchor_N_value__`, `__anchor_N_body__` capture a
     statement, an expression or a run of statements (rewrite templates).
@@ -24,6 +25,7 @@ from trace_instrument.spec.code import DEFINITIONS, PLACEHOLDER, is_ellipsis, is
 
 _IGNORED_FIELDS = frozenset({"ctx", "type_comment", "kind", "type_params"})
 _BLOCK_FIELDS = frozenset(BLOCK_FIELDS)
+_BODY_ONLY = frozenset({"body"})
 
 
 def _capture_of(node: ast.AST) -> tuple[int, str] | None:
@@ -52,7 +54,11 @@ class Matcher:
 
     # -- statements -----------------------------------------------------------------
 
-    def statement(self, pattern: ast.stmt, node: ast.stmt, caps: Captures | None = None) -> bool:
+    def statement(
+        self, pattern: ast.stmt, node: ast.stmt, caps: Captures | None = None, *, rebuilt: bool = False
+    ) -> bool:
+        """Does node match pattern? `rebuilt`: the pattern is a statement a rewrite replaces and
+        rebuilds from its text (see `_header_fields`)."""
         caps = caps if caps is not None else Captures()
         capture = _capture_of(pattern) if isinstance(pattern, ast.Expr) else None
         if capture is not None and capture[1] == "":
@@ -65,8 +71,7 @@ class Matcher:
                 return False
             return is_wild_body(pattern.body) or self.body(pattern.body, node.body, caps)
         if is_wild_body(getattr(pattern, "body", ())):
-            # a block pattern whose body is `...` is about its header only
-            return self._fields_equal(pattern, node, caps, exclude=_BLOCK_FIELDS)
+            return self._fields_equal(pattern, node, caps, exclude=_header_fields(rebuilt))
         value_capture = self._value_capture(pattern)
         if value_capture is not None:
             index, field_name = value_capture
@@ -194,6 +199,17 @@ class Matcher:
         return len(pattern_splats) == len(node_splats) and all(
             self.node(p, n, caps) for p, n in zip(pattern_splats, node_splats)
         )
+
+
+def _header_fields(rebuilt: bool) -> frozenset[str]:
+    """The fields a block pattern whose body is `...` leaves out of the comparison.
+
+    Such a pattern is about its header only: `if x: ...` matches whatever its `else` holds.
+    A statement a rewrite rebuilds is the exception: only its body is kept (by a body capture),
+    the rest is rebuilt from the pattern's text, so its other clauses (`else`, `elif`, `except`,
+    `finally`) must be there exactly as written, and `if x: ...` matches an `if` without `else`.
+    """
+    return _BODY_ONLY if rebuilt else _BLOCK_FIELDS
 
 
 def _merge(into: Captures, other: Captures) -> None:

@@ -8,7 +8,7 @@ import hashlib
 import re
 import textwrap
 
-from trace_instrument.model import Anchor, CodePattern, SpecSource, Template
+from trace_instrument.model import Anchor, CodePattern, EditKind, SpecSource, Template
 
 PLACEHOLDER = re.compile(r"^__anchor_(\d+)(?:_(value|body))?__$")
 CAPTURE_LIKE = re.compile(r"^__anchor_")  # names in the captures' namespace: a typo there is an error
@@ -83,6 +83,15 @@ def placeholders(stmts: tuple[ast.stmt, ...]) -> list[tuple[int, str]]:
     """(anchor index, role) of every capture a rewrite template uses; role '' is a whole statement."""
     matches = [PLACEHOLDER.match(name) for name in _capture_like_names(stmts)]
     return [(int(match.group(1)), match.group(2) or "") for match in matches if match]
+
+
+def rebuilt_positions(anchor: Anchor, template: Template) -> frozenset[int]:
+    """The anchored statements a rewrite rebuilds from the anchor's text: all but the ones its
+    template keeps whole (`__anchor_N__`). Other edits rebuild nothing."""
+    if anchor.kind is not EditKind.REWRITE:
+        return frozenset()
+    whole = {index for index, role in placeholders(template.stmts) if role == ""}
+    return frozenset(range(len(anchor.target.stmts))) - whole
 
 
 def bad_captures(stmts: tuple[ast.stmt, ...]) -> list[str]:

@@ -256,13 +256,15 @@ def _captures_fit(ctx: Context, where: SpecSource, anchor: Anchor, used: list[tu
 
 
 def wildcard_expressions(stmt: ast.stmt) -> list[ast.expr]:
-    """`...` wildcards in a statement's own code (a body that is `...` is not one)."""
+    """`...` wildcards in a statement's code, but for a body that is `...` alone (which a body capture
+    keeps, see _captures_fit). An `else: ...`, `finally: ...` or a nested block's `...` is one:
+    nothing keeps those, and the rewrite rebuilds them from the anchor's text."""
     found: list[ast.expr] = []
     pending: list[ast.AST] = [stmt]
     while pending:
         node = pending.pop()
         for name, value in ast.iter_fields(node):
-            if name in ("body", "orelse", "finalbody") and isinstance(node, ast.stmt) and is_wild_body(value):
+            if node is stmt and name == "body" and is_wild_body(value):
                 continue
             children = value if isinstance(value, list) else [value]
             for child in children:
