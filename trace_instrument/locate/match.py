@@ -5,7 +5,8 @@ and trailing commas never matter. On the pattern side:
   - `...` matches any expression; as the last call argument it matches any
     remaining arguments and keywords; alone in a block it matches any body
     (and any else/except/finally, but in a statement a rewrite rebuilds);
-  - def / class patterns match by name (signature and decorators ignored);
+  - def / class patterns match by name (signature and decorators ignored),
+    but in a statement a rewrite rebuilds (see `_header_fields`);
   - `__anchor_N__`, `__anchor_N_value__`, `__anchor_N_body__` capture a
     statement, an expression or a run of statements (rewrite templates).
 Statements whose id is in `skip` (other points' instrumentation) are
@@ -66,7 +67,8 @@ class Matcher:
             return True
         if type(pattern) is not type(node):
             return False
-        if isinstance(pattern, DEFINITIONS) and isinstance(node, DEFINITIONS):  # node: same type as pattern
+        if isinstance(pattern, DEFINITIONS) and isinstance(node, DEFINITIONS) and not rebuilt:  # node: same type
+            # found by name; a def or class a rewrite rebuilds matches its header as written, below
             if pattern.name != node.name:
                 return False
             return is_wild_body(pattern.body) or self.body(pattern.body, node.body, caps)
@@ -208,6 +210,9 @@ def _header_fields(rebuilt: bool) -> frozenset[str]:
     A statement a rewrite rebuilds is the exception: only its body is kept (by a body capture),
     the rest is rebuilt from the pattern's text, so its other clauses (`else`, `elif`, `except`,
     `finally`) must be there exactly as written, and `if x: ...` matches an `if` without `else`.
+    So must a def's or a class's header, which a def or class is otherwise found without: its
+    decorators, parameters with their defaults and annotations, return annotation, bases and
+    keywords (`def f(x): ...` does not match `def f(x, z=1)`, whose `z=1` the rewrite would lose).
     """
     return _BODY_ONLY if rebuilt else _BLOCK_FIELDS
 
