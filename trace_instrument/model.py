@@ -202,7 +202,7 @@ class ContextIssue:
     reader_where: str = ""  # where that code is: "line 744", a scope, or a file
 
     def __str__(self) -> str:
-        where = f"`{self.statement}` (line {self.statement_line}) " if self.statement_line else ""
+        where = f"`{self.statement}` (line {self.statement_line}) " if self.statement else ""
         if self.problem is Reason.BEFORE_BLOCK_EXIT:
             return f"it reads {self.subject}, which {where}writes when the block exits: {self.why}"
         reader = f" for {self.reader} ({self.reader_where})" if self.reader else ""

@@ -97,6 +97,8 @@ class FileAssessor:
             return Assessment(point, context_changed(point, context, placed=True))
         for block in state.blocks:
             moved = self.work.locator.finder.misplaced(point, block)
+            if isinstance(moved, AnchorFailure):
+                return Assessment(point, _unanchored(point, block.line, moved))
             if moved is not None:
                 found, expected = moved
                 message = (
@@ -308,6 +310,18 @@ def _grouped(issues: list[ContextIssue]) -> list[str]:
     return [str(replace(group[0], subject=", ".join(i.subject for i in group))) for group in groups.values()]
 
 
+def _unanchored(point: Point, line: int, failure: AnchorFailure) -> PointResult:
+    """A block in place whose anchor is lost (or matches several places, none beside it): nothing
+    shows its code is where it belongs, nor that what it reads is there."""
+    message = (
+        f"its code is at line {line}, but {failure.message}: nothing shows it belongs there; "
+        "re-anchor it with an override (docs/anchors.md#overrides), or `remove --only` it"
+    )
+    return point_result(
+        point, failure.status, line=line, message=message, candidates=failure.candidates, reason=failure.reason
+    )
+
+
 def will_be_in_place(assessment: Assessment) -> bool:
     """Does apply leave this point in place (already there, added, or repaired)?"""
     status = assessment.status
@@ -315,9 +329,12 @@ def will_be_in_place(assessment: Assessment) -> bool:
 
 
 def may_be_repaired(assessment: Assessment) -> bool:
-    """Broken only by names: imports apply adds, or names a point placed in the same run may define."""
+    """Broken only by names: imports apply adds, or names a point placed in the same run may define
+    (not a local bound in the function, but not on every path to the code: no point puts that right)."""
     names = assessment.result.names
-    return bool(names) and all(i.problem in (Reason.MISSING_IMPORT, Reason.UNBOUND_NAME) for i in names)
+    return bool(names) and all(
+        i.problem is Reason.MISSING_IMPORT or (i.problem is Reason.UNBOUND_NAME and not i.binding) for i in names
+    )
 
 
 def overlaps(assessments: Iterable[Assessment]) -> dict[str, tuple[str, int]]:

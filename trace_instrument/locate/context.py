@@ -111,6 +111,10 @@ class ContextChecks:
         self.imported = imported
         self.pieces = [*_present(recognition, index), *(_planned(p, index) for p in planned)]
         self._piece_of_node = {n: piece for piece in self.pieces if not piece.planned for n in piece.own}
+        # statements of planned code (not in the file): the piece they belong to
+        self._planned_of = {
+            id(stmt): piece for piece in self.pieces if piece.planned for top in piece.stmts for stmt in _walk(top)
+        }
         self._flows: dict[int, Flow] = {}
         self._findings: _Findings | None = None
 
@@ -222,7 +226,7 @@ class ContextChecks:
         why = (
             "inside that block it reads the value before the block writes it (missing, or the one before)"
             if around
-            else "it may run before that block"
+            else "that block does not run on every path before it"
         )
         subject = f"{read[0]}[{read[1]!r}]"
         issue = ContextIssue(
@@ -248,7 +252,10 @@ class ContextChecks:
                     for call in self._calls_of(flow, reader.function):
                         if not _holds(flow.before(call), f"a:{name}"):
                             subject = f"{flow.instance}.{name}"
-                            issue = self._not_reaching(piece, piece.line, subject, call, call.lineno, caller=reader)
+                            caller = self._planned_of.get(id(call))
+                            at = caller.position if caller is not None else call
+                            line = caller.line if caller is not None else call.lineno
+                            issue = self._not_reaching(piece, piece.line, subject, at, line, caller=reader)
                             found.ctx(piece.point, issue)
         if isinstance(owner, ast.Module):
             for name in _names_bound(piece):
@@ -270,7 +277,9 @@ class ContextChecks:
     ) -> ContextIssue:
         """`binder` does not run on every path to `target`: a reader's statement, or a call of the
         function that reads (`caller`)."""
-        statement, statement_line, why = self._culprit(binder, target, target_line)
+        # planned code is not in the file: its control context is that of where it goes
+        where_read = reader.position if reader is not None and reader.planned else target
+        statement, statement_line, why = self._culprit(binder, where_read, target_line)
         if caller is not None:
             who, where = caller.point, f"{caller.scope}, called at line {target_line}"
         elif reader is not None and reader.point is not binder.point:
@@ -295,13 +304,16 @@ class ContextChecks:
         owner = binder.owner
         flow = self.flow(owner)
         mine = self._ancestors(binder.position, owner)
-        theirs = {id(a) for a in self._ancestors(target, owner)} if target is not None else set()
+        theirs = self._ancestors(target, owner) if target is not None else []
+        shared = {id(a) for a in theirs}
         for ancestor, inner in zip(mine, [*mine[1:], binder.position]):
-            if id(ancestor) in theirs:
-                continue
-            why = _how_it_skips(ancestor, inner)
+            if id(ancestor) in shared:
+                # in the same statement: a try whose handler or finally reads what its body sets up
+                why = _how_try_cuts(ancestor, inner, _inner_of(theirs, ancestor, target))
+            else:
+                why = _how_it_skips(ancestor, inner)
             if why:
-                return _header(ancestor), getattr(ancestor, "lineno", 0), why
+                return _header(ancestor), _line(ancestor), why
         for stmt in flow.walked:
             if not isinstance(stmt, (ast.Return, ast.Break, ast.Continue)) or _within(stmt, binder):
                 continue
@@ -311,7 +323,7 @@ class ContextChecks:
             if state is not None and (not fact or fact not in state):
                 return one_line(stmt), stmt.lineno, "leaves before it runs"
         if target is not None and binder.line > target_line:
-            return one_line(target), target_line, "reads it before the code runs (it comes first)"
+            return "", target_line, f"the code at line {target_line} that reads it runs first"
         return "", 0, "does not run on every path to where it is read"
 
     # -- the file's code ---------------------------------------------------------------------------
@@ -463,6 +475,13 @@ def _child_statements(stmt: ast.stmt) -> Iterator[ast.stmt]:
         yield from clause.body
 
 
+def _walk(stmt: ast.stmt) -> Iterator[ast.stmt]:
+    """A statement and every statement nested in it."""
+    yield stmt
+    for child in _child_statements(stmt):
+        yield from _walk(child)
+
+
 def _attributes_set(piece: _Piece, instance: str | None, *, class_body: bool = False) -> list[str]:
     """Attributes the piece's code sets on the instance (`self.A = ...`, `setattr(self, "A", ...)`),
     in the order the code sets them; in a class body, the names it defines there."""
@@ -542,6 +561,13 @@ def _within(stmt: ast.stmt, piece: _Piece) -> bool:
     return any(stmt is n for s in piece.stmts for n in ast.walk(s))
 
 
+def _line(node: ast.AST) -> int:
+    """A statement's or clause's line (a `case` clause has none of its own: its pattern's)."""
+    if isinstance(node, ast.match_case):
+        return node.pattern.lineno
+    return getattr(node, "lineno", 0)
+
+
 def _header(node: ast.AST) -> str:
     if isinstance(node, ast.ExceptHandler):
         kind = f" {ast.unparse(node.type)}" if node.type is not None else ""
@@ -594,6 +620,30 @@ def _how_try_skips(statement: ast.stmt, inner: ast.AST) -> str:
         )
     if inner in getattr(statement, "orelse", []):
         return "may skip it (its else runs only when no exception was raised)"
+    return ""
+
+
+def _inner_of(chain: list[ast.AST], ancestor: ast.AST, target: ast.stmt | None) -> ast.AST | None:
+    """What of `ancestor` holds the target: the next statement or clause in the target's chain."""
+    for outer, inner in zip(chain, [*chain[1:], target]):
+        if outer is ancestor:
+            return inner
+    return None
+
+
+def _how_try_cuts(statement: ast.AST, binder: ast.AST, reader: ast.AST | None) -> str:
+    """Code in a try's body does not run before its handlers and finally when an exception is raised
+    before it: a reader there may find it not set up."""
+    if type(statement).__name__ not in ("Try", "TryStar") or reader is None:
+        return ""
+    if binder not in getattr(statement, "body", []):
+        return ""
+    if reader in getattr(statement, "finalbody", []):
+        return "may skip it: an exception raised before it still runs the finally block that reads it"
+    if isinstance(reader, ast.ExceptHandler):
+        return (
+            f"may skip it: an exception raised before it goes to the except clause (line {reader.lineno}) that reads it"
+        )
     return ""
 
 
