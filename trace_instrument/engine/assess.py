@@ -294,14 +294,14 @@ def context_changed(point: Point, issues: list[ContextIssue], *, placed: bool) -
     else:
         where = "after the block" if after_block else "where it always runs"
         fix = f"not placed: anchor it {where} with an override (docs/anchors.md#overrides)"
-    message = "; ".join(_grouped(issues)) + f"; {fix}"
+    message = "; ".join(context_sentences(issues)) + f"; {fix}"
     line = first.statement_line or first.line
     return point_result(
         point, Status.CONTEXT_CHANGED, line=line, message=message, reason=first.problem, context=tuple(issues)
     )
 
 
-def _grouped(issues: list[ContextIssue]) -> list[str]:
+def context_sentences(issues: list[ContextIssue]) -> list[str]:
     """One sentence per cause: the subjects one statement keeps from being set up for one reader go together."""
     groups: dict[tuple[object, ...], list[ContextIssue]] = {}
     for issue in issues:

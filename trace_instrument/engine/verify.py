@@ -17,6 +17,7 @@ import difflib
 from pathlib import Path
 
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
+from trace_instrument.engine.assess import context_sentences
 from trace_instrument.engine.baseline import Baseline, added_imports, baseline_from
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
@@ -202,11 +203,14 @@ def _context_findings(work: FileWork) -> list[Finding]:
     that code; what it reads of a block's result, after the block."""
     present = [p for p in work.points if work.state(p).complete]
     checks = work.names.checks(work.points)
-    findings = [
-        Finding(Check.CONTEXT, work.path, False, f"{point.id}: {issue}", line=issue.statement_line or issue.line)
-        for point in present
-        for issue in checks.context_issues(point)
-    ]
+    findings = []
+    for point in present:
+        issues = checks.context_issues(point)
+        if issues:
+            message = f"{point.id}: " + "; ".join(context_sentences(issues))
+            findings.append(
+                Finding(Check.CONTEXT, work.path, False, message, line=issues[0].statement_line or issues[0].line)
+            )
     if present and not findings:
         message = f"the code of {len(present)} points runs where it must"
         findings.append(Finding(Check.CONTEXT, work.path, True, message))

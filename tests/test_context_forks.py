@@ -1,0 +1,284 @@
+"""Forks whose one business edit puts tracing code where it cannot run, on real verl 0.9.0.
+
+Each fork is verl 0.9.0 from PyPI with one edit a fork makes: an `if` around the store's anchor,
+the tracker's anchor in a branch, the rollout slice moved into the `gen` timer, a late `import os`.
+apply must not place such code, check must not call it present (also when the edit comes after
+apply, on a committed fork), verify must fail on it. verl's own code, run with its collaborators
+stubbed (tests/agent_loop_stubbed.py, in a subprocess: the runtime reads the environment once),
+shows it: the tree the tool wrote runs, tracing off and on; the tree with the code where the anchor
+put it raises.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trace_instrument.engine.apply import apply
+from trace_instrument.engine.check import check
+from trace_instrument.engine.verify import verify
+from trace_instrument.model import Catalog, Check, Reason, RunResult, Status
+from trace_instrument.render import exits
+from trace_instrument.render.ci import github_annotations, junit_xml
+
+AGENT_LOOP = "verl/experimental/agent_loop/agent_loop.py"
+RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
+STUBBED = Path(__file__).parent / "agent_loop_stubbed.py"
+
+INIT = """        RolloutTraceConfig.init(
+            self.rollout_config.trace.project_name,
+            self.rollout_config.trace.experiment_name,
+            trace_config.get("backend"),
+            trace_config.get("token2text", False),
+            trace_config.get("max_samples_per_step_per_worker", None),
+        )
+"""
+GUARD = '        if trace_config.get("backend") is not None:\n'
+MM = '        self.mm_processor_kwargs = self.data_config.get("mm_processor_kwargs", {})\n'
+MM_BRANCH = (
+    "        if self.processor is not None:\n"
+    '            self.mm_processor_kwargs = self.data_config.get("mm_processor_kwargs", {})\n'
+    "        else:\n"
+    "            self.mm_processor_kwargs = {}\n"
+)
+STORE_END = '            logger.info(f"TrajectoryStore initialized: dir={_dump_dir}, instance={self._trajectory_instance_id}")\n'
+
+
+@pytest.fixture(scope="module")
+def instrumented_090(verl_090: Path, catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """verl 0.9.0 after one apply (copied by each test that edits it)."""
+    tree = tmp_path_factory.mktemp("instrumented") / "checkout"
+    shutil.copytree(verl_090, tree)
+    assert exits.apply_exit(apply(tree, catalog)) == exits.OK
+    return tree
+
+
+def _copy(source: Path, tmp_path: Path, name: str = "fork") -> Path:
+    tree = tmp_path / name
+    shutil.copytree(source, tree)
+    return tree
+
+
+def _edit(tree: Path, relative: str, old: str, new: str) -> int:
+    """Replace `old` once in the file; returns the line where the replacement starts."""
+    path = tree / relative
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{relative}: the fork's edit expects {old[:60]!r} once"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    return text[: text.index(old)].count("\n") + 1
+
+
+def _indented(block: str) -> str:
+    return textwrap.indent(block, "    ")
+
+
+def _statuses(result: RunResult) -> dict[str, Status]:
+    return {p.point_id: p.status for p in result.points}
+
+
+def _point(result: RunResult, point_id: str):  # type: ignore[no-untyped-def]
+    return next(p for p in result.points if p.point_id == point_id)
+
+
+def _run_verl(tree: Path, tmp_path: Path, *, tracing: bool, processor: bool = False) -> str:
+    """What verl's own worker code says when built and run once (`ok`, or the exception)."""
+    scratch = tmp_path / f"run-{'on' if tracing else 'off'}-{len(list(tmp_path.iterdir()))}"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("VERL_TRACE_DIR", "VERL_TRACE_DISCOVERY_DIR")}
+    env["VERL_TRACE_DISCOVERY_DIR"] = str(scratch)
+    if tracing:
+        env["VERL_TRACE_DIR"] = str(scratch / "trace")
+    args = [sys.executable, str(STUBBED), str(tree), str(scratch), *(["--processor"] if processor else [])]
+    done = subprocess.run(args, check=False, capture_output=True, text=True, env=env, timeout=120)
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if lines else done.stderr[-500:]
+
+
+def _calls(tree: Path, relative: str, name: str) -> int:
+    module = ast.parse((tree / relative).read_text(encoding="utf-8"))
+    return sum(isinstance(n, ast.Call) and getattr(n.func, "id", "") == name for n in ast.walk(module))
+
+
+# -- an `if` around RolloutTraceConfig.init (verl's default trace backend is null) ----------------------
+
+
+def test_an_if_around_the_stores_anchor_is_refused_and_the_result_runs(
+    verl_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    tree = _copy(verl_090, tmp_path)
+    guard_line = _edit(tree, AGENT_LOOP, INIT, GUARD + _indented(INIT))
+    result = apply(tree, catalog)
+    store = _point(result, "traj.c0.store")
+    assert (store.status, store.reason, store.line) == (Status.CONTEXT_CHANGED, Reason.NOT_ON_EVERY_PATH, guard_line)
+    assert "self._trajectory_store" in store.message and "traj.c1.central-dump" in store.message
+    assert _statuses(result)["traj.c1.central-dump"] is Status.SKIPPED
+    assert exits.apply_exit(result) == exits.FAILED
+    checked = check(tree, catalog)
+    assert _statuses(checked)["traj.c0.store"] is Status.CONTEXT_CHANGED
+    assert exits.check_exit(checked) == exits.FAILED
+    assert not verify(tree, catalog).ok
+    for tracing in (False, True):
+        assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"
+
+
+def test_a_committed_fork_that_wraps_the_store_fails_check_in_every_format(
+    instrumented_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    tree = _copy(instrumented_090, tmp_path)
+    text = (tree / AGENT_LOOP).read_text(encoding="utf-8")
+    start, end = text.index(INIT), text.index(STORE_END) + len(STORE_END)
+    guard_line = text[:start].count("\n") + 1
+    (tree / AGENT_LOOP).write_text(text[:start] + GUARD + _indented(text[start:end]) + text[end:], encoding="utf-8")
+    result = check(tree, catalog)
+    store = _point(result, "traj.c0.store")
+    assert (store.status, store.line) == (Status.CONTEXT_CHANGED, guard_line)
+    assert _statuses(result)["traj.c1.central-dump"] is Status.BROKEN
+    assert exits.check_exit(result) == exits.FAILED
+    annotations = github_annotations(result)
+    assert f"file={AGENT_LOOP},line={guard_line},title=context-changed%3A traj.c0.store" in annotations
+    assert re.search(
+        r'<testcase [^>]*name="traj.c0.store"[^>]*>\s*<failure [^>]*type="context-changed"', junit_xml(result)
+    )
+    from trace_instrument.render import jsonout
+
+    body = json.loads(jsonout.dumps(jsonout.check(result)))
+    entry = next(p for p in body["points"] if p["id"] == "traj.c0.store")
+    assert entry["status"] == "context-changed" and entry["context"][0]["statement_line"] == guard_line
+    failed = [f for f in verify(tree, catalog).findings if f.check is Check.CONTEXT and not f.ok]
+    assert [f.line for f in failed] == [guard_line]
+    # and the failure is real: verl's worker, built with tracing off, cannot run a rollout
+    assert _run_verl(tree, tmp_path, tracing=False).startswith("AttributeError")
+    replanned = apply(tree, catalog, write=False)
+    assert "move it" in _point(replanned, "traj.c0.store").message
+
+
+# -- the tracker's anchor in a branch: text-only models get no tracker ------------------------------------
+
+
+def test_the_trackers_anchor_in_a_branch_is_refused_and_the_result_runs(
+    verl_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    tree = _copy(verl_090, tmp_path)
+    branch_line = _edit(tree, AGENT_LOOP, MM, MM_BRANCH)
+    result = apply(tree, catalog)
+    tracker = _point(result, "traj.c0.tracker")
+    assert (tracker.status, tracker.line) == (Status.CONTEXT_CHANGED, branch_line)
+    statuses = _statuses(result)
+    assert {statuses[p] for p in ("traj.c1.central-dump", "traj.c2.single-turn-record", "traj.c3.tool-record")} == {
+        Status.SKIPPED
+    }
+    assert _statuses(check(tree, catalog))["traj.c0.tracker"] is Status.CONTEXT_CHANGED
+    for tracing in (False, True):
+        assert _run_verl(tree, tmp_path, tracing=tracing, processor=False) == "ok"
+
+
+def test_a_committed_fork_that_puts_the_tracker_in_a_branch_fails_check(
+    instrumented_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    tree = _copy(instrumented_090, tmp_path)
+    text = (tree / AGENT_LOOP).read_text(encoding="utf-8")
+    tracker = "        # Turn records of each run() are collected here under the trajectory's key.\n"
+    tracker += "        self._traj_tracker = TrajectoryTracker()\n"
+    assert text.count(MM + tracker) == 1
+    branch_line = text[: text.index(MM)].count("\n") + 1
+    wrapped = "        if self.processor is not None:\n" + _indented(MM + tracker)
+    wrapped += "        else:\n            self.mm_processor_kwargs = {}\n"
+    (tree / AGENT_LOOP).write_text(text.replace(MM + tracker, wrapped), encoding="utf-8")
+    result = check(tree, catalog)
+    assert (_point(result, "traj.c0.tracker").status, _point(result, "traj.c0.tracker").line) == (
+        Status.CONTEXT_CHANGED,
+        branch_line,
+    )
+    assert exits.check_exit(result) == exits.FAILED
+    # text-only model (no processor), tracing on: C1 reads the tracker that was never made
+    assert _run_verl(tree, tmp_path, tracing=True, processor=False).startswith("AttributeError")
+    assert _run_verl(tree, tmp_path, tracing=True, processor=True) == "ok"
+
+
+# -- the rollout slice moved into the gen timer: the throughput line reads timing_raw["gen"] too early ---
+
+
+def _slice_into_gen_timer(tree: Path) -> int:
+    """Move the three slice lines to the end of the `with marked_timer("gen", ...)` block; its line."""
+    path = tree / RAY_TRAINER
+    text = path.read_text(encoding="utf-8")
+    moved = (
+        "                    gen_batch_output = combined_gen_output.slice(0, num_sampled_prompts)\n"
+        '                    if "__do_sample__" in gen_batch_output.non_tensor_batch:\n'
+        '                        gen_batch_output.pop(non_tensor_batch_keys=["__do_sample__"])\n'
+    )
+    timed_end = '                        combined_gen_output.meta_info.pop("timing", None)\n'
+    assert text.count(moved) == 1 and text.count(timed_end) == 1
+    text = text.replace(moved, "").replace(timed_end, timed_end + _indented(moved))
+    path.write_text(text, encoding="utf-8")
+    return next(
+        n for n, line in enumerate(text.splitlines(), 1) if 'with marked_timer("gen", timing_raw' in line and n > 1400
+    )
+
+
+def test_the_throughput_line_is_never_put_inside_the_gen_timer(
+    verl_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    tree = _copy(verl_090, tmp_path)
+    timer_line = _slice_into_gen_timer(tree)
+    result = apply(tree, catalog)
+    throughput = _point(result, "progress.v0.gen-throughput")
+    assert (throughput.status, throughput.reason) == (Status.CONTEXT_CHANGED, Reason.BEFORE_BLOCK_EXIT)
+    assert throughput.line == timer_line and "timing_raw['gen']" in throughput.message
+    assert _calls(tree, RAY_TRAINER, "log_gen_throughput") == 0
+    assert _statuses(check(tree, catalog))["progress.v0.gen-throughput"] is Status.CONTEXT_CHANGED
+
+
+def test_a_committed_fork_that_moves_the_slice_into_the_timer_fails_check(
+    instrumented_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    tree = _copy(instrumented_090, tmp_path)
+    path = tree / RAY_TRAINER
+    text = path.read_text(encoding="utf-8")
+    # the slice and the throughput line after it, as apply placed them, moved into the timer together
+    start = text.index("                    gen_batch_output = combined_gen_output.slice(0, num_sampled_prompts)\n")
+    end = text.index("log_gen_throughput(gen_batch_output", start)
+    end = text.index("\n", end) + 1
+    block = text[start:end]
+    timed_end = '                        combined_gen_output.meta_info.pop("timing", None)\n'
+    text = text[:start] + text[end:]
+    text = text.replace(timed_end, timed_end + _indented(block))
+    path.write_text(text, encoding="utf-8")
+    timer_line = next(
+        n for n, line in enumerate(text.splitlines(), 1) if 'with marked_timer("gen", timing_raw' in line and n > 1400
+    )
+    result = check(tree, catalog)
+    throughput = _point(result, "progress.v0.gen-throughput")
+    assert (throughput.status, throughput.line) == (Status.CONTEXT_CHANGED, timer_line)
+    assert exits.check_exit(result) == exits.FAILED
+
+
+# -- a late `import os` makes os local to the whole __init__ --------------------------------------------------
+
+
+def test_a_late_local_import_refuses_the_store_and_breaks_a_placed_one(
+    verl_090: Path, instrumented_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    late = INIT + "        import os  # the fork's own env handling\n"
+    fork = _copy(verl_090, tmp_path, "fork")
+    import_line = _edit(fork, AGENT_LOOP, INIT, late) + INIT.count("\n")
+    result = apply(fork, catalog)
+    store = _point(result, "traj.c0.store")
+    assert (store.status, store.reason) == (Status.REFUSED, Reason.NAME_CONFLICT)
+    assert [(n.name, n.binding_line) for n in store.names] == [("os", import_line)]
+    assert _run_verl(fork, tmp_path, tracing=False) == "ok"
+    committed = _copy(instrumented_090, tmp_path, "committed")
+    _edit(committed, AGENT_LOOP, STORE_END, STORE_END + "        import os  # the fork's own env handling\n")
+    checked = check(committed, catalog)
+    assert _statuses(checked)["traj.c0.store"] is Status.BROKEN
+    assert exits.check_exit(checked) == exits.FAILED
+    assert _run_verl(committed, tmp_path, tracing=False).startswith("UnboundLocalError")
