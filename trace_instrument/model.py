@@ -202,11 +202,14 @@ class ContextIssue:
     reader_where: str = ""  # where that code is: "line 744", a scope, or a file
 
     def __str__(self) -> str:
-        where = f"`{self.statement}` (line {self.statement_line}) " if self.statement else ""
+        where = f"`{self.statement}` " if self.statement else ""
+        if self.statement and self.statement_line:
+            where += f"(line {self.statement_line}) "
         if self.problem is Reason.BEFORE_BLOCK_EXIT:
             return f"it reads {self.subject}, which {where}writes when the block exits: {self.why}"
-        reader = f" for {self.reader} ({self.reader_where})" if self.reader else ""
-        return f"it sets up {self.subject}{reader}, but {where}{self.why}"
+        if not self.reader:  # declared: it must run, whoever reads what it does
+            return f"it must run on every path ({self.subject}), but {where}{self.why}"
+        return f"it sets up {self.subject} for {self.reader} ({self.reader_where}), but {where}{self.why}"
 
 
 @dataclass(frozen=True)
@@ -290,6 +293,8 @@ class Point:
     extra: str | None  # opt-in extra name, None for core points
     changes_behaviour: str  # non-empty for points that do more than observe
     source: SpecSource
+    must_run: bool = False  # declared: its code runs on every normal way out of its function
+    after_blocks: tuple[CodePattern, ...] = ()  # declared: blocks that must have run before its code
 
     @property
     def tracing_names(self) -> frozenset[str]:

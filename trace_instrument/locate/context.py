@@ -127,14 +127,31 @@ class ContextChecks:
         return list(self._judged().context.get(point.id, []))
 
     def flow(self, owner: ast.AST) -> Flow:
-        """The flow through a def, class or module, with the planned pieces in it."""
+        """The flow through a def, class or module, with the planned pieces in it, and the facts the
+        points' declarations need (`must_run`: the code started; `after_block`: a block finished)."""
         if id(owner) not in self._flows:
             overlay = Overlay()
+            markers: dict[int, str] = {}
+            exits: dict[int, str] = {}
             for piece in self.pieces:
-                if piece.placement is not None and piece.owner is owner:
+                if piece.owner is not owner:
+                    continue
+                if piece.placement is not None:
                     _put(overlay, piece, piece.placement)
-            self._flows[id(owner)] = Flow(owner, overlay)
+                if piece.point.must_run and piece.stmts:
+                    markers[id(piece.stmts[0])] = _ran(piece)
+                for index, block in enumerate(piece.point.after_blocks):
+                    for stmt in self._blocks_like(block.stmts[0], owner):
+                        exits[id(stmt)] = _finished(piece.point, index)
+            self._flows[id(owner)] = Flow(owner, overlay, markers, exits)
         return self._flows[id(owner)]
+
+    def _blocks_like(self, pattern: ast.stmt, owner: ast.AST) -> list[ast.stmt]:
+        """Statements of the owner's own code whose header matches a block pattern."""
+        from trace_instrument.locate.match import Matcher
+
+        sites = self.index.sites_in(owner) if not isinstance(owner, ast.Module) else self.index.sites
+        return [s.node for s in sites if type(s.node) is type(pattern) and Matcher().statement(pattern, s.node)]
 
     # -- the judgement ----------------------------------------------------------------------------
 
@@ -144,6 +161,8 @@ class ContextChecks:
             for piece in self.pieces:
                 self._judge_reads(piece, findings)
                 self._judge_setup(piece, findings)
+                if piece.point.must_run or piece.point.after_blocks:
+                    self._judge_declared(piece, findings)
             self._findings = findings
         return self._findings
 
@@ -233,6 +252,32 @@ class ContextChecks:
             subject, piece.node_line(node), Reason.BEFORE_BLOCK_EXIT, one_line(block), block.lineno, why
         )
         found.ctx(piece.point, issue)
+
+    def _judge_declared(self, piece: _Piece, found: _Findings) -> None:
+        """What the point declares: `must_run` (on every normal way out), `after_block` (after each such block)."""
+        flow = self.flow(piece.owner)
+        if piece.point.must_run and not _holds(flow.exit, _ran(piece)):
+            statement, statement_line, why = self._culprit(piece, None, 0, _ran(piece))
+            subject = "must_run"
+            found.ctx(
+                piece.point, ContextIssue(subject, piece.line, Reason.NOT_ON_EVERY_PATH, statement, statement_line, why)
+            )
+        first = piece.stmts[0] if piece.stmts else None
+        state = flow.before(first) if first is not None else None
+        subject = "the value of its after_block"
+        for index, block in enumerate(piece.point.after_blocks):
+            header = one_line(block.stmts[0])
+            blocks = self._blocks_like(block.stmts[0], piece.owner)
+            if not blocks:
+                why = "no such block is in its function"
+                issue = ContextIssue(subject, piece.line, Reason.BEFORE_BLOCK_EXIT, header, 0, why)
+                found.ctx(piece.point, issue)
+            elif state is not None and _finished(piece.point, index) not in state:
+                around = [b for a in self._ancestors(piece.position, piece.owner) for b in blocks if a is b]
+                at = around[-1] if around else blocks[0]
+                why = "the code is inside that block" if around else "that block does not run on every path before it"
+                issue = ContextIssue(subject, piece.line, Reason.BEFORE_BLOCK_EXIT, one_line(at), at.lineno, why)
+                found.ctx(piece.point, issue)
 
     def _judge_setup(self, piece: _Piece, found: _Findings) -> None:
         """What the piece sets up for code elsewhere must hold on every way out, or at every call."""
@@ -473,6 +518,14 @@ def _child_statements(stmt: ast.stmt) -> Iterator[ast.stmt]:
         yield from getattr(stmt, name, None) or []
     for clause in [*getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
         yield from clause.body
+
+
+def _ran(piece: _Piece) -> str:
+    return f"p:{piece.point.id}:{piece.edit.rank}"
+
+
+def _finished(point: Point, index: int) -> str:
+    return f"b:{point.id}:{index}"
 
 
 def _walk(stmt: ast.stmt) -> Iterator[ast.stmt]:

@@ -227,11 +227,14 @@ class Flow:
         owner: ast.AST,
         overlay: Overlay | None = None,
         markers: dict[int, str] | None = None,
+        exits: dict[int, str] | None = None,
     ):
-        """`owner`: a def, a class or the module. `markers`: statement id -> a fact its running makes true."""
+        """`owner`: a def, a class or the module. `markers`: statement id -> a fact its starting makes
+        true; `exits`: statement id -> a fact its finishing (normally) makes true."""
         self.owner = owner
         self.overlay = overlay or Overlay()
         self.markers = markers or {}
+        self.exits = exits or {}
         self._before: dict[int, State] = {}
         self._frames: list[list[State]] = []  # what held anywhere inside the enclosing try bodies
         self._loops: list[tuple[list[State], list[State]]] = []  # (breaks, continues) of enclosing loops
@@ -283,6 +286,9 @@ class Flow:
             state = self._block(overlay.rewrites[id(stmt)], state)
         else:
             state = self._one(stmt, state)
+            finished = self.exits.get(id(stmt))
+            if finished is not None and state is not None:
+                state = state | {finished}
         for inserted in overlay.after.get(neighbour, ()) if inserts else ():
             state = self._block(inserted, state)
         return state

@@ -63,6 +63,8 @@ POINT_KEYS = EDIT_KEYS | {
     "extra",
     "changes_behaviour",
     "description",
+    "must_run",
+    "after_block",
 }
 REQUIRED_POINT_KEYS = ("id", "facility", "title", "scope")
 
@@ -249,6 +251,8 @@ def _read_point(ctx: Context, node: Node, target: str) -> Point | None:
         extra=extra,
         changes_behaviour=changes or "",
         source=where,
+        must_run=_read_flag(ctx, data.get("must_run"), "must_run"),
+        after_blocks=_read_blocks(ctx, data.get("after_block")),
     )
 
 
@@ -352,6 +356,32 @@ def _read_requires(ctx: Context, node: Node | None) -> tuple[str, ...]:
         ctx.problem(node.where("requires"), "must be a list of point ids, e.g. [traj.c0.tracker]")
         return ()
     return tuple(text for text in (point_id(ctx, item, "requires") for item in node.elements()) if text)
+
+
+def _read_flag(ctx: Context, node: Node | None, key: str) -> bool:
+    if node is None:
+        return False
+    if not node.is_boolean:
+        ctx.problem(node.where(key), f"must be true or false, not {node.kind_name}")
+        return False
+    return node.boolean
+
+
+def _read_blocks(ctx: Context, node: Node | None) -> tuple[CodePattern, ...]:
+    """`after_block`: block statements (a header with `...` as its body) the code must come after."""
+    if node is None:
+        return ()
+    items = node.elements() if node.is_sequence else [node]
+    found = []
+    for item in items:
+        block = pattern(ctx, item, "after_block")
+        if block is None:
+            continue
+        if len(block.stmts) != 1 or not hasattr(block.stmts[0], "body"):
+            ctx.problem(item.where("after_block"), 'must be one block statement, e.g. `with timer("gen", ...): ...`')
+            continue
+        found.append(block)
+    return tuple(found)
 
 
 def _read_markers(ctx: Context, node: Node | None) -> tuple[CodePattern, ...]:

@@ -38,7 +38,18 @@ REFUSED_IN_OVERRIDE = {
     "code": _CODE_STAYS,
     **{
         key: _KEPT.format(key=key)
-        for key in ("id", "facility", "title", "marker", "requires", "imports", "extra", "changes_behaviour")
+        for key in (
+            "id",
+            "facility",
+            "title",
+            "marker",
+            "requires",
+            "imports",
+            "extra",
+            "changes_behaviour",
+            "must_run",
+            "after_block",
+        )
     },
 }
 REFUSED_IN_OVERRIDE_EDIT = {"template": _CODE_STAYS, "code": _CODE_STAYS}

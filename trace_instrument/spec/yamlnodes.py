@@ -54,6 +54,15 @@ class Node:
         return self.is_scalar and self.raw.tag == _STRING_TAG
 
     @property
+    def is_boolean(self) -> bool:
+        return self.is_scalar and self.raw.tag == "tag:yaml.org,2002:bool"
+
+    @property
+    def boolean(self) -> bool:
+        """A YAML boolean's value (true, True, yes, on ...: what YAML 1.1 reads as true)."""
+        return str(self.raw.value).lower() in ("true", "yes", "on", "y")
+
+    @property
     def kind_name(self) -> str:
         """What the node is, in words, for error messages."""
         if self.is_mapping:
