@@ -52,6 +52,11 @@ def digest(*parts: bytes | str) -> str:
     return hasher.hexdigest()
 
 
+def file_digest(data: bytes) -> str:
+    """A short digest of a file's bytes (which other files a cached result was computed with)."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
 class PickleCache:
     """Values pickled under cache_dir()/<name>/<key>.pickle; at most `limit` entries are kept."""
 

@@ -134,6 +134,7 @@ class Reason(str, enum.Enum):
     NAME_CONFLICT = "name-conflict"  # a name the code binds or uses is bound differently here
     UNBOUND_NAME = "unbound-name"  # a name the code uses is not defined where it sits
     MISSING_IMPORT = "missing-import"  # an import the code needs is not in the module
+    UNSET_ATTRIBUTE = "unset-attribute"  # an attribute the code reads on self is set by nothing in its class
     RUNTIME_INCOMPLETE = "runtime-incomplete"  # the runtime package is missing, partial or edited
     REQUIREMENT = "requirement"  # a point it requires is not in place
     NOT_SELECTED = "not-selected"  # a point it requires is not selected
@@ -162,6 +163,11 @@ class NameIssue:
     def __str__(self) -> str:
         if self.problem is Reason.MISSING_IMPORT:
             return f"'{self.name}' is not imported (the code needs `{self.expected}`)"
+        if self.problem is Reason.UNSET_ATTRIBUTE:
+            return (
+                f"'{self.name}' is read by the code (line {self.line}), but {self.binding} and its bases in the "
+                "checkout never set it (renamed?)"
+            )
         if self.relation in ("set up by", "assigned by"):
             # bound in the function, but not on every path to the code (UnboundLocalError at run time)
             return (

@@ -10,8 +10,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from trace_instrument.caches import file_digest
 from trace_instrument.engine.files import CheckoutError, SourceFile, read_target
 from trace_instrument.locate import FileLocator, PointState
+from trace_instrument.locate.attributes import ClassAttributes
 from trace_instrument.locate.names import NameTable
 from trace_instrument.locate.runnable import PointNames
 from trace_instrument.model import Catalog, FileProblemKind, Point, Selection
@@ -28,10 +30,15 @@ class FileWork:
     points: tuple[Point, ...]  # every catalog point of this file
     text: str  # the source decoded in its declared encoding
     relations: Relations  # who reads what other points set up, across the catalog
+    modules: CheckoutModules  # the checkout's other modules, for the bases of this file's classes
 
     @property
     def path(self) -> str:
         return self.source.path
+
+    def classes(self, tree: ast.Module | None = None) -> ClassAttributes:
+        """What the classes of this file (or of `tree`, its edited text) and their bases set."""
+        return ClassAttributes(tree or self.tree, module_name(self.path), self.modules)
 
     def state(self, point: Point) -> PointState:
         return self.locator.state(point)
@@ -39,7 +46,9 @@ class FileWork:
     @functools.cached_property
     def names(self) -> PointNames:
         """Name bindings of the file, for the checks that points can run where they stand."""
-        return PointNames(NameTable(self.tree, source=self.text), self.locator.recognition, self.relations)
+        return PointNames(
+            NameTable(self.tree, source=self.text), self.locator.recognition, self.relations, self.classes()
+        )
 
 
 @dataclass(frozen=True)
@@ -90,7 +99,44 @@ def analyse(
         return FileProblem(relative, message, FileProblemKind.ENCODING)
     points = tuple(p for p in catalog.points if p.file == relative)
     locator = FileLocator(tree, points, catalog.helpers, text, applied=applied)
-    return FileWork(source, tree, locator, points, text, relations(catalog))
+    return FileWork(source, tree, locator, points, text, relations(catalog), CheckoutModules(root))
+
+
+class CheckoutModules:
+    """The checkout's own modules by name, parsed when first asked for; remembers what it read
+    (a result that depends on them is valid only while they are as read)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.read: dict[str, str] = {}  # relative path -> digest of its bytes ("" when absent)
+        self._trees: dict[str, ast.Module | None] = {}
+
+    def __call__(self, module: str) -> ast.Module | None:
+        if module not in self._trees:
+            self._trees[module] = self._parse(module)
+        return self._trees[module]
+
+    def _parse(self, module: str) -> ast.Module | None:
+        base = module.replace(".", "/")
+        for relative in (f"{base}.py", f"{base}/__init__.py"):
+            try:
+                source = read_target(self.root, relative)
+            except (CheckoutError, OSError):
+                source = None
+            self.read[relative] = file_digest(source.data) if source is not None else ""
+            if source is None:
+                continue
+            try:
+                return ast.parse(source.data, filename=relative)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
+        return None
+
+
+def module_name(relative: str) -> str:
+    """verl/trainer/ppo/ray_trainer.py -> verl.trainer.ppo.ray_trainer (a package's __init__: the package)."""
+    parts = relative[: -len(".py")].split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _read(root: Path, relative: str) -> SourceFile | FileProblem:

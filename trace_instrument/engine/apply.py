@@ -544,7 +544,7 @@ def _check_output(
     for plan in inserting:
         if not locator.state(plan.point).complete:
             raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")
-    names = PointNames(NameTable(tree, source=updated), locator.recognition, work.relations)
+    names = PointNames(NameTable(tree, source=updated), locator.recognition, work.relations, work.classes(tree))
     checks = names.checks(work.points)
     running = [p.point for p in [*inserting, *repairing]]
     offenders = {p.id: names.issues(p) + checks.name_issues(p) for p in running}

@@ -371,7 +371,7 @@ def _template_lines(edit: Edit) -> list[str]:
     return textwrap.dedent(edit.template.text).strip("\n").splitlines()
 
 
-_SEVERITY = (Reason.NAME_CONFLICT, Reason.UNBOUND_NAME, Reason.MISSING_IMPORT)
+_SEVERITY = (Reason.NAME_CONFLICT, Reason.UNBOUND_NAME, Reason.UNSET_ATTRIBUTE, Reason.MISSING_IMPORT)
 
 
 def _worst(issues: list[NameIssue]) -> Reason:

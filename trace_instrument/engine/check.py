@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trace_instrument.caches import PickleCache, digest
+from trace_instrument.caches import PickleCache, digest, file_digest
 from trace_instrument.engine import runtime
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
@@ -84,7 +84,7 @@ def _file_results(context: _Context, base: Path, paths: list[str], meanwhile: Ca
     (a pre-commit run reads no more than that), the others analysed, in parallel, while this
     process runs `meanwhile`."""
     keys = [_cache_key(context, base, relative) for relative in paths]
-    found = [_CACHE.get(key) if key is not None else None for key in keys]
+    found = [_cached(base, key) for key in keys]
     misses = [i for i, result in enumerate(found) if not isinstance(result, FileResult)]
     if misses:
         _load_analysis()  # once, before the workers fork
@@ -117,16 +117,40 @@ def _load_analysis() -> None:
     import trace_instrument.engine.assess  # noqa: F401
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """A file's cached result, and the other files it was judged with (relative path -> digest,
+    "" for absent): the checkout modules holding the bases of its classes."""
+
+    result: FileResult
+    others: tuple[tuple[str, str], ...]
+
+
+def _cached(base: Path, key: str | None) -> FileResult | None:
+    """The cached result, while the other files it was judged with are as they were."""
+    entry = _CACHE.get(key) if key is not None else None
+    if not isinstance(entry, _Entry):
+        return None
+    for relative, digest_then in entry.others:
+        try:
+            now = file_digest((base / relative).read_bytes())
+        except OSError:
+            now = ""
+        if now != digest_then:
+            return None
+    return entry.result
+
+
 def _file_job(context: _Context, item: tuple[str, str, str | None]) -> FileResult:
     """One file's check, put in the cache unless it failed."""
     root, relative, key = item
     points = _points_of(context, relative)
     try:
-        result = _check_file(context, Path(root), relative, points)
+        result, others = _check_file(context, Path(root), relative, points)
     except Exception as exc:  # noqa: BLE001 - contain it to the file
         return internal_error(relative, points, exc)
     if key is not None and result.error is None:
-        _CACHE.put(key, result)
+        _CACHE.put(key, _Entry(result, tuple(sorted(others.items()))))
     return result
 
 
@@ -138,20 +162,21 @@ def _key(context: _Context, relative: str, points: list[Point], data: bytes) -> 
     return digest(context.catalog.digest, relative, data, *(p.id for p in points), *recorded, runtime_state)
 
 
-def _check_file(context: _Context, root: Path, relative: str, points: list[Point]) -> FileResult:
+def _check_file(context: _Context, root: Path, relative: str, points: list[Point]) -> tuple[FileResult, dict[str, str]]:
+    """The file's result, and the other files read to judge it (path -> digest)."""
     from trace_instrument.engine.analysis import FileProblem, analyse
     from trace_instrument.engine.assess import FileAssessor, overlaps
 
     work = analyse(root, relative, context.catalog, applied=context.manifest.applied)
     if isinstance(work, FileProblem):
-        return problem_results(work, points)
+        return problem_results(work, points), {}
     assessor = FileAssessor(work, context.manifest, context.runtime)
     assessments = [assessor.assess(point) for point in points]
     # what apply would refuse among the points it would add: two rewriting the same statement
     clashing = overlaps(a for a in assessments if a.status is Status.MISSING)
     results = [_refused_overlap(a.result, clashing) for a in assessments]
     results += _unexpected(work, context.catalog)
-    return FileResult(work.path, tuple(results))
+    return FileResult(work.path, tuple(results)), dict(work.modules.read)
 
 
 def _refused_overlap(result: PointResult, clashing: dict[str, tuple[str, int]]) -> PointResult:

@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from trace_instrument.locate.anchors import Placement
+from trace_instrument.locate.attributes import ClassAttributes
 from trace_instrument.locate.flow import (
     Flow,
     Overlay,
@@ -100,6 +101,7 @@ class ContextChecks:
         recognition: Recognition,
         table: NameTable,
         relations: Relations,
+        classes: ClassAttributes,
         imported: dict[str, frozenset[str]],
         planned: Sequence[Placement] = (),
     ):
@@ -108,6 +110,7 @@ class ContextChecks:
         self.index = index
         self.table = table
         self.relations = relations
+        self.classes = classes
         self.imported = imported
         self.pieces = [*_present(recognition, index), *(_planned(p, index) for p in planned)]
         self._piece_of_node = {n: piece for piece in self.pieces if not piece.planned for n in piece.own}
@@ -213,15 +216,44 @@ class ContextChecks:
     def _judge_attribute(
         self, piece: _Piece, node: ast.Attribute, stmt: ast.stmt, flow: Flow, state: frozenset[str], found: _Findings
     ) -> None:
-        """`self.A` read where point code of the same function sets `self.A`: set before, on every path."""
+        """`self.A` read where point code of the same function sets `self.A`: set before, on every path;
+        an attribute no point sets must be set by the class or its bases somewhere."""
         instance = flow.instance
         if instance is None or dotted(node.value) != instance or f"a:{node.attr}" in state:
+            return
+        if node.attr not in self.relations.set_attributes:
+            self._judge_class_sets(piece, node, flow.owner, found)
             return
         for setter in self.pieces:
             if setter.owner is flow.owner and node.attr in _attributes_set(setter, instance):
                 subject = f"{instance}.{node.attr}"
                 issue = self._not_reaching(setter, setter.line, subject, stmt, piece.node_line(node), reader=piece)
                 found.ctx(setter.point, issue)
+
+    def _judge_class_sets(self, piece: _Piece, node: ast.Attribute, method: ast.AST, found: _Findings) -> None:
+        """A business attribute the code reads on self: the class, or one of its bases, sets it. Not
+        judged: reads in a method the point defines (they run when it is called), and attributes the
+        class's business code reads too (the tracing is no worse off than the code around it)."""
+        if id(method) in piece.own:
+            return
+        owner = self._class_of(piece, method)
+        if owner is None or self.classes.sets(owner, node.attr) is not False:
+            return  # set somewhere, or cannot tell
+        if self.classes.read_by(owner, node.attr, frozenset(self._piece_of_node)):
+            return
+        issue = NameIssue(f"self.{node.attr}", piece.node_line(node), Reason.UNSET_ATTRIBUTE, owner.name)
+        found.name(piece.point, issue)
+
+    def _class_of(self, piece: _Piece, method: ast.AST) -> ast.ClassDef | None:
+        """The class a method is defined in (a def of planned code: the class it goes in)."""
+        if isinstance(piece.owner, ast.ClassDef) and method is not piece.owner:
+            return piece.owner
+        try:
+            ancestors = self.index.site(method).ancestors if isinstance(method, ast.stmt) else ()
+        except KeyError:
+            return None
+        parent = ancestors[-1] if ancestors else None
+        return parent if isinstance(parent, ast.ClassDef) else None
 
     def _judge_item(
         self,

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from trace_instrument.locate.anchors import Placement
+from trace_instrument.locate.attributes import ClassAttributes
 from trace_instrument.locate.context import ContextChecks
 from trace_instrument.locate.names import (
     BUILTINS,
@@ -92,6 +93,7 @@ def owned_nodes(block: Block, others: frozenset[int] = frozenset()) -> Iterator[
         kept.update(id(s) for body in captures.bodies.values() for s in body)
         for _value, holder in captures.values.values():
             # `result = <business value>`: the target is the template's, the value is business code
+            kept.add(id(holder))
             for target in _targets(holder):
                 yield from ast.walk(target)
     for stmt in block.instrumentation:
@@ -133,10 +135,11 @@ def instrumentation_node_ids(recognition: Recognition) -> frozenset[int]:
 class PointNames:
     """Name checks for the points of one file."""
 
-    def __init__(self, table: NameTable, recognition: Recognition, relations: Relations):
+    def __init__(self, table: NameTable, recognition: Recognition, relations: Relations, classes: ClassAttributes):
         self.table = table
         self.recognition = recognition
         self.relations = relations
+        self.classes = classes
         self.owned = instrumentation_node_ids(recognition)
         self._checks: ContextChecks | None = None
 
@@ -146,7 +149,9 @@ class PointNames:
         if not planned and self._checks is not None:
             return self._checks
         imported = {p.id: frozenset(expectations(p)) for p in points}
-        made = ContextChecks(self.recognition.index, self.recognition, self.table, self.relations, imported, planned)
+        made = ContextChecks(
+            self.recognition.index, self.recognition, self.table, self.relations, self.classes, imported, planned
+        )
         if not planned:
             self._checks = made
         return made

@@ -36,6 +36,7 @@ class Relations:
 
     attributes: dict[str, tuple[Reader, ...]]
     module_names: dict[tuple[str, str], tuple[Reader, ...]]
+    set_attributes: frozenset[str] = frozenset()  # attributes some template sets (`x.A = ...`, a def A)
 
     def attribute_readers(self, name: str, binder: str, function: str) -> tuple[Reader, ...]:
         """Readers of `.name` but the binder's own code in the same function (its own use)."""
@@ -49,7 +50,14 @@ class Relations:
 def relations(catalog: Catalog) -> Relations:
     attributes: dict[str, list[Reader]] = {}
     module_names: dict[tuple[str, str], list[Reader]] = {}
+    set_attributes: set[str] = set()
     for point in catalog.points:
+        for edit in point.edits:
+            for node in (n for s in edit.template.stmts for n in ast.walk(s)):
+                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                    set_attributes.add(node.attr)
+                elif isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+                    set_attributes.add(node.name)
         for kind, name, function in _reads(point):
             reader = Reader(point.id, function, point.file, point.scope)
             if kind == "attribute":
@@ -59,6 +67,7 @@ def relations(catalog: Catalog) -> Relations:
     return Relations(
         {k: tuple(v) for k, v in attributes.items()},
         {k: tuple(v) for k, v in module_names.items()},
+        frozenset(set_attributes),
     )
 
 
