@@ -134,6 +134,8 @@ class Reason(str, enum.Enum):
     UNBOUND_NAME = "unbound-name"  # a name the code uses is not defined where it sits
     MISSING_IMPORT = "missing-import"  # an import the code needs is not in the module
     RUNTIME_INCOMPLETE = "runtime-incomplete"  # the runtime package is missing, partial or edited
+    NOT_OURS = "not-ours"  # runtime: a file, folder or link there that trace-instrument did not write
+    STALE_BYTECODE = "stale-bytecode"  # runtime: bytecode Python would load instead of an installed file
     REQUIREMENT = "requirement"  # a point it requires is not in place
     NOT_SELECTED = "not-selected"  # a point it requires is not selected
     FILE_PROBLEM = "file-problem"  # the file could not be read, parsed or written
@@ -394,6 +396,10 @@ class RuntimeStatus(str, enum.Enum):
     REMOVED = "removed"
     KEPT_IN_USE = "kept-in-use"  # remove: code in the checkout still imports the package
     KEPT_EDITED = "kept-edited"  # remove: a file of it was edited by hand (--force removes it)
+    # a file, folder or link the tool did not write, where the package goes or with the import name of
+    # the package or of one of its modules: apply refuses to install, remove never deletes it
+    NOT_OURS = "not-ours"
+    STALE_BYTECODE = "stale-bytecode"  # __pycache__ bytecode Python would load instead of an installed file
 
     @property
     def ok(self) -> bool:
@@ -408,6 +414,7 @@ class RuntimeFile:
     path: str
     status: RuntimeStatus
     users: tuple[str, ...] = ()  # KEPT_IN_USE: files that import the package
+    detail: str = ""  # NOT_OURS, STALE_BYTECODE: what is there, why it is not the tool's, the way out
 
 
 class RunErrorKind(str, enum.Enum):
@@ -417,6 +424,7 @@ class RunErrorKind(str, enum.Enum):
     LOCKED = "locked"
     WRITE_FAILED = "write-failed"
     INTERRUPTED = "interrupted"
+    RUNTIME_NOT_OURS = "runtime-not-ours"  # apply: the runtime package's place holds what the tool did not write
 
 
 @dataclass(frozen=True)
