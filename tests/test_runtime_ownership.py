@@ -526,6 +526,31 @@ def test_every_format_of_check_names_what_is_not_the_tools(small, outside, catal
         assert f'file="{PACKAGE}/trace"' in result.output and 'type="refused"' in result.output
 
 
+def test_the_json_of_a_refused_apply_and_of_check_validate_and_carry_the_path(small, outside, catalog):
+    import jsonschema
+
+    from trace_instrument.render import jsonout
+
+    _install(small, catalog)
+    _subpackage(small, outside, catalog)
+    offending = f"{PACKAGE}/trace"
+    refused = json.loads(_cli("apply", "--skip", SKIP, "--format", "json", small).output)
+    jsonschema.validate(refused, jsonout.schema("run"), cls=jsonschema.Draft202012Validator)
+    assert refused["error"]["kind"] == "runtime-not-ours" and offending in refused["error"]["message"]
+    assert {"path": offending, "status": "not-ours"}.items() <= next(
+        r for r in refused["runtime"] if r["path"] == offending
+    ).items()
+    assert refused["exit_code"] == exits.ERROR and not refused["written"]
+    checked = json.loads(_cli("check", "--skip", SKIP, "--format", "json", small).output)
+    jsonschema.validate(checked, jsonout.schema("check"), cls=jsonschema.Draft202012Validator)
+    removed = json.loads(_cli("remove", "--force", "--format", "json", small).output)
+    jsonschema.validate(removed, jsonout.schema("run"), cls=jsonschema.Draft202012Validator)
+    statuses = {r["path"]: r["status"] for r in removed["runtime"]}
+    assert offending not in statuses, "with the package gone, the fork's package clashes with nothing"
+    assert set(statuses.values()) == {"removed"} and removed["exit_code"] == exits.OK
+    assert (small / offending / "__init__.py").read_bytes() == FORK_HELPERS
+
+
 # -- the four cases of the issue, on verl 0.9.0 -------------------------------------------------------------
 
 

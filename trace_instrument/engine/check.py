@@ -245,10 +245,9 @@ def _unexpected_elsewhere(root: Path, catalog: Catalog, seen: set[str]) -> list[
     needles = [f"{name}(".encode() for name in sorted(TRACING_NAMES)]
     files = []
     skip = {*seen, *catalog.files}
-    # the package's folder, and the one a link there leads to inside the checkout
-    runtime_dirs = {os.path.join(root, catalog.runtime.target_dir), os.path.realpath(root / catalog.runtime.target_dir)}
+    runtime_dir = os.path.join(root, catalog.runtime.target_dir)
     for folder, subfolders, names in os.walk(root / "verl"):
-        subfolders[:] = sorted(d for d in subfolders if os.path.join(folder, d) not in runtime_dirs)
+        subfolders[:] = sorted(d for d in subfolders if os.path.join(folder, d) != runtime_dir)
         for name in sorted(n for n in names if n.endswith(".py")):
             path = os.path.join(folder, name)
             relative = os.path.relpath(path, root).replace(os.sep, "/")

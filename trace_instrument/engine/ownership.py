@@ -7,7 +7,9 @@ package or of one of its modules, is not the tool's (`not-ours`): apply refuses 
 is there, remove never deletes it, check and verify fail. That is:
 
 - on the way from the checkout to the package's folder, a link leading out of the checkout, to
-  nothing or round in a loop, or a file where a folder goes (a link inside the checkout is followed);
+  nothing or round in a loop, or a file where a folder goes (a link inside the checkout is followed,
+  as it is to the catalog's files); a link in the package's own place, or in a runtime file's: the
+  tool never makes one;
 - a folder there holding files, none of them the tool's, with no install recorded in the manifest;
 - any other module, package, namespace folder, extension or bytecode with the import name of the
   package (`verl/utils/tracing.py` next to it) or of one of its modules (`trace/` next to `trace.py`):
@@ -77,10 +79,9 @@ def link_problem(root: Path, path: Path, relative: str, what: str) -> str | None
     if not path.is_symlink():
         return None
     try:
-        target = os.readlink(path)
         resolved = path.resolve(strict=True)
     except FileNotFoundError:
-        return f"{relative} is a link to {target}, which does not exist: delete the link or make it lead to a {what}"
+        return f"{relative} is a link to {os.readlink(path)}, which does not exist: delete the link"
     except (OSError, RuntimeError):
         return f"{relative} is a link that leads round in a loop: delete it"
     if not resolved.is_relative_to(root):

@@ -96,7 +96,7 @@ def _file(root: Path, relative: str, content: bytes, earlier: tuple[str, ...], r
         data = path.read_bytes()
     except OSError as exc:
         problem = "a folder" if path.is_dir() else f"unreadable ({exc.strerror})"
-        detail = f"{relative} is {problem}, where the runtime's file goes: trace-instrument cannot tell it is its own"
+        detail = f"{relative} is {problem}, where a runtime file goes: nothing says it is trace-instrument's; move it"
         return RuntimeFile(relative, RuntimeStatus.NOT_OURS, detail=detail)
     if data == content:
         return RuntimeFile(relative, RuntimeStatus.PRESENT)
