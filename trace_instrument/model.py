@@ -136,6 +136,8 @@ class Reason(str, enum.Enum):
     MISSING_IMPORT = "missing-import"  # an import the code needs is not in the module
     UNSET_ATTRIBUTE = "unset-attribute"  # an attribute the code reads on self is set by nothing in its class
     RUNTIME_INCOMPLETE = "runtime-incomplete"  # the runtime package is missing, partial or edited
+    NOT_OURS = "not-ours"  # runtime: a file, folder or link there that trace-instrument did not write
+    STALE_BYTECODE = "stale-bytecode"  # runtime: bytecode Python would load instead of an installed file
     REQUIREMENT = "requirement"  # a point it requires is not in place
     NOT_SELECTED = "not-selected"  # a point it requires is not selected
     FILE_PROBLEM = "file-problem"  # the file could not be read, parsed or written
@@ -450,6 +452,10 @@ class RuntimeStatus(str, enum.Enum):
     REMOVED = "removed"
     KEPT_IN_USE = "kept-in-use"  # remove: code in the checkout still imports the package
     KEPT_EDITED = "kept-edited"  # remove: a file of it was edited by hand (--force removes it)
+    # a file, folder or link the tool did not write, where the package goes or with the import name of
+    # the package or of one of its modules: apply refuses to install, remove never deletes it
+    NOT_OURS = "not-ours"
+    STALE_BYTECODE = "stale-bytecode"  # __pycache__ bytecode Python would load instead of an installed file
 
     @property
     def ok(self) -> bool:
@@ -464,6 +470,7 @@ class RuntimeFile:
     path: str
     status: RuntimeStatus
     users: tuple[str, ...] = ()  # KEPT_IN_USE: files that import the package
+    detail: str = ""  # NOT_OURS, STALE_BYTECODE: what is there, why it is not the tool's, the way out
 
 
 class RunErrorKind(str, enum.Enum):
@@ -473,6 +480,7 @@ class RunErrorKind(str, enum.Enum):
     LOCKED = "locked"
     WRITE_FAILED = "write-failed"
     INTERRUPTED = "interrupted"
+    RUNTIME_NOT_OURS = "runtime-not-ours"  # apply: the runtime package's place holds what the tool did not write
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,10 @@ def runtime_self_check(root: Path, catalog: Catalog, timeout: float = 60.0) -> l
         (stage / "verl" / "utils").mkdir(parents=True)
         (stage / "verl" / "__init__.py").write_text("")
         (stage / "verl" / "utils" / "__init__.py").write_text("")
-        shutil.copytree(package, stage / "verl" / "utils" / "tracing", ignore=shutil.ignore_patterns("__pycache__"))
+        try:
+            shutil.copytree(package, stage / "verl" / "utils" / "tracing", ignore=shutil.ignore_patterns("__pycache__"))
+        except OSError as exc:  # shutil.Error too: a dangling link or an unreadable file of the folder's
+            return [Finding(Check.RUNTIME, "self-check", False, f"the package could not be copied to run it: {exc}")]
         traces, discovery = scratch / "traces", scratch / "discovery"
         discovery.mkdir()
         env = {k: v for k, v in os.environ.items() if k not in ("DLC_JOB_ID", "PYTHONPATH")}

@@ -51,6 +51,7 @@ from trace_instrument.model import (
     PointResult,
     Reason,
     RunResult,
+    RuntimeStatus,
     Selection,
     Status,
 )
@@ -88,7 +89,19 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     jobs = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     manifest = Manifest.load(base)
-    runtime_plan = runtime.plan_install(base, catalog, manifest)
+    found = runtime.inspect(base, catalog, manifest)
+    refused = runtime.refusal(found)
+    if refused is not None:
+        # not the tool's place to install into: nothing is analysed, nothing written
+        return RunResult(
+            str(base),
+            (),
+            runtime_files=tuple(found),
+            error=refused,
+            verl_version=verl_version(base),
+            validated_on=catalog.validated_on,
+        )
+    runtime_plan = runtime.plan_install(base, catalog, found)
     context = _Context(catalog, manifest, runtime.state_for_points([p.file for p in runtime_plan]), options.update)
     outcomes = _run_jobs(base, context, selected, {path: frozenset() for path in jobs})
     outcomes = _settle_across_files(base, context, selected, outcomes)
@@ -131,15 +144,25 @@ def _manifest_write(
     baselines = {o.result.path: o.baseline for o in ok if o.baseline is not None}
     imports = {o.result.path: o.added_imports for o in ok if o.added_imports}
     replaced = {point: records for o in ok for point, records in o.replaced.items()}
-    installed = {
-        name: runtime.digest(content)
-        for (name, content), plan in zip(catalog.runtime.files, runtime_plan)
-        if plan.file.status.ok
-    } or None
+    installed = _runtime_record(catalog, manifest, runtime_plan) or None
     updated = manifest.updated(
         in_place, gone=[], baselines=baselines, imports=imports, runtime=installed, replaced=replaced
     )
     return updated.write(f"trace-instrument {__version__}") if updated != manifest else None
+
+
+def _runtime_record(catalog: Catalog, manifest: Manifest, plans: list[runtime.RuntimePlan]) -> dict[str, str]:
+    """The manifest's record of the runtime files apply installed: each file as shipped after this run,
+    and, for one edited by hand since, the record of what apply installed (it stays the tool's)."""
+    states = {plan.file.path: plan.file.status for plan in plans}
+    record = {}
+    for name, content in catalog.runtime.files:
+        status = states.get(f"{catalog.runtime.target_dir}/{name}")
+        if status is not None and status.ok:
+            record[name] = runtime.digest(content)
+        elif status is RuntimeStatus.DRIFTED and name in manifest.runtime:
+            record[name] = manifest.runtime[name]
+    return record
 
 
 def _requirements_put_back(files: list[FileResult], catalog: Catalog) -> list[FileResult]:

@@ -194,6 +194,8 @@ def _delete(target: Path) -> None:
     if target.suffix == ".py":
         # the package's byte code goes with its source (and lets the folder go once empty)
         cache = target.parent / "__pycache__"
+        if cache.is_symlink():
+            return  # never delete through a link
         for compiled in cache.glob(f"{target.stem}.*.pyc"):
             with contextlib.suppress(OSError):
                 compiled.unlink()
@@ -238,14 +240,17 @@ def _current(target: Path) -> bytes | None:
 
 
 def _real_target(root: Path, relative: str) -> Path:
-    """Where the bytes go: a link inside the checkout is followed, so the link stays a link."""
+    """Where the bytes go: a link inside the checkout is followed, so the link stays a link. A path
+    that leads out of the checkout, through a link to the file or to a folder on the way, is refused."""
     target = root / relative
-    if target.is_symlink():
+    try:
         resolved = target.resolve()
-        if not resolved.is_relative_to(root):
-            raise CheckoutError(f"{relative}: is a link to {resolved}, outside the checkout; refusing to write it")
-        return resolved
-    return target
+    except (OSError, RuntimeError) as exc:  # a loop of links
+        raise CheckoutError(f"{relative}: cannot be followed ({exc}); refusing to write it") from None
+    if not resolved.is_relative_to(root):
+        how = "is a link to" if target.is_symlink() else "leads through a link to"
+        raise CheckoutError(f"{relative}: {how} {resolved}, outside the checkout; refusing to write it")
+    return resolved if target.is_symlink() else target
 
 
 def _drop_leftovers(target: Path) -> None:

@@ -27,6 +27,7 @@ from trace_instrument.engine.assess import drift_message, stale_state
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked
 from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacements
 from trace_instrument.engine.originals import FileText, for_removal, refreshed
+from trace_instrument.engine.ownership import OURS
 from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import internal_error, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
@@ -93,8 +94,10 @@ def _remove(
     runtime_plan: list[runtime.RuntimePlan] = []
     if selection.wants_runtime:
         leaving = {o.result.path: o.result.updated for o in outcomes if o.data is not None}
-        users = runtime.importers(base, catalog, leaving)
-        runtime_plan = runtime.plan_remove(base, catalog, manifest, users, force)
+        found = runtime.inspect(base, catalog, manifest)
+        ours = frozenset(f.path for f in found if f.status in OURS)
+        users = runtime.importers(base, catalog, leaving, ours)
+        runtime_plan = runtime.plan_remove(catalog, found, users, force)
     result = RunResult(
         str(base),
         tuple(files),

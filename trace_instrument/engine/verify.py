@@ -16,11 +16,13 @@ import collections
 import difflib
 from pathlib import Path
 
+from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
 from trace_instrument.engine.assess import context_sentences
 from trace_instrument.engine.baseline import Baseline, added_imports, baseline_from
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
+from trace_instrument.engine.ownership import OURS
 from trace_instrument.locate import AnchorFailure
 from trace_instrument.locate.business import business_fingerprints, declared_removals
 from trace_instrument.locate.runnable import rebinding_issues
@@ -69,7 +71,14 @@ def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = 
         findings.extend(_intrusion_findings(work, catalog, start))
     findings.extend(_facility_findings(facilities))
     findings.extend(_runtime_compile_findings(base, catalog))
-    findings.extend(runtime_self_check(base, catalog))
+    placement = _runtime_place_findings(base, catalog, manifest)
+    findings.extend(placement)
+    if any(not f.ok for f in placement):
+        # what is there is not the tool's (or not what Python would run): it is not run for a self-check
+        message = "not run: the runtime package is not trace-instrument's as installed (see the findings above)"
+        findings.append(Finding(Check.RUNTIME, "self-check", False, message))
+    else:
+        findings.extend(runtime_self_check(base, catalog))
     return VerifyResult(str(base), tuple(findings), tuple(counts))
 
 
@@ -233,9 +242,25 @@ def _runtime_compile_findings(base: Path, catalog: Catalog) -> list[Finding]:
         path = base / relative
         if not path.exists():
             findings.append(Finding(Check.COMPILE, relative, False, "runtime file missing"))
-        else:
-            findings.append(_compile_finding(relative, path.read_bytes()))
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            findings.append(Finding(Check.COMPILE, relative, False, f"runtime file cannot be read: {exc.strerror}"))
+            continue
+        findings.append(_compile_finding(relative, data))
     return findings
+
+
+def _runtime_place_findings(base: Path, catalog: Catalog, manifest: Manifest) -> list[Finding]:
+    """The runtime package is the tool's and imports as installed (engine.ownership): one failing
+    finding per thing that is not, or one that passes when the package is installed."""
+    items = runtime.inspect(base, catalog, manifest)
+    problems = [Finding(Check.RUNTIME, f.path, False, f.detail) for f in items if f.status in runtime.BLOCKING]
+    if problems or not any(f.status in OURS for f in items):
+        return problems
+    message = "the package is trace-instrument's and imports as installed: Python resolves every module to its file"
+    return [Finding(Check.RUNTIME, catalog.runtime.target_dir, True, message)]
 
 
 # -- zero intrusion -------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from trace_instrument.model import PointResult, RunResult, RuntimeFile, RuntimeStatus, Status
+from trace_instrument.model import PointResult, Reason, RunResult, RuntimeFile, RuntimeStatus, Status
 
 # How a runtime file's state reads as a point status in check's outputs.
 RUNTIME_AS_STATUS = {
@@ -18,7 +18,11 @@ RUNTIME_AS_STATUS = {
     RuntimeStatus.REMOVED: Status.REMOVED,
     RuntimeStatus.KEPT_IN_USE: Status.KEPT,
     RuntimeStatus.KEPT_EDITED: Status.KEPT,
+    RuntimeStatus.NOT_OURS: Status.REFUSED,  # apply refuses to install while it is there
+    RuntimeStatus.STALE_BYTECODE: Status.BROKEN,  # the package would not run as installed
 }
+# The reason a runtime item carries, when its status alone does not say.
+RUNTIME_REASONS = {RuntimeStatus.NOT_OURS: Reason.NOT_OURS, RuntimeStatus.STALE_BYTECODE: Reason.STALE_BYTECODE}
 CLEAN = frozenset({Status.PRESENT, Status.NOT_APPLICABLE})
 
 
@@ -35,7 +39,9 @@ def runtime_item(file: RuntimeFile) -> PointResult:
     """A runtime file as a point result (id "runtime"), so it is listed and counted like one."""
     status = RUNTIME_AS_STATUS[file.status]
     message = "" if file.status is RuntimeStatus.PRESENT else runtime_message(file)
-    return PointResult("runtime", "runtime", file.path, status, message=message)
+    return PointResult(
+        "runtime", "runtime", file.path, status, message=message, reason=RUNTIME_REASONS.get(file.status)
+    )
 
 
 def runtime_message(file: RuntimeFile) -> str:
@@ -47,6 +53,8 @@ def runtime_message(file: RuntimeFile) -> str:
         RuntimeStatus.KEPT_IN_USE: "kept: still imported by " + ", ".join(file.users[:5]),
         RuntimeStatus.KEPT_EDITED: "kept: a file of the package was edited by hand (--force removes it)",
     }
+    if file.detail:
+        return file.detail  # not-ours, stale bytecode: the path, why, and the way out
     return messages.get(file.status, file.status.value)
 
 

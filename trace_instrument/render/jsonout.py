@@ -95,7 +95,7 @@ def point(p: PointResult) -> dict[str, Any]:
 
 
 def _runtime(file: RuntimeFile) -> dict[str, Any]:
-    return {"path": file.path, "status": file.status.value, "users": list(file.users)}
+    return {"path": file.path, "status": file.status.value, "users": list(file.users), "detail": file.detail}
 
 
 def run(command: str, result: RunResult, *, dry_run: bool) -> dict[str, Any]:

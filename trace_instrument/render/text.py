@@ -132,10 +132,10 @@ def runtime_lines(result: RunResult, planned_only: bool = False) -> list[Rendera
         return []
     would = {"created": "to create", "updated": "to update", "removed": "to remove"} if planned_only else {}
     counts = Counter(would.get(f.status.value, f.status.value) for f in result.runtime_files)
-    folder = result.runtime_files[0].path.rsplit("/", 1)[0]
-    lines: list[RenderableType] = [
-        Text(f"runtime package {folder}/: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-    ]
+    # the package's folder, from its own files (an item of what is not the tool's may be anywhere)
+    folders = [f.path.rsplit("/", 1)[0] + "/" for f in result.runtime_files if not f.detail]
+    label = f"runtime package {folders[0]}" if folders else "runtime package"
+    lines: list[RenderableType] = [Text(f"{label}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))]
     shown: set[str] = set()
     for f in result.runtime_files:
         if f.status in (RuntimeStatus.PRESENT, RuntimeStatus.CREATED, RuntimeStatus.REMOVED, RuntimeStatus.UPDATED):
