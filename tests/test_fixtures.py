@@ -49,9 +49,21 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TARGET = "verl/target.py"
 ALL = Selection(extras=frozenset(EXTRAS))
 OVERRIDE_KEYS = {"apply", "check"}
-POINT_KEYS = {"status", "reason", "message", "message_is", "line", "expected_line", "names", "candidates", "diff"}
+POINT_KEYS = {
+    "status",
+    "reason",
+    "message",
+    "message_is",
+    "line",
+    "expected_line",
+    "names",
+    "context",
+    "candidates",
+    "diff",
+}
 POINT_KEYS |= OVERRIDE_KEYS
 NAME_KEYS = {"name", "problem", "binding", "binding_line", "relation", "line", "expected"}
+CONTEXT_KEYS = {"subject", "problem", "statement_line", "reader", "line"}
 
 
 def _cases(operation: str, *having: str) -> list[Any]:
@@ -140,6 +152,8 @@ def _expected(case: Path) -> Expected:
         assert not unknown, f"{case.name}/expected.yaml: {point_id}: unknown keys {unknown}"
         for issue in fields.get("names", []):
             assert set(issue) <= NAME_KEYS, f"{case.name}/expected.yaml: {point_id}: unknown name keys"
+        for issue in fields.get("context", []):
+            assert set(issue) <= CONTEXT_KEYS, f"{case.name}/expected.yaml: {point_id}: unknown context keys"
     code = data.get("exit", exits.FAILED)
     exit_codes = code if isinstance(code, dict) else {"apply": code, "check": code}
     return Expected(points, {"apply": exits.FAILED, "check": exits.FAILED, **exit_codes})
@@ -162,6 +176,17 @@ def _assert_point(found: PointResult, wanted: dict[str, Any], operation: str) ->
         issues = [_name_fields(issue, wanted) for issue in found.names]
         expected_issues = [_name_expectation(issue, wanted) for issue in wanted.get("names", [])]
         assert issues == expected_issues, f"{where}: names"
+    if "context" in wanted or found.context:
+        expected_context = [{"problem": wanted.get("reason"), "reader": "", **c} for c in wanted.get("context", [])]
+        named = {key for entry in wanted.get("context", []) for key in entry}
+        context = [
+            {
+                key: getattr(c, key) if key != "problem" else c.problem.value
+                for key in {"subject", "problem", "reader"} | named
+            }
+            for c in found.context
+        ]
+        assert context == expected_context, f"{where}: context"
     if "candidates" in wanted:
         assert [{"line": c.line, "code": c.code} for c in found.candidates] == wanted["candidates"], where
 

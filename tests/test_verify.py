@@ -23,6 +23,7 @@ def test_clean_result_verifies(checkout_090, catalog):
         "facilities",
         "imports",
         "names",
+        "context",
         "compile",
         "zero-intrusion",
         "runtime",

@@ -106,6 +106,7 @@ class Status(str, enum.Enum):
     MOVED = "moved"  # present, but not where its anchor puts it
     STALE = "stale"  # present as an older template version
     BROKEN = "broken"  # present, but what it needs at run time is not (a name, the runtime)
+    CONTEXT_CHANGED = "context-changed"  # code that must run on every path, or after a block, may not there
     REFUSED = "refused"  # absent; its anchor is found but inserting there is unsafe
     ANCHOR_LOST = "anchor-lost"  # absent and its anchor (or its scope) is not found
     AMBIGUOUS = "ambiguous"  # absent and its anchor matches several places
@@ -140,6 +141,8 @@ class Reason(str, enum.Enum):
     EDITED_BY_HAND = "edited-by-hand"
     OLDER_TEMPLATE = "older-template"
     WOULD_BREAK = "would-break"  # removing it would leave names the remaining code uses unbound
+    NOT_ON_EVERY_PATH = "not-on-every-path"  # what it sets up for other code may be skipped where it stands
+    BEFORE_BLOCK_EXIT = "before-block-exit"  # it reads what a block writes on exit, inside or before that block
     UNKNOWN_POINT = "unknown-point"  # in the manifest, not in the catalog
     INTERNAL = "internal"  # a bug in the tool
 
@@ -154,15 +157,56 @@ class NameIssue:
     binding: str = ""  # the conflicting binding's code, e.g. "from time import time"
     binding_line: int = 0
     expected: str = ""  # what the point's code means by it, e.g. "import time"
-    relation: str = "bound by"  # or "used by": business code reads a name the point binds
+    relation: str = "bound by"  # one of NAME_RELATIONS: "used by", business code reads a name the point binds
 
     def __str__(self) -> str:
         if self.problem is Reason.MISSING_IMPORT:
             return f"'{self.name}' is not imported (the code needs `{self.expected}`)"
+        if self.relation in ("set up by", "assigned by"):
+            # bound in the function, but not on every path to the code (UnboundLocalError at run time)
+            return (
+                f"'{self.name}' may be unassigned where the code reads it (line {self.line}): it is "
+                f"{self.relation} '{self.binding}' at line {self.binding_line}, which does not run on every path to it"
+            )
         if self.problem is Reason.UNBOUND_NAME:
             return f"'{self.name}' is not defined where the code uses it (line {self.line})"
         where = f" at line {self.binding_line}" if self.binding_line else ""
+        if self.relation == "made local by":
+            return (
+                f"'{self.name}' is made local to the whole function by '{self.binding}'{where}, so it is not "
+                f"yet assigned where the code reads it (line {self.line}: UnboundLocalError)"
+            )
         return f"'{self.name}' is {self.relation} '{self.binding}'{where}"
+
+
+# How a NameIssue's binding relates to the point's code (its `relation`).
+NAME_RELATIONS = ("bound by", "used by", "made local by", "set up by", "assigned by")
+
+
+@dataclass(frozen=True)
+class ContextIssue:
+    """Code that must run on every path (or after a block) where it stands may not: what, and why.
+
+    `subject` is what the point's code sets up or reads (`self._trajectory_store`, `_pp`,
+    `timing_raw['gen']`); `statement` the code that makes it conditional (an enclosing `if`, a
+    `return` before it, the `with` block that writes the value), with its line.
+    """
+
+    subject: str
+    line: int  # where the point's code sets it up or reads it
+    problem: Reason  # NOT_ON_EVERY_PATH or BEFORE_BLOCK_EXIT
+    statement: str = ""
+    statement_line: int = 0
+    why: str = ""  # how the statement keeps it from running ("may skip it", "leaves before it runs", ...)
+    reader: str = ""  # the point whose code reads what this one sets up ("" when declared or its own)
+    reader_where: str = ""  # where that code is: "line 744", a scope, or a file
+
+    def __str__(self) -> str:
+        where = f"`{self.statement}` (line {self.statement_line}) " if self.statement else ""
+        if self.problem is Reason.BEFORE_BLOCK_EXIT:
+            return f"it reads {self.subject}, which {where}writes when the block exits: {self.why}"
+        reader = f" for {self.reader} ({self.reader_where})" if self.reader else ""
+        return f"it sets up {self.subject}{reader}, but {where}{self.why}"
 
 
 @dataclass(frozen=True)
@@ -339,6 +383,7 @@ class PointResult:
     reason: Reason | None = None
     expected_line: int = 0  # MOVED: where the anchor puts the code; missing edits: where it would go
     names: tuple[NameIssue, ...] = ()  # BROKEN / REFUSED by names
+    context: tuple[ContextIssue, ...] = ()  # CONTEXT_CHANGED: what may not run where it must
 
 
 class FileProblemKind(str, enum.Enum):
@@ -467,6 +512,7 @@ class Check(str, enum.Enum):
     FACILITIES = "facilities"
     IMPORTS = "imports"
     NAMES = "names"
+    CONTEXT = "context"  # code that must run on every path (or after a block) does
     COMPILE = "compile"
     ZERO_INTRUSION = "zero-intrusion"
     RUNTIME = "runtime"

@@ -15,6 +15,7 @@ from trace_instrument.locate import FileLocator, PointState
 from trace_instrument.locate.names import NameTable
 from trace_instrument.locate.runnable import PointNames
 from trace_instrument.model import Catalog, FileProblemKind, Point, Selection
+from trace_instrument.spec.relations import Relations, relations
 
 
 @dataclass(eq=False)
@@ -26,6 +27,7 @@ class FileWork:
     locator: FileLocator
     points: tuple[Point, ...]  # every catalog point of this file
     text: str  # the source decoded in its declared encoding
+    relations: Relations  # who reads what other points set up, across the catalog
 
     @property
     def path(self) -> str:
@@ -37,7 +39,7 @@ class FileWork:
     @functools.cached_property
     def names(self) -> PointNames:
         """Name bindings of the file, for the checks that points can run where they stand."""
-        return PointNames(NameTable(self.tree, source=self.text), self.locator.recognition)
+        return PointNames(NameTable(self.tree, source=self.text), self.locator.recognition, self.relations)
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ def analyse(
         return FileProblem(relative, message, FileProblemKind.ENCODING)
     points = tuple(p for p in catalog.points if p.file == relative)
     locator = FileLocator(tree, points, catalog.helpers, text, applied=applied)
-    return FileWork(source, tree, locator, points, text)
+    return FileWork(source, tree, locator, points, text, relations(catalog))
 
 
 def _read(root: Path, relative: str) -> SourceFile | FileProblem:

@@ -24,6 +24,7 @@ from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, enc
 from trace_instrument.engine.assess import (
     Assessment,
     FileAssessor,
+    context_changed,
     may_be_repaired,
     overlap_message,
     overlaps,
@@ -41,6 +42,7 @@ from trace_instrument.locate.names import NameTable
 from trace_instrument.locate.runnable import PointNames
 from trace_instrument.model import (
     Catalog,
+    ContextIssue,
     FileError,
     FileProblemKind,
     FileResult,
@@ -222,6 +224,7 @@ class _Plan:
     status: Status  # what it will be after the run
     message: str = ""
     reason: Reason | None = None
+    context: tuple[ContextIssue, ...] = ()  # CONTEXT_CHANGED found in the output
 
     @property
     def point(self) -> Point:
@@ -349,11 +352,13 @@ def _refuse_overlaps(plans: list[_Plan]) -> None:
 
 
 class _NotRunnable(Exception):
-    """Points placed in the output whose names do not resolve as they should."""
+    """Points placed in the output whose names do not resolve as they should, or whose code may not
+    run where it must (`contexts`)."""
 
-    def __init__(self, offenders: dict[str, list[NameIssue]]):
-        super().__init__(", ".join(offenders))
+    def __init__(self, offenders: dict[str, list[NameIssue]], contexts: dict[str, list[ContextIssue]]):
+        super().__init__(", ".join([*offenders, *contexts]))
         self.offenders = offenders
+        self.contexts = contexts
 
 
 class _NotRecognised(Exception):
@@ -371,11 +376,16 @@ def _edit_file(work: FileWork, plans: list[_Plan], context: _Context, disk: File
         except _NotRunnable as exc:
             for plan in plans:
                 issues = exc.offenders.get(plan.point.id)
-                if issues and plan.status is Status.REPAIRED:
+                contexts = exc.contexts.get(plan.point.id)
+                if (issues or contexts) and plan.status is Status.REPAIRED:
                     plan.status, plan.message, plan.reason = Status.BROKEN, "", None  # as found: broken
                 if issues and plan.inserts:
                     plan.status, plan.reason = Status.REFUSED, issues[0].problem
                     plan.message = f"{issues[0].problem.value}: " + "; ".join(dict.fromkeys(str(i) for i in issues))
+                elif contexts and plan.inserts:
+                    refused = context_changed(plan.point, contexts, placed=False)
+                    plan.status, plan.reason, plan.message = refused.status, refused.reason, refused.message
+                    plan.context = refused.context
 
 
 def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: FileWork) -> _Outcome:
@@ -494,6 +504,7 @@ def _result(plan: _Plan) -> PointResult:
         candidates=base.candidates,
         diff=base.diff,
         expected_line=base.expected_line,
+        context=plan.context or base.context,
     )
 
 
@@ -533,11 +544,15 @@ def _check_output(
     for plan in inserting:
         if not locator.state(plan.point).complete:
             raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")
-    names = PointNames(NameTable(tree, source=updated), locator.recognition)
-    offenders = {p.point.id: names.issues(p.point) for p in [*inserting, *repairing]}
+    names = PointNames(NameTable(tree, source=updated), locator.recognition, work.relations)
+    checks = names.checks(work.points)
+    running = [p.point for p in [*inserting, *repairing]]
+    offenders = {p.id: names.issues(p) + checks.name_issues(p) for p in running}
     offenders = {point_id: issues for point_id, issues in offenders.items() if issues}
-    if offenders:
-        raise _NotRunnable(offenders)
+    contexts = {p.id: checks.context_issues(p) for p in running}
+    contexts = {point_id: issues for point_id, issues in contexts.items() if issues}
+    if offenders or contexts:
+        raise _NotRunnable(offenders, contexts)
     declared = declared_removals(locator.recognition)
     after = tuple(f for f, _ in business_fingerprints(locator.recognition, added_imports(catalog)))
     if [f for f in after if f not in declared] != [f for f in before if f not in declared]:

@@ -20,10 +20,11 @@ from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.results import point_result
 from trace_instrument.engine.runtime import RuntimeState
 from trace_instrument.locate import AnchorFailure, Block, FileLocator, Placement, PointState
+from trace_instrument.locate.context import ContextChecks
 from trace_instrument.locate.handedits import EditedBlock
 from trace_instrument.locate.recognize import Departure
 from trace_instrument.locate.runnable import Planned
-from trace_instrument.model import Edit, EditKind, NameIssue, Point, PointResult, Reason, Status
+from trace_instrument.model import ContextIssue, Edit, EditKind, NameIssue, Point, PointResult, Reason, Status
 from trace_instrument.spec.code import CodeError, parse_template
 
 
@@ -48,6 +49,8 @@ class FileAssessor:
         self.runtime = runtime
         self._placements: dict[str, list[Placement] | AnchorFailure] = {}
         self._planned: Planned | None = None
+        self._planned_placements: list[Placement] | None = None
+        self._checks: ContextChecks | None = None
         self._assessed: dict[str, Assessment] = {}
         self._assessing: set[str] = set()  # a guard against `requires` cycles
 
@@ -82,7 +85,7 @@ class FileAssessor:
     # -- a point whose code is all there ---------------------------------------------------
 
     def _in_file(self, point: Point, state: PointState) -> Assessment:
-        issues = self.work.names.issues(point)
+        issues = self.work.names.issues(point) + self.checks.name_issues(point)
         if issues:
             return self._broken(point, state, issues)
         if point.tracing_names and not self.runtime.complete:
@@ -93,10 +96,15 @@ class FileAssessor:
                 point, Status.BROKEN, line=state.line, message=message, reason=Reason.RUNTIME_INCOMPLETE
             )
             return Assessment(point, result)
-        if state.departures:
+        context = self.checks.context_issues(point)
+        if context:
+            return Assessment(point, context_changed(point, context, placed=True))
+        if state.departures:  # run-time problems first: those say what breaks
             return Assessment(point, self.departed(point, state))
         for block in state.blocks:
             moved = self.work.locator.finder.misplaced(point, block)
+            if isinstance(moved, AnchorFailure):
+                return Assessment(point, _unanchored(point, block.line, moved))
             if moved is not None:
                 found, expected = moved
                 message = (
@@ -138,7 +146,7 @@ class FileAssessor:
             required, status = blocked
             message = f"requires {required} ({status.value})"
             return Assessment(point, point_result(point, Status.SKIPPED, message=message, reason=Reason.REQUIREMENT))
-        issues = self.placement_issues(point, placed)
+        issues = self.placement_issues(point, placed) or self.checks.name_issues(point)
         line = min(p.line for p in placed)
         if issues:
             message = f"{_worst(issues).value}: " + "; ".join(dict.fromkeys(str(i) for i in issues))
@@ -146,6 +154,9 @@ class FileAssessor:
                 point, Status.REFUSED, line=line, message=message, reason=_worst(issues), names=tuple(issues)
             )
             return Assessment(point, result)
+        context = self.checks.context_issues(point)
+        if context:
+            return Assessment(point, context_changed(point, context, placed=False))
         if len(state.absent) == len(point.edits):
             result = point_result(point, Status.MISSING, line=line, message="not applied; `apply` adds it here")
             return Assessment(point, result, placements=list(placed))
@@ -198,17 +209,32 @@ class FileAssessor:
         """Names every absent point of the file would bind where it goes (a requirement's variables)."""
         if self._planned is None:
             bound: set[tuple[int, str]] = set()
+            for placement in self.planned_placements:
+                bound |= self.work.names.planned_bindings(_template_stmts(placement.edit), placement)
+            self._planned = frozenset(bound)
+        return self._planned
+
+    @property
+    def planned_placements(self) -> list[Placement]:
+        """Where apply would put every absent edit of the file's points (those it can place)."""
+        if self._planned_placements is None:
+            found: list[Placement] = []
             for point in self.work.points:
                 state = self.work.state(point)
                 if state.marker_nodes or not state.absent:
                     continue  # in place, or edited by hand: nothing of it is placed
                 placed = self.placements(point)
-                if isinstance(placed, AnchorFailure):
-                    continue
-                for placement in placed:
-                    bound |= self.work.names.planned_bindings(_template_stmts(placement.edit), placement)
-            self._planned = frozenset(bound)
-        return self._planned
+                if not isinstance(placed, AnchorFailure):
+                    found.extend(placed)
+            self._planned_placements = found
+        return self._planned_placements
+
+    @property
+    def checks(self) -> ContextChecks:
+        """The control-flow checks of the file, with every absent point where apply would put it."""
+        if self._checks is None:
+            self._checks = self.work.names.checks(self.work.points, self.planned_placements)
+        return self._checks
 
     # -- edited by hand ------------------------------------------------------------------------
 
@@ -288,6 +314,45 @@ class FileAssessor:
         return textwrap.dedent("\n".join(lines[first : block.last_line])).splitlines()
 
 
+def context_changed(point: Point, issues: list[ContextIssue], *, placed: bool) -> PointResult:
+    """A point whose code must run on every path (or after a block) and may not where it is (placed)
+    or would go: the line is the statement that makes it conditional, the message what would break
+    and what to do."""
+    first = issues[0]
+    after_block = first.problem is Reason.BEFORE_BLOCK_EXIT
+    if placed:
+        fix = "move it after the block" if after_block else "move it (or that statement) so that it always runs"
+    else:
+        where = "after the block" if after_block else "where it always runs"
+        fix = f"not placed: anchor it {where} with an override (docs/anchors.md#overrides)"
+    message = "; ".join(_grouped(issues)) + f"; {fix}"
+    line = first.statement_line or first.line
+    return point_result(
+        point, Status.CONTEXT_CHANGED, line=line, message=message, reason=first.problem, context=tuple(issues)
+    )
+
+
+def _grouped(issues: list[ContextIssue]) -> list[str]:
+    """One sentence per cause: the subjects one statement keeps from being set up for one reader go together."""
+    groups: dict[tuple[object, ...], list[ContextIssue]] = {}
+    for issue in issues:
+        key = (issue.problem, issue.statement, issue.statement_line, issue.why, issue.reader, issue.reader_where)
+        groups.setdefault(key, []).append(issue)
+    return [str(replace(group[0], subject=", ".join(i.subject for i in group))) for group in groups.values()]
+
+
+def _unanchored(point: Point, line: int, failure: AnchorFailure) -> PointResult:
+    """A block in place whose anchor is lost (or matches several places, none beside it): nothing
+    shows its code is where it belongs, nor that what it reads is there."""
+    message = (
+        f"its code is at line {line}, but {failure.message}: nothing shows it belongs there; "
+        "re-anchor it with an override (docs/anchors.md#overrides), or `remove --only` it"
+    )
+    return point_result(
+        point, failure.status, line=line, message=message, candidates=failure.candidates, reason=failure.reason
+    )
+
+
 def will_be_in_place(assessment: Assessment) -> bool:
     """Does apply leave this point in place (already there, added, or repaired)?"""
     status = assessment.status
@@ -295,9 +360,12 @@ def will_be_in_place(assessment: Assessment) -> bool:
 
 
 def may_be_repaired(assessment: Assessment) -> bool:
-    """Broken only by names: imports apply adds, or names a point placed in the same run may define."""
+    """Broken only by names: imports apply adds, or names a point placed in the same run may define
+    (not a local bound in the function, but not on every path to the code: no point puts that right)."""
     names = assessment.result.names
-    return bool(names) and all(i.problem in (Reason.MISSING_IMPORT, Reason.UNBOUND_NAME) for i in names)
+    return bool(names) and all(
+        i.problem is Reason.MISSING_IMPORT or (i.problem is Reason.UNBOUND_NAME and not i.binding) for i in names
+    )
 
 
 def overlaps(assessments: Iterable[Assessment]) -> dict[str, tuple[str, int]]:

@@ -167,11 +167,21 @@ def _refused_overlap(result: PointResult, clashing: dict[str, tuple[str, int]]) 
 
 # A required point in one of these states is not put in place by apply either.
 _NOT_PLACEABLE = frozenset(
-    {Status.REFUSED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.NOT_APPLICABLE, Status.SKIPPED, Status.ERROR}
+    {
+        Status.REFUSED,
+        Status.CONTEXT_CHANGED,
+        Status.ANCHOR_LOST,
+        Status.AMBIGUOUS,
+        Status.NOT_APPLICABLE,
+        Status.SKIPPED,
+        Status.ERROR,
+    }
 )
 
 # A required point in one of these states has no code in the checkout.
 _ABSENT = frozenset({Status.MISSING, Status.REFUSED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.NOT_APPLICABLE})
+# ... or has code that may not run before the code that needs it
+_NOT_RUNNING = _ABSENT | {Status.CONTEXT_CHANGED}
 
 
 def _requirements_met(files: list[FileResult], catalog: Catalog, selected: frozenset[str]) -> list[FileResult]:
@@ -187,15 +197,17 @@ def _requirements_met(files: list[FileResult], catalog: Catalog, selected: froze
     status = {p.point_id: p.status for f in files for p in f.points}
 
     def unmet(result: PointResult) -> PointResult:
-        gone = [r for r in requires.get(result.point_id, ()) if status.get(r) in _ABSENT]
+        gone = [r for r in requires.get(result.point_id, ()) if status.get(r) in _NOT_RUNNING]
         if result.status not in (Status.PRESENT, Status.BROKEN) or not gone:
             return result
         what = ", ".join(f"{r} ({status[r].value})" for r in gone)
+        if all(status[r] is Status.CONTEXT_CHANGED for r in gone):
+            why = "whose code may not run before this point's (see its status)"
+        else:
+            why = "whose code is not here; `trace-instrument apply` puts it back"
         if result.status is Status.BROKEN:  # already, by its names: say where they would come from
-            return replace(
-                result, message=f"{result.message}; it requires {what}: `trace-instrument apply` puts it back"
-            )
-        message = f"requires {what}, whose code is not here; `trace-instrument apply` puts it back"
+            return replace(result, message=f"{result.message}; it requires {what}, {why}")
+        message = f"requires {what}, {why}"
         return replace(result, status=Status.BROKEN, message=message, reason=Reason.REQUIREMENT)
 
     return [replace(f, points=tuple(unmet(p) for p in f.points)) for f in files]

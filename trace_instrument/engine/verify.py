@@ -63,6 +63,7 @@ def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = 
         facilities.update(_facility_tally(work, expected_points))
         findings.extend(_import_findings(work))
         findings.extend(_name_findings(work, catalog, manifest))
+        findings.extend(_context_findings(work))
         findings.append(_compile_finding(relative, work.source.data))
         findings.extend(_intrusion_findings(work, catalog, start))
     findings.extend(_facility_findings(facilities))
@@ -189,8 +190,9 @@ def _name_findings(work: FileWork, catalog: Catalog, manifest: Manifest) -> list
     tool adds rebinds a name the business code binds otherwise."""
     findings = []
     present = [p for p in work.points if work.state(p).complete]
+    checks = work.names.checks(work.points)
     for point in present:
-        for issue in work.names.issues(point):
+        for issue in work.names.issues(point) + checks.name_issues(point):
             findings.append(Finding(Check.NAMES, work.path, False, f"{point.id}: {issue}", line=issue.line))
     added = {*manifest.imports.get(work.path, ()), *(i for p in work.points for i in p.imports)}
     for issue in rebinding_issues(work.names.table, added):
@@ -198,6 +200,22 @@ def _name_findings(work: FileWork, catalog: Catalog, manifest: Manifest) -> list
         findings.append(Finding(Check.NAMES, work.path, False, message, line=issue.line))
     if present and not findings:
         findings.append(Finding(Check.NAMES, work.path, True, f"the names of {len(present)} points resolve as meant"))
+    return findings
+
+
+def _context_findings(work: FileWork) -> list[Finding]:
+    """Every point in place runs where it must: what it sets up for other code, on every path to
+    that code; what it reads of a block's result, after the block."""
+    present = [p for p in work.points if work.state(p).complete]
+    checks = work.names.checks(work.points)
+    findings = [
+        Finding(Check.CONTEXT, work.path, False, f"{point.id}: {issue}", line=issue.statement_line or issue.line)
+        for point in present
+        for issue in checks.context_issues(point)
+    ]
+    if present and not findings:
+        message = f"the code of {len(present)} points runs where it must"
+        findings.append(Finding(Check.CONTEXT, work.path, True, message))
     return findings
 
 

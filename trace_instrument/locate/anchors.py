@@ -110,17 +110,19 @@ class AnchorFinder:
 
     # -- is a present block where its anchor puts it? -------------------------------------
 
-    def misplaced(self, point: Point, block: Block) -> tuple[int, int] | None:
-        """(line found, line expected) when an inserted block is not where its anchor puts it.
-
-        None when it is, and when the anchor cannot be found once (nothing to compare with).
+    def misplaced(self, point: Point, block: Block) -> tuple[int, int] | AnchorFailure | None:
+        """(line found, line expected) when an inserted block is not where its anchor puts it; why
+        the anchor puts it nowhere when it is not found once (and the block is next to none of its
+        matches: nothing shows the code belongs where it is). None when it is where it belongs.
         """
         if not block.edit.kind.inserts or not block.top or not block.exact:
             return None
         if any(self._beside(anchor, block) for anchor in block.edit.anchors):
             return None
         placed = self.place(point, block.edit)
-        if not isinstance(placed, Placement) or placed.neighbor is None:
+        if isinstance(placed, AnchorFailure):
+            return placed if placed.status in (Status.ANCHOR_LOST, Status.AMBIGUOUS) else None
+        if placed.neighbor is None:
             return None
         neighbour = placed.neighbor
         expected = (neighbour.end_lineno or neighbour.lineno) + 1 if placed.after else neighbour.lineno

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from trace_instrument.locate.anchors import Placement
+from trace_instrument.locate.context import ContextChecks
 from trace_instrument.locate.names import (
     BUILTINS,
     COMPREHENSIONS,
@@ -30,6 +31,7 @@ from trace_instrument.locate.names import (
 from trace_instrument.locate.recognize import Block, Recognition
 from trace_instrument.model import TRACING_MODULE, TRACING_NAMES, Edit, EditKind, NameIssue, Point, Reason
 from trace_instrument.spec.code import PLACEHOLDER, placeholders
+from trace_instrument.spec.relations import Relations
 
 Planned = frozenset[tuple[int, str]]  # (id of a scope's node, name) bound by points being placed
 
@@ -131,10 +133,23 @@ def instrumentation_node_ids(recognition: Recognition) -> frozenset[int]:
 class PointNames:
     """Name checks for the points of one file."""
 
-    def __init__(self, table: NameTable, recognition: Recognition):
+    def __init__(self, table: NameTable, recognition: Recognition, relations: Relations):
         self.table = table
         self.recognition = recognition
+        self.relations = relations
         self.owned = instrumentation_node_ids(recognition)
+        self._checks: ContextChecks | None = None
+
+    def checks(self, points: Sequence[Point], planned: Sequence[Placement] = ()) -> ContextChecks:
+        """The control-flow checks of the file's points (locate/context.py), with `planned`: where
+        apply would put the points not in the file yet (without, they are made once)."""
+        if not planned and self._checks is not None:
+            return self._checks
+        imported = {p.id: frozenset(expectations(p)) for p in points}
+        made = ContextChecks(self.recognition.index, self.recognition, self.table, self.relations, imported, planned)
+        if not planned:
+            self._checks = made
+        return made
 
     def issues(self, point: Point) -> list[NameIssue]:
         """Names the point's code uses or binds that would not mean, at run time, what it means."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from trace_instrument.model import (
     Catalog,
+    ContextIssue,
     FileError,
     NameIssue,
     PointResult,
@@ -63,6 +64,20 @@ def _name(issue: NameIssue) -> dict[str, Any]:
     }
 
 
+def _context(issue: ContextIssue) -> dict[str, Any]:
+    return {
+        "subject": issue.subject,
+        "line": issue.line,
+        "problem": issue.problem.value,
+        "statement": issue.statement,
+        "statement_line": issue.statement_line,
+        "why": issue.why,
+        "reader": issue.reader,
+        "reader_where": issue.reader_where,
+        "text": str(issue),
+    }
+
+
 def point(p: PointResult) -> dict[str, Any]:
     """One point result, as every output that lists points shows it."""
     return {
@@ -75,6 +90,7 @@ def point(p: PointResult) -> dict[str, Any]:
         "reason": p.reason.value if p.reason is not None else None,
         "expected_line": p.expected_line,
         "names": [_name(n) for n in p.names],
+        "context": [_context(c) for c in p.context],
         "candidates": [{"line": c.line, "code": c.code, "score": c.score} for c in p.candidates],
         "diff": p.diff,
     }

@@ -39,6 +39,7 @@ STATUS_STYLE = {
     Status.NOT_APPLICABLE: "dim",
     Status.SKIPPED: "yellow",
     Status.BROKEN: "red",
+    Status.CONTEXT_CHANGED: "red",
     Status.REFUSED: "red",
     Status.ANCHOR_LOST: "red",
     Status.AMBIGUOUS: "red",
@@ -46,6 +47,7 @@ STATUS_STYLE = {
     Status.ERROR: "bold red",
 }
 OK_STATUSES = frozenset({Status.APPLIED, Status.PRESENT, Status.REMOVED, Status.REPAIRED, Status.UPDATED})
+LABEL_WIDTH = max(len(s.value) for s in Status) + 1  # the status column: the longest status and a space
 
 
 def diff(patch: str, indent: str = "") -> list[RenderableType]:
@@ -72,7 +74,7 @@ def point_lines(p: PointResult, *, planned_only: bool = False, debug_trace: str 
     if planned_only and p.status in (Status.APPLIED, Status.REMOVED, Status.REPAIRED, Status.UPDATED):
         label = "would " + {Status.APPLIED: "apply", Status.REMOVED: "remove"}.get(p.status, p.status.value[:-1])
     line = Text("  ")
-    line.append(f"{label:<15}", style=STATUS_STYLE.get(p.status, ""))
+    line.append(f"{label:<{LABEL_WIDTH}}", style=STATUS_STYLE.get(p.status, ""))
     line.append(f"{p.point_id:<42} ", style="bold")
     line.append(where, style="cyan")
     lines: list[RenderableType] = [line]
@@ -103,7 +105,7 @@ def points_lines(
         lines += point_lines(p, planned_only=planned_only, debug_trace=(debug or {}).get(p.file, ""))
     if by_runtime:
         line = Text("  ")
-        line.append(f"{'broken':<15}", style=STATUS_STYLE[Status.BROKEN])
+        line.append(f"{'broken':<{LABEL_WIDTH}}", style=STATUS_STYLE[Status.BROKEN])
         line.append(f"{len(by_runtime)} points that import the runtime package", style="bold")
         lines += [line, Text(f"      {by_runtime[0].message}")]
     return lines
