@@ -17,6 +17,7 @@ from trace_instrument.model import (
     TRAJECTORY_LINE_KEYS,
     TURN_KEYS,
     Reason,
+    RunErrorKind,
     Status,
 )
 from trace_instrument.render.jsonout import schema
@@ -77,6 +78,28 @@ def test_the_json_schemas_list_every_status_and_reason():
     point = schema("check")["$defs"]["point"]["properties"]
     assert point["status"]["enum"] == [s.value for s in Status]
     assert point["reason"]["anyOf"][0]["enum"] == [r.value for r in Reason]
+
+
+def test_the_json_schemas_list_every_run_error_kind():
+    """Every error object a command's JSON carries (report's twice: its own and verify's) names the
+    kinds of RunErrorKind, and where the run stopped."""
+
+    def errors(node: object) -> list[dict[str, object]]:
+        if isinstance(node, list):
+            return [found for item in node for found in errors(item)]
+        if not isinstance(node, dict):
+            return []
+        properties = node.get("properties")
+        if isinstance(properties, dict) and {"kind", "message"} <= set(properties) and "traceback" not in properties:
+            return [properties]
+        return [found for value in node.values() for found in errors(value)]
+
+    for name, count in (("run", 1), ("check", 1), ("verify", 1), ("report", 2)):
+        found = errors(schema(name))
+        assert len(found) == count, name
+        for properties in found:
+            assert properties["kind"] == {"enum": [k.value for k in RunErrorKind]}, name
+            assert set(properties) == {"kind", "message", "path", "line"}, name
 
 
 def test_the_trace_reader_reads_only_fields_the_trajectory_line_has():

@@ -481,14 +481,19 @@ class RunErrorKind(str, enum.Enum):
     WRITE_FAILED = "write-failed"
     INTERRUPTED = "interrupted"
     RUNTIME_NOT_OURS = "runtime-not-ours"  # apply: the runtime package's place holds what the tool did not write
+    MANIFEST_CONFLICT = "manifest-conflict"  # the manifest holds a merge's conflict markers
+    MANIFEST_INVALID = "manifest-invalid"  # the manifest is not JSON, not UTF-8, or not a manifest's shape
 
 
 @dataclass(frozen=True)
 class RunError:
-    """What stopped a whole run: not a checkout, locked, the writes failed (nothing written), interrupted."""
+    """What stopped a whole run: not a checkout, locked, the writes failed (nothing written), interrupted,
+    a manifest no run can trust (with the file and line it is about)."""
 
     kind: RunErrorKind
     message: str
+    path: str = ""  # the file it is about, relative to the checkout ("" when it is about none)
+    line: int = 0  # the line in that file (0 when none)
 
     def __str__(self) -> str:
         return self.message

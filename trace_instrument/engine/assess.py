@@ -19,9 +19,10 @@ from trace_instrument.engine.analysis import FileWork
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.results import point_result
 from trace_instrument.engine.runtime import RuntimeState
-from trace_instrument.locate import AnchorFailure, FileLocator, Placement, PointState
+from trace_instrument.locate import AnchorFailure, Block, FileLocator, Placement, PointState
 from trace_instrument.locate.context import ContextChecks
 from trace_instrument.locate.handedits import EditedBlock
+from trace_instrument.locate.recognize import Departure
 from trace_instrument.locate.runnable import Planned
 from trace_instrument.model import ContextIssue, Edit, EditKind, NameIssue, Point, PointResult, Reason, Status
 from trace_instrument.spec.code import CodeError, parse_template
@@ -69,6 +70,9 @@ class FileAssessor:
         if state.untouched:
             return self._absent(point, state)
         stale = stale_state(self.work, point, self.manifest)
+        if stale is not None and stale.departures:
+            # an older template's code around business code the fork edited: not refreshed blindly
+            return Assessment(point, self.departed(point, stale))
         if stale is not None:
             message = "applied with an older template; `trace-instrument apply --update` refreshes it in place"
             result = point_result(point, Status.STALE, line=state.line, message=message, reason=Reason.OLDER_TEMPLATE)
@@ -95,6 +99,8 @@ class FileAssessor:
         context = self.checks.context_issues(point)
         if context:
             return Assessment(point, context_changed(point, context, placed=True))
+        if state.departures:  # run-time problems first: those say what breaks
+            return Assessment(point, self.departed(point, state))
         for block in state.blocks:
             moved = self.work.locator.finder.misplaced(point, block)
             if isinstance(moved, AnchorFailure):
@@ -239,6 +245,31 @@ class FileAssessor:
         return point_result(
             point, Status.DRIFTED, line=state.line, message=message, diff=diff, reason=Reason.EDITED_BY_HAND
         )
+
+    def departed(self, point: Point, state: PointState) -> PointResult:
+        """All its code is there, but business code one of its rewrites keeps was edited: its anchor
+        no longer holds, so the template's assumptions about that code are unproven (apply would not
+        place it on this code either). The diff shows each kept statement against its anchor."""
+        departures = state.departures
+        lines = ", ".join(str(d.line) for d in departures)
+        at = f"line {lines}" if len(departures) == 1 else f"lines {lines}"
+        message = (
+            f"its anchor no longer holds: the business code its rewrite keeps at {at} was edited "
+            "and no longer matches the anchor; restore it, or re-anchor the point on the fork's code "
+            "(an `overrides:` entry, --anchors DIR)"
+        )
+        diff = "\n".join(self._departure_diff(point, block, d) for block in state.blocks for d in block.departures)
+        line = departures[0].line
+        return point_result(point, Status.DRIFTED, line=line, message=message, diff=diff, reason=Reason.EDITED_BY_HAND)
+
+    def _departure_diff(self, point: Point, block: Block, departure: Departure) -> str:
+        number = f"edit {point.edits.index(block.edit) + 1} of {len(point.edits)}"
+        statement = f"statement {departure.index + 1} of {len(block.edit.anchors[0].target.stmts)}"
+        expected = ast.unparse(departure.expected).splitlines()
+        found = ast.unparse(departure.found).splitlines()
+        label = f"{self.work.path}:{departure.line} (the code it keeps, as it was before the rewrite)"
+        header = f"anchor ({point.id}, {number}, {statement})"
+        return "\n".join(difflib.unified_diff(expected, found, header, label, lineterm=""))
 
     def _edit_diff(self, point: Point, edit: Edit, state: PointState, blocks: list[EditedBlock]) -> str:
         number = f"edit {point.edits.index(edit) + 1} of {len(point.edits)}"

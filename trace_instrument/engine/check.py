@@ -42,9 +42,9 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
     """The state of every selected point and of the runtime package; nothing is written."""
     try:
         base = checkout_root(root)
+        manifest = Manifest.load(base)
     except CheckoutError as exc:
         return RunResult(str(root), (), error=exc.as_run_error())
-    manifest = Manifest.load(base)
     runtime_files = runtime.inspect(base, catalog, manifest)
     runtime_state = runtime.state_for_points(runtime_files)
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))

@@ -15,8 +15,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trace_instrument.engine.files import PendingWrite
-from trace_instrument.model import Point
+from trace_instrument.engine.files import CheckoutError, PendingWrite
+from trace_instrument.model import Point, RunError, RunErrorKind
 
 MANIFEST_NAME = ".trace-instrument.json"
 
@@ -45,15 +45,146 @@ class Replaced:
             body["within"] = list(self.within)
         return body
 
-    @classmethod
-    def from_json(cls, data: dict[str, object]) -> Replaced:
-        inside, within = data.get("inside", []), data.get("within", [])
-        if not isinstance(inside, list) or not isinstance(within, list):
-            raise TypeError("inside and within are lists")
-        return cls(str(data["text"]), str(data["digest"]), tuple(map(str, inside)), tuple(map(str, within)))
-
 
 Replacements = dict[int, Replaced]  # edit index within its point -> what it replaced
+
+# git's conflict markers (`|||||||` opens the base's side in the diff3 and zdiff3 styles); a line of
+# the JSON apply writes never starts with one (each starts with a space, a brace or a bracket)
+CONFLICT_MARKERS = ("<<<<<<<", "|||||||", "=======", ">>>>>>>")
+
+
+class ManifestError(CheckoutError):
+    """A manifest no run can trust: the run stops (exit 2), nothing written, and says how to resolve it."""
+
+    def __init__(self, message: str, advice: str, line: int = 0, conflict: bool = False):
+        kind = RunErrorKind.MANIFEST_CONFLICT if conflict else RunErrorKind.MANIFEST_INVALID
+        super().__init__(f"{message}. {advice}", run_kind=kind)
+        self.line = line
+
+    def as_run_error(self) -> RunError:
+        return RunError(self.run_kind, str(self), path=MANIFEST_NAME, line=self.line)
+
+
+def conflict_advice() -> str:
+    """How to resolve a manifest two merged branches both wrote, and what that costs."""
+    return (
+        "Both branches ran apply and each side holds its own records; neither is the merged tree's. "
+        f"Keep one side whole (`git checkout --ours {MANIFEST_NAME}`, or `--theirs`; once the merge is "
+        f"committed, `git checkout HEAD^1 -- {MANIFEST_NAME}`), then run `trace-instrument apply` and commit: "
+        "it records what the merged tree holds (the points in place, their business code, the runtime "
+        "package). What only the other side recorded is lost: a point only it applied with an older "
+        "template is drifted instead of stale, `remove` may leave in imports only it added, and rebuilds "
+        "from the anchor, rather than restoring byte for byte, the regions only it rewrote"
+    )
+
+
+def invalid_advice() -> str:
+    """How to resolve a manifest that cannot be read as one, and what that costs."""
+    return (
+        f"Put the committed one back (`git checkout HEAD -- {MANIFEST_NAME}`), or delete it and run "
+        "`trace-instrument apply`, which writes a fresh one from the tree (losing what only the old one "
+        "recorded: the templates of points applied with an older one, the imports apply added, the exact "
+        "originals of rewritten regions)"
+    )
+
+
+def parse(data: bytes) -> Manifest:
+    """A manifest from the bytes of .trace-instrument.json (ManifestError: see Manifest.load)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ManifestError(f"{MANIFEST_NAME}:{line}: not UTF-8 text", invalid_advice(), line) from None
+    for number, line_text in enumerate(text.splitlines(), 1):
+        marker = next((m for m in CONFLICT_MARKERS if line_text.startswith(m)), None)
+        if marker is not None:
+            message = f"{MANIFEST_NAME}:{number}: a merge left its conflict markers in the manifest (`{marker}`)"
+            raise ManifestError(message, conflict_advice(), number, conflict=True)
+    try:
+        body = json.loads(text)
+    except json.JSONDecodeError as exc:
+        message = f"{MANIFEST_NAME}:{exc.lineno}: not valid JSON ({exc.msg}, column {exc.colno})"
+        raise ManifestError(message, invalid_advice(), exc.lineno) from None
+    try:
+        return _from_json(body)
+    except _Shape as exc:
+        message = f"{MANIFEST_NAME}: not the shape of a trace-instrument manifest: {exc}"
+        raise ManifestError(message, invalid_advice()) from None
+
+
+class _Shape(Exception):
+    """Where a manifest's JSON differs from the shape apply writes."""
+
+
+def _from_json(body: object) -> Manifest:
+    top = _object(body, "the top level")
+    points = {
+        key: (_string(_object(value, f"points.{key}").get("file"), f"points.{key}.file"), _templates(value, key))
+        for key, value in _section(top, "points").items()
+    }
+    baselines = {key: _fingerprints(value, key) for key, value in _section(top, "baselines").items()}
+    imports = {key: tuple(_strings(value, f"imports.{key}")) for key, value in _section(top, "imports").items()}
+    runtime = {key: _string(value, f"runtime.{key}") for key, value in _section(top, "runtime").items()}
+    replaced = {key: _replacements(value, key) for key, value in _section(top, "replaced").items()}
+    return Manifest(points, baselines, imports, runtime, replaced)
+
+
+def _object(value: object, where: str) -> dict[str, object]:
+    if not isinstance(value, dict):
+        raise _Shape(f"{where}: expected an object, found {_kind(value)}")
+    return value
+
+
+def _section(top: dict[str, object], name: str) -> dict[str, object]:
+    return _object(top.get(name, {}), name)
+
+
+def _string(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise _Shape(f"{where}: expected a string, found {_kind(value)}")
+    return value
+
+
+def _strings(value: object, where: str) -> list[str]:
+    if not isinstance(value, list):
+        raise _Shape(f"{where}: expected a list of strings, found {_kind(value)}")
+    return [_string(item, f"{where}[{index}]") for index, item in enumerate(value)]
+
+
+def _templates(value: object, point: str) -> tuple[str, ...]:
+    return tuple(_strings(_object(value, f"points.{point}").get("templates"), f"points.{point}.templates"))
+
+
+def _fingerprints(value: object, file: str) -> tuple[str, ...]:
+    try:
+        return _unpack(_string(value, f"baselines.{file}"))
+    except (ValueError, zlib.error) as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise _Shape(f"baselines.{file}: not a packed list of fingerprints ({exc})") from None
+
+
+def _replacements(value: object, point: str) -> Replacements:
+    records: Replacements = {}
+    for index, record in _object(value, f"replaced.{point}").items():
+        where = f"replaced.{point}.{index}"
+        if not index.isdecimal():
+            raise _Shape(f"{where}: expected an edit number")
+        fields = _object(record, where)
+        inside, within = fields.get("inside", []), fields.get("within", [])
+        records[int(index)] = Replaced(
+            _string(fields.get("text"), f"{where}.text"),
+            _string(fields.get("digest"), f"{where}.digest"),
+            tuple(_strings(inside, f"{where}.inside")),
+            tuple(_strings(within, f"{where}.within")),
+        )
+    return records
+
+
+def _kind(value: object) -> str:
+    """How JSON calls a value's type, for messages."""
+    if value is None:
+        return "null"
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True)
@@ -66,19 +197,19 @@ class Manifest:
 
     @classmethod
     def load(cls, root: Path) -> Manifest:
+        """The checkout's manifest; an empty one when there is none (the next apply writes it).
+
+        Raises ManifestError when there is one no run can trust: merge-conflict markers, text that
+        is not UTF-8 or not JSON, or JSON that is not a manifest's shape (each with its line where
+        it has one). Working from it as if it were absent would drop its records.
+        """
         try:
-            data = json.loads((root / MANIFEST_NAME).read_text(encoding="utf-8"))
-            points = {str(k): (str(v["file"]), tuple(v["templates"])) for k, v in data.get("points", {}).items()}
-            baselines = {str(k): _unpack(v) for k, v in data.get("baselines", {}).items()}
-            imports = {str(k): tuple(str(i) for i in v) for k, v in data.get("imports", {}).items()}
-            runtime = {str(k): str(v) for k, v in data.get("runtime", {}).items()}
-            replaced = {
-                str(k): {int(i): Replaced.from_json(r) for i, r in v.items()}
-                for k, v in data.get("replaced", {}).items()
-            }
-            return cls(points, baselines, imports, runtime, replaced)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, zlib.error):
+            data = (root / MANIFEST_NAME).read_bytes()
+        except FileNotFoundError:
             return cls()
+        except OSError as exc:
+            raise ManifestError(f"{MANIFEST_NAME}: cannot be read ({exc.strerror or exc})", invalid_advice()) from None
+        return parse(data)
 
     @property
     def applied(self) -> frozenset[str]:

@@ -112,9 +112,10 @@ def report(root: str | Path, catalog: Catalog) -> Report:
     try:
         base = checkout_root(root)
     except CheckoutError as exc:
-        empty = VerifyResult(str(root), ())
-        return Report(str(root), "", catalog.validated_on, (), (), (), (), (), empty, error=exc.as_run_error())
+        return _failed(str(root), catalog, exc.as_run_error())
     checked = check(base, catalog)
+    if checked.error is not None:  # a manifest no run can trust, say: verify would stop on it too
+        return _failed(str(base), catalog, checked.error)
     proof = verify(base, catalog)
     return Report(
         root=str(base),
@@ -131,6 +132,12 @@ def report(root: str | Path, catalog: Catalog) -> Report:
         ),
         verify=proof,
     )
+
+
+def _failed(root: str, catalog: Catalog, error: RunError) -> Report:
+    """The report of a run that could not look at the checkout."""
+    empty = VerifyResult(root, ())
+    return Report(root, "", catalog.validated_on, (), (), (), (), (), empty, error=error)
 
 
 def _is_core(result: PointResult, catalog: Catalog) -> bool:

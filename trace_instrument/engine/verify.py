@@ -134,6 +134,12 @@ def _point_findings(work: FileWork) -> list[Finding]:
                 else "drifted (edited by hand)"
             )
             findings.append(Finding(Check.POINTS, work.path, False, f"{point.id} is {why}", line=state.line))
+        for departure in state.departures:
+            message = (
+                f"{point.id}: its anchor no longer holds (the business code its rewrite keeps was edited; "
+                "`trace-instrument check` shows how)"
+            )
+            findings.append(Finding(Check.POINTS, work.path, False, message, line=departure.line))
     return findings
 
 
@@ -150,7 +156,7 @@ def _facility_tally(work: FileWork, expected_points: list[Point]) -> collections
     tally: collections.Counter[tuple[str, str]] = collections.Counter()
     for point in expected_points:
         tally[(point.facility, "expected")] += 1
-        tally[(point.facility, "in place")] += work.state(point).complete
+        tally[(point.facility, "in place")] += work.state(point).anchored
     return tally
 
 

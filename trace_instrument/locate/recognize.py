@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from trace_instrument.locate.handedits import EditedBlock, edited_runs
 from trace_instrument.locate.index import (
+    BLOCK_FIELDS,
     FileIndex,
     Site,
     StatementKey,
@@ -28,9 +29,20 @@ from trace_instrument.locate.index import (
     statement_key,
 )
 from trace_instrument.locate.match import Captures, Matcher
-from trace_instrument.model import TRACING_NAMES, Edit, EditKind, Point
-from trace_instrument.spec.code import DEFINITIONS, expr_pattern, single_expression
+from trace_instrument.model import TRACING_NAMES, Anchor, Edit, EditKind, Point
+from trace_instrument.spec.code import DEFINITIONS, expr_pattern, is_wild_body, single_expression
 from trace_instrument.spec.signatures import TRACKER_METHODS, signatures_in
+
+
+@dataclass(frozen=True, eq=False)
+class Departure:
+    """Business code a rewrite keeps that its anchor no longer matches: the fork edited it
+    after apply. The point's own code is all there; the statement it was anchored on is not."""
+
+    index: int  # the anchored statement (position in the anchor)
+    expected: ast.stmt  # the anchor's statement
+    found: ast.stmt  # the code the file holds there, in its pre-rewrite form
+    line: int  # where that code is in the file
 
 
 @dataclass(eq=False)
@@ -45,6 +57,7 @@ class Block:
     virtual: dict[int, ast.stmt] = field(default_factory=dict)  # real statement -> its pre-edit form
     expr: ast.expr | None = None  # REPLACE_EXPR: the replacement in the code
     exact: bool = True  # False for hand-edited code found by its markers: its comment lines are the user's
+    departures: tuple[Departure, ...] = ()  # REWRITE: kept business code its anchor no longer matches
 
     @property
     def line(self) -> int:
@@ -66,6 +79,16 @@ class PointState:
     @property
     def untouched(self) -> bool:
         return not self.blocks and not self.marker_nodes
+
+    @property
+    def departures(self) -> list[Departure]:
+        """Business code the point's rewrites keep that their anchors no longer match."""
+        return [d for b in self.blocks for d in b.departures]
+
+    @property
+    def anchored(self) -> bool:
+        """All its code is there, on what its anchors match (complete, and no departure)."""
+        return self.complete and not self.departures
 
     @property
     def line(self) -> int:
@@ -172,7 +195,11 @@ class Recognition:
     # -- pass 2: rewrites and expression replacements -----------------------------------
 
     def _find_rewrite(self, point: Point, edit: Edit) -> None:
+        """The rewrite's code where the business code it keeps still matches its anchor; else its
+        code around kept business code the fork edited, when that is found exactly once (never a
+        guess between two). Records it, or the edit as absent."""
         matcher = Matcher(skip=frozenset(self.rank_of))
+        departed: list[Block] = []
         for scope_node in self.index.scope_nodes(point.scope):
             for site in list(self.index.sites_in(scope_node)):
                 if id(site.node) in self.rank_of:
@@ -182,11 +209,19 @@ class Recognition:
                     if edit.kind is EditKind.REPLACE_EXPR
                     else self._match_rewrite(point, edit, matcher, site)
                 )
-                if block is not None:
-                    self._record(block, edit.rank)
-                    self.virtual.update(block.virtual)
+                if block is not None and not block.departures:
+                    self._adopt(block)
                     return
+                if block is not None:
+                    departed.append(block)
+        if len(departed) == 1 and _carries_tracing(edit, self.helper_names):
+            self._adopt(departed[0])
+            return
         self.states[point.id].absent.append(edit)
+
+    def _adopt(self, block: Block) -> None:
+        self._record(block, block.edit.rank)
+        self.virtual.update(block.virtual)
 
     def _match_rewrite(self, point: Point, edit: Edit, matcher: Matcher, site: Site) -> Block | None:
         template = list(edit.template.stmts)
@@ -201,15 +236,16 @@ class Recognition:
         if caps is None:
             return None
         anchor = edit.anchors[0]
-        for index, stmt in caps.statements.items():
-            if not Matcher().statement(anchor.target.stmts[index], stmt):
-                return None
         top = siblings[site.index : position(siblings, last) + 1]
         matcher.record_attachments(top, caps)
         value_holders = {id(holder) for _, holder in caps.values.values()}
         instrumentation = [s for s in caps.holders.values() if id(s) not in value_holders]
-        virtual = {id(holder): anchor.target.stmts[index] for index, (_, holder) in caps.values.items()}
-        return Block(point, edit, top, instrumentation, captures=caps, virtual=virtual)
+        # a kept value is business code: seen as the anchored statement holding that value
+        virtual = {
+            id(holder): _with_value(anchor.target.stmts[index], value) for index, (value, holder) in caps.values.items()
+        }
+        departures = _departures(anchor, caps, virtual, matcher.skip)
+        return Block(point, edit, top, instrumentation, captures=caps, virtual=virtual, departures=departures)
 
     def _match_replaced(self, point: Point, edit: Edit, stmt: ast.stmt) -> Block | None:
         anchor = edit.anchors[0]
@@ -218,7 +254,9 @@ class Recognition:
             return None
         # in the header only, as the anchor finder and the edit layer look: the body may say it too
         replacement = find_expression(header_only(stmt), single_expression(edit.template.stmts))
-        return Block(point, edit, [stmt], [], virtual={id(stmt): anchor.target.stmts[0]}, expr=replacement)
+        view = _swapped_back(stmt, edit) if replacement is not None else None
+        virtual = {id(stmt): view if view is not None else anchor.target.stmts[0]}
+        return Block(point, edit, [stmt], [], virtual=virtual, expr=replacement)
 
     # -- pass 3: markers ------------------------------------------------------------------
 
@@ -313,6 +351,64 @@ class Recognition:
     def view(self, stmt: ast.stmt) -> ast.stmt:
         """The statement as business code sees it (its pre-rewrite form)."""
         return self.virtual.get(id(stmt), stmt)
+
+
+def _carries_tracing(edit: Edit, helper_names: frozenset[str]) -> bool:
+    """Does the template's own code call tracing code? Only then is a rewrite found around kept code
+    its anchor does not match the point's: a template of business-like code alone could be the
+    fork's own code, and remove would rebuild the anchor's statements over it."""
+    return next(signatures_in(edit.template.stmts, helper_names), None) is not None
+
+
+def _with_value(anchored: ast.stmt, value: ast.expr) -> ast.stmt:
+    """The anchored statement holding the value the file holds (what a rewrite's value capture kept)."""
+    view = copy.copy(anchored)
+    assert isinstance(view, _VALUE_HOLDERS)  # the loader gives value captures no other statement
+    view.value = value
+    return view
+
+
+_VALUE_HOLDERS = (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign)
+
+
+def _departures(
+    anchor: Anchor, caps: Captures, virtual: dict[int, ast.stmt], skip: frozenset[int]
+) -> tuple[Departure, ...]:
+    """The business code a rewrite keeps (a whole statement, a value, a body) that the anchor's
+    statement no longer matches. Other points' code is transparent, as in anchor matching."""
+    pattern = anchor.target.stmts
+    found: list[Departure] = []
+    for index, stmt in caps.statements.items():
+        if not Matcher(skip=skip).statement(pattern[index], stmt):
+            found.append(Departure(index, pattern[index], stmt, stmt.lineno))
+    for index, (_value, holder) in caps.values.items():
+        view = virtual[id(holder)]
+        if not Matcher().statement(pattern[index], view):
+            found.append(Departure(index, pattern[index], view, holder.lineno))
+    for index, body in caps.bodies.items():
+        expected = getattr(pattern[index], "body", [])
+        if body and not is_wild_body(expected) and not Matcher(skip=skip).body(expected, body):
+            view = copy.copy(pattern[index])
+            view.body = body  # type: ignore[attr-defined]  # a block statement (the loader says so)
+            found.append(Departure(index, pattern[index], view, body[0].lineno))
+    return tuple(sorted(found, key=lambda d: d.line))
+
+
+def _swapped_back(stmt: ast.stmt, edit: Edit) -> ast.stmt | None:
+    """A statement whose expression a replace_expr edit swapped, with the anchor's expression put
+    back: the business code as it was, whatever else in the statement the anchor's wildcards let
+    through (its nested blocks are the file's own)."""
+    head = copy.deepcopy(header_only(stmt))
+    replacement = find_expression(head, single_expression(edit.template.stmts))
+    if replacement is None:
+        return None
+    original = single_expression(expr_pattern(edit.anchors[0]).stmts)
+    view = _Swap(replacement, original).visit(head)
+    assert isinstance(view, ast.stmt)  # only an expression inside the statement is swapped
+    for name in BLOCK_FIELDS:
+        if isinstance(getattr(stmt, name, None), list):
+            setattr(view, name, getattr(stmt, name))
+    return view
 
 
 def _private_assignments(point: Point) -> list[ast.stmt]:

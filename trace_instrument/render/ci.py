@@ -40,7 +40,12 @@ def _escape_property(text: str) -> str:
 def github_annotations(result: RunResult, prefix: str = "") -> str:
     """One `::error` per item that is not clean (each with a file and a line), then a `::notice` summary."""
     if result.error is not None:
-        return f"::error title=trace-instrument::{_escape_data(result.error.message)}"
+        error = result.error
+        where = ""
+        if error.path:  # the file the run stopped on (the manifest): the annotation points at its line
+            path = f"{prefix}/{error.path}" if prefix else error.path
+            where = f"file={_escape_property(path)},line={max(error.line, 1)},"
+        return f"::error {where}title=trace-instrument::{_escape_data(error.message)}"
     lines = []
     note = version_note(result.verl_version, result.validated_on)
     if note:
@@ -84,7 +89,10 @@ def junit_xml(result: RunResult) -> str:
         ElementTree.SubElement(properties, "property", name="warning", value=note)
     if result.error is not None:
         case = ElementTree.SubElement(suite, "testcase", classname="trace-instrument", name="checkout")
-        ElementTree.SubElement(case, "error", message=result.error.message)
+        if result.error.path:  # the file the run stopped on (the manifest), at its line
+            case.set("file", result.error.path)
+            case.set("line", str(max(result.error.line, 1)))
+        ElementTree.SubElement(case, "error", message=result.error.message, type=result.error.kind.value)
     for p in items:
         case = ElementTree.SubElement(
             suite, "testcase", classname=p.facility or "unexpected", name=p.point_id, file=p.file, line=str(p.line)

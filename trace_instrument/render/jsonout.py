@@ -39,8 +39,10 @@ def dumps(body: dict[str, Any]) -> str:
     return json.dumps(body, indent=2, ensure_ascii=False)
 
 
-def _error(error: RunError | None) -> dict[str, str] | None:
-    return None if error is None else {"kind": error.kind.value, "message": error.message}
+def _error(error: RunError | None) -> dict[str, str | int] | None:
+    if error is None:
+        return None
+    return {"kind": error.kind.value, "message": error.message, "path": error.path, "line": error.line}
 
 
 def _file_error(error: FileError | None) -> dict[str, str] | None:
