@@ -1,5 +1,5 @@
-# TensorDict hands out uids wrapped in NonTensorData: unwrap them
-trace_flow(uid=[str(getattr(_uid, "data", _uid)) for _uid in batch["uid"]], traj_uid='N/A',
+# TensorDict hands out uids wrapped in NonTensorData: unwrap them (a batch without uid: 'unknown')
+trace_flow(uid=[str(getattr(_uid, "data", _uid)) for _uid in batch.get("uid", ["unknown"])], traj_uid='N/A',
            from_module='PPOTrainerV1', to_module='AgentLoopManagerTQ',
            stage='DATA_DISPATCH', detail='dispatched_to_agent_loop_manager',
            global_step=self.global_steps)

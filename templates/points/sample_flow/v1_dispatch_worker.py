@@ -6,7 +6,7 @@ for _worker_idx, _chunk in enumerate(chunkes):
     if _uids is not None and not _val:
         _gs = _chunk.get("global_steps", -1)
         _gs = getattr(_gs, "data", _gs)
-        trace_flow(uid=[str(getattr(_uids[i], "data", _uids[i])) for i in range(len(_chunk))],
+        trace_flow(uid=[str(getattr(_uid, "data", _uid)) for _uid in _uids],
                    traj_uid='N/A',
                    from_module='AgentLoopManagerTQ', to_module=f'AgentLoopWorkerTQ_{_worker_idx}',
                    stage='DATA_DISPATCH', detail='dispatched_to_agent_loop_worker',
