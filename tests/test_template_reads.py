@@ -13,17 +13,20 @@ where it stands:
 1. in a type annotation (`-> tuple[list[str], list[str]]`): no data is read;
 2. under a condition that tests it: in the body of an `if`, a later operand of an `and`, or the value
    of a conditional expression, whose test (or one operand of its `and`) is
-   - `E.get(K)` with no default or a falsy constant one, or `K in E`: then `E[K]` is safe;
+   - `E.get(K)` with no default or a falsy constant one, `K in E` or `K in E.keys()`: then `E[K]`
+     is safe;
    - `len(E) == N`, N an integer constant: then `E[C]` is, for an integer constant -N <= C < N;
    - `isinstance(E, list)` (or tuple, or a tuple of those) together with `E` itself: then `E[0]`
      and `E[-1]` are;
-3. reading back a key just stored: an earlier statement of an enclosing block of the template
+3. a position within the length: `E[I]` inside a `for` statement or a comprehension that binds
+   `I` from `range(len(E))`, or from `range(min(...))` with `len(E)` among min's arguments;
+4. reading back a key just stored: an earlier statement of an enclosing block of the template
    assigns `E[K] = ...`, or the edit goes `after` an anchor whose last statement does (with every
    alternative anchor too);
-4. inside a `try` whose handlers catch every Exception and none raises again;
+5. inside a `try` whose handlers catch every Exception and none raises again;
 
-and in cases 2 and 3 provided the template does not bind a name the subscript reads (`E`, `K`)
-anywhere in between. Everything else a template does with business objects is accepted: reading
+and in cases 2 to 4 provided the template does not bind a name the subscript reads (`E`, `K`, `I`)
+anywhere in between (in case 3: in the loop's body, the loop's own binding of `I` aside). Everything else a template does with business objects is accepted: reading
 attributes, calling their methods (`.get(key, placeholder)`, `getattr(obj, name, placeholder)`),
 `len()`, iteration. Those rely on the type of the object at the anchor (a DataProto always has a
 `non_tensor_batch`), which the business code around the anchor relies on too, not on what one input
@@ -79,7 +82,7 @@ class TemplateReads:
                     yield node
 
     def _safe(self, node: ast.Subscript) -> bool:
-        return self._guarded(node) or self._stored_before(node) or self._contained(node)
+        return self._guarded(node) or self._within_length(node) or self._stored_before(node) or self._contained(node)
 
     def _ancestry(self, node: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
         """(child, parent) pairs from `node` up to the template's top statement."""
@@ -99,7 +102,19 @@ class TemplateReads:
                     return True
         return False
 
-    # -- 3: a key stored just before -------------------------------------------------------------
+    # -- 3: a position the loop takes from the length ----------------------------------------------
+
+    def _within_length(self, node: ast.Subscript) -> bool:
+        if not isinstance(node.slice, ast.Name):
+            return False
+        index, base = node.slice.id, ast.unparse(node.value)
+        for child, parent in self._ancestry(node):
+            for target, iterable, region in _loops(child, parent):
+                if target == index and base in _bounding_lengths(iterable):
+                    return not _binds_any(region, _names_read(node))
+        return False
+
+    # -- 4: a key stored just before -------------------------------------------------------------
 
     def _stored_before(self, node: ast.Subscript) -> bool:
         text = ast.unparse(node)
@@ -130,7 +145,7 @@ class TemplateReads:
         anchors = self.edit.anchors
         return bool(anchors) and all(a.kind is EditKind.AFTER and _stores(a.target.stmts[-1], text) for a in anchors)
 
-    # -- 4: contained by a try -------------------------------------------------------------------
+    # -- 5: contained by a try -------------------------------------------------------------------
 
     def _contained(self, node: ast.Subscript) -> bool:
         for child, parent in self._ancestry(node):
@@ -164,6 +179,33 @@ def _tests_guarding(child: ast.AST, parent: ast.AST) -> list[ast.expr]:
     return []
 
 
+def _loops(child: ast.AST, parent: ast.AST) -> Iterator[tuple[str, ast.expr, list[ast.AST]]]:
+    """(the name a loop binds, what it iterates, the code that runs with it) for a loop that `child` is in."""
+    if (
+        isinstance(parent, ast.For)
+        and isinstance(parent.target, ast.Name)
+        and _position(parent.body, child) is not None
+    ):
+        yield parent.target.id, parent.iter, list(parent.body)
+    if isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+        for generator in parent.generators:
+            if isinstance(generator.target, ast.Name) and child is not generator:
+                yield generator.target.id, generator.iter, [child]
+
+
+def _bounding_lengths(iterable: ast.expr) -> set[str]:
+    """E for each `len(E)` that bounds `range(len(E))` or `range(min(..., len(E), ...))`."""
+    if not (isinstance(iterable, ast.Call) and _is_call_of(iterable, "range") and len(iterable.args) == 1):
+        return set()
+    (bound,) = iterable.args
+    lengths = bound.args if isinstance(bound, ast.Call) and _is_call_of(bound, "min") else [bound]
+    return {
+        ast.unparse(n.args[0])
+        for n in lengths
+        if isinstance(n, ast.Call) and _is_call_of(n, "len") and len(n.args) == 1
+    }
+
+
 def _conjuncts(test: ast.expr) -> list[ast.expr]:
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return [c for value in test.values for c in _conjuncts(value)]
@@ -185,13 +227,16 @@ def _conditions_make_safe(node: ast.Subscript, conditions: list[ast.expr]) -> bo
 
 
 def _tested_key(test: ast.expr) -> tuple[str, str] | None:
-    """(E, K) for a test `E.get(K)` (no default, or a falsy constant one) or `K in E`."""
+    """(E, K) for a test `E.get(K)` (no default, or a falsy constant one), `K in E` or `K in E.keys()`."""
     if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr == "get":
         default = test.args[1] if len(test.args) > 1 else ast.Constant(None)
         if len(test.args) in (1, 2) and not test.keywords and isinstance(default, ast.Constant) and not default.value:
             return ast.unparse(test.func.value), ast.unparse(test.args[0])
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In):
-        return ast.unparse(test.comparators[0]), ast.unparse(test.left)
+        container = test.comparators[0]
+        if isinstance(container, ast.Call) and isinstance(container.func, ast.Attribute) and not container.args:
+            container = container.func.value if container.func.attr == "keys" else container
+        return ast.unparse(container), ast.unparse(test.left)
     return None
 
 
@@ -316,6 +361,10 @@ def reads_in(code: str) -> list[str]:
         "try:\n    x = d['a']\nexcept Exception:\n    raise",
         "try:\n    x = d['a']\nfinally:\n    pass",
         "for i in range(len(c)):\n    x = u[i]",
+        "for i in range(len(u)):\n    u = v\n    x = u[i]",
+        "x = [u[i + 1] for i in range(len(u))]",
+        "x = [u[i] for i in range(max(len(c), len(u)))]",
+        "x = d[k] if k in d.values() else None",
         "x = [r['score'] for r in results]",
     ],
 )
@@ -331,6 +380,9 @@ def test_the_guard_refuses(code: str):
         "def f(batch) -> tuple[list[str], list[str]]:\n    y: dict[str, int] = {}",
         "if os.environ.get('VERL_TRACE_DIR'):\n    env['VERL_TRACE_DIR'] = os.environ['VERL_TRACE_DIR']",
         "if k in d:\n    x = d[k]",
+        "x = d['uid'] if 'uid' in d.keys() else 'unknown'",
+        "for i in range(len(u)):\n    x = u[i]",
+        "x = [str(u[i]) for i in range(min(len(c), len(u)))]",
         "if len(p) == 3 and p[1].isdigit() and p[-3]:\n    x = p[0]",
         "x = output[-1] if isinstance(output, list) and output else output",
         "x = output[0] if isinstance(output, (list, tuple)) and output else None",

@@ -221,19 +221,18 @@ def test_agent_loop_manager_generate_sequences_dispatches_a_batch_without_uid(
     assert [text.split("|")[1] for _, text in rows] == ["to=AgentLoopWorker_0"] * 2 + ["to=AgentLoopWorker_1"] * 2
 
 
-def test_the_rollout_reward_point_traces_a_result_without_a_score(
+def test_the_rollout_reward_point_takes_a_result_without_a_score(
     instrumented, catalog, tracing, load_runtime, trace_dir, capsys
 ):
-    namespace = {
-        **tracing_names(tracing),
-        "kwargs": {"uid": "u1", "traj_uid": "0"},
-        "result": {"reward_extra_info": {}},
-    }
-    exec(placed(instrumented, catalog, "flow.v0.rollout-reward"), namespace)  # noqa: S102
+    """No score, nothing to report: no ROLLOUT_REWARD row (a result with one is traced as before)."""
+    kwargs = {"uid": "u1", "traj_uid": "0"}
+    for result in ({"reward_extra_info": {}}, {"reward_score": 0.5, "reward_extra_info": {}}):
+        namespace = {**tracing_names(tracing), "kwargs": kwargs, "result": result}
+        exec(placed(instrumented, catalog, "flow.v0.rollout-reward"), namespace)  # noqa: S102
     if tracing.get_trace_dir() is None:
         assert_nothing_written(tracing, trace_dir, capsys)
         return
-    expected = content("RewardLoopWorker", "AgentLoopWorker", "ROLLOUT_REWARD", "reward_score_computed_score=None")
+    expected = content("RewardLoopWorker", "AgentLoopWorker", "ROLLOUT_REWARD", "reward_score_computed_score=0.5")
     assert flow_rows(load_runtime, tracing, trace_dir) == [("u1/0", expected)]
 
 

@@ -3,7 +3,8 @@
 gen_batch_output.non_tensor_batch["traj_uid"] = np.array(
     [str(i % rollout_n) for i in range(len(gen_batch_output))], dtype=object
 )
-trace_flow(uid=gen_batch_output.non_tensor_batch.get("uid", "unknown"),
+trace_flow(uid=(gen_batch_output.non_tensor_batch["uid"]
+                if "uid" in gen_batch_output.non_tensor_batch else "unknown"),
            traj_uid=gen_batch_output.non_tensor_batch["traj_uid"],
            from_module='RayPPOTrainer', to_module='RayPPOTrainer',
            stage='DATA_PREPROCESS', detail='traj_uid_generated_by_repeat',

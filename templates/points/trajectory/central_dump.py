@@ -6,7 +6,7 @@ _traj_created_at = None
 _trace_item = None
 if self._trajectory_store is not None and not trajectory.get("validate", False):
     _trace_item = SimpleNamespace(
-        non_tensor_batch=kwargs, meta_info={"global_step": trajectory.get("step")}
+        non_tensor_batch=kwargs, meta_info={"global_step": trajectory["step"] if "step" in trajectory else None}
     )
     _traj_key, _traj_uid = agent_loop._traj_tracker.register_trajectory(_trace_item)
     _traj_created_at = time.time()
