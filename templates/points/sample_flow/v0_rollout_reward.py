@@ -1,5 +1,4 @@
-# a reward result without a score has no score to report (and no KeyError to raise)
-if 'reward_score' in result:
+if 'reward_score' in result:  # no score, nothing to report (and no KeyError)
     trace_flow(uid=kwargs.get('uid', 'unknown'), traj_uid=kwargs.get('traj_uid', 'N/A'),
                from_module='RewardLoopWorker', to_module='AgentLoopWorker',
                stage='ROLLOUT_REWARD',

@@ -1,4 +1,3 @@
-# a batch without uid is traced as 'unknown', never a KeyError
 _traj_uids = batch.non_tensor_batch.get("traj_uid", np.array(["N/A"] * len(batch)))
 trace_flow(uid=batch.non_tensor_batch['uid'] if 'uid' in batch.non_tensor_batch else 'unknown',
            traj_uid=_traj_uids,
