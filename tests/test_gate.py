@@ -24,7 +24,8 @@ RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
 TRACING_IMPORT = "from verl.utils.tracing import"
 TRAIN_UPDATE = """\
                         _traj_uids = batch.non_tensor_batch.get("traj_uid", np.array(["N/A"] * len(batch)))
-                        trace_flow(uid=batch.non_tensor_batch['uid'], traj_uid=_traj_uids,
+                        trace_flow(uid=batch.non_tensor_batch['uid'] if 'uid' in batch.non_tensor_batch else 'unknown',
+                                   traj_uid=_traj_uids,
                                    from_module='ActorRolloutRefWorker', to_module='RayPPOTrainer',
                                    stage='TRAIN_UPDATE', detail='actor_parameters_updated',
                                    global_step=self.global_steps)
@@ -112,7 +113,7 @@ def test_a_block_moved_away_from_its_anchor_is_moved_and_its_neighbour_is_not_bl
     moved = text.replace(TRAIN_UPDATE, "").replace(START_UPDATE, TRAIN_UPDATE + START_UPDATE)
     trainer.write_text(moved)
     lines = moved.splitlines()
-    found_at = next(i for i, line in enumerate(lines, 1) if "stage='TRAIN_UPDATE'" in line) - 3
+    found_at = next(i for i, line in enumerate(lines, 1) if "stage='TRAIN_UPDATE'" in line) - 4
     anchor = next(i for i, line in enumerate(lines, 1) if 'with marked_timer("update_actor"' in line)
     # the with block ends where the next statement at its indentation starts
     indent = len(lines[anchor - 1]) - len(lines[anchor - 1].lstrip())
@@ -151,7 +152,8 @@ def test_drift_diffs_show_exactly_what_differs(instrumented, catalog):
     assert [line[1:].strip() for line in removed] == ["stage='TRAIN_UPDATE', detail='actor_parameters_updated',"]
     assert [line[1:].strip() for line in added] == ["stage='TRAIN_UPDATE', detail='actor_updated',"]
     # the lines still in the file are context, never shown as deleted
-    assert any(line.startswith(" _traj_uids = ") for line in update)
+    assert any(line.startswith(" trace_flow(uid=") for line in update)
+    assert not any(line.startswith("-_traj_uids = ") for line in update)
 
 
 def test_counts_agree_across_text_json_github_and_junit(instrumented, catalog):
@@ -334,7 +336,7 @@ def test_a_half_edited_block_is_its_points_drift_and_blames_no_neighbour(instrum
     if edit == "stage edited":
         lines[last - 2] = lines[last - 2].replace("stage='TRAIN_UPDATE'", "stage='TRAIN_UPDATED'")
     else:
-        del lines[first:last]  # the call's four lines; the `_traj_uids = ...` line stays
+        del lines[first:last]  # the call's five lines; the `_traj_uids = ...` line stays
     trainer.write_text("".join(lines), encoding="utf-8")
     checked = check(instrumented, catalog)
     problems = {p.point_id: p.status for p in checked.points if p.status is not Status.PRESENT}

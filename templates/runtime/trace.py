@@ -236,15 +236,23 @@ def _as_id_list(value: Any) -> Sequence[Any]:
 
 def _paired_length(n_uid: int, n_traj: int) -> int:
     """How many samples a call with these id counts records (see ``_paired_ids``)."""
+    if n_uid == 0 or n_traj == 0:
+        return 0
     if n_uid == 1 or n_traj == 1:
         return max(n_uid, n_traj)
     return min(n_uid, n_traj)
 
 
 def _paired_ids(uid: Any, traj_uid: Any, stage: Any) -> tuple[Sequence[Any], Sequence[Any]]:
-    """Broadcast a length-1 side to the other's length; zip-truncate otherwise."""
+    """Broadcast a length-1 side to the other's length; zip-truncate otherwise.
+
+    A side with no ids means no samples: nothing is recorded (one id broadcast over
+    an empty batch, such as a placeholder uid next to no traj_uids, is no row at all).
+    """
     uids, traj_uids = _as_id_list(uid), _as_id_list(traj_uid)
     n_uid, n_traj = len(uids), len(traj_uids)
+    if n_uid == 0 or n_traj == 0:
+        return [], []
     if n_uid == 1 and n_traj > 1:
         return list(uids) * n_traj, traj_uids
     if n_traj == 1 and n_uid > 1:

@@ -257,6 +257,16 @@ def test_empty_batch_writes_nothing(load_runtime, traced, trace_dir, capsys):
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.parametrize(("uids", "traj_uids"), [("unknown", np.array([])), ([], "N/A"), (["a", "b"], [])])
+def test_ids_over_an_empty_batch_write_nothing(load_runtime, traced, trace_dir, capsys, caplog, uids, traj_uids):
+    """A placeholder uid next to the traj_uids of an empty batch is no sample: no row, no line, no warning."""
+    with caplog.at_level(logging.WARNING):
+        traced.trace_flow(uids, traj_uids, "A", "B", "S")
+    assert load_runtime.read_csv(traced, trace_dir) == b""
+    assert capsys.readouterr().out == ""
+    assert not caplog.records
+
+
 @pytest.mark.parametrize(
     ("uids", "traj_uids"),
     [

@@ -6,7 +6,9 @@ for _worker_idx, _chunk in enumerate(chunkes):
     if _uids is not None and not _val:
         _gs = _chunk.get("global_steps", -1)
         _gs = getattr(_gs, "data", _gs)
-        trace_flow(uid=[str(getattr(_uids[i], "data", _uids[i])) for i in range(len(_chunk))],
+        # every position both the chunk and its uids have: an index never misses
+        trace_flow(uid=[str(getattr(_uids[i], "data", _uids[i]))
+                        for i in range(min(len(_chunk), len(_uids)))],
                    traj_uid='N/A',
                    from_module='AgentLoopManagerTQ', to_module=f'AgentLoopWorkerTQ_{_worker_idx}',
                    stage='DATA_DISPATCH', detail='dispatched_to_agent_loop_worker',

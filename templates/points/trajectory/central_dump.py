@@ -6,7 +6,7 @@ _traj_created_at = None
 _trace_item = None
 if self._trajectory_store is not None and not trajectory.get("validate", False):
     _trace_item = SimpleNamespace(
-        non_tensor_batch=kwargs, meta_info={"global_step": trajectory["step"]}
+        non_tensor_batch=kwargs, meta_info={"global_step": trajectory["step"] if "step" in trajectory else None}
     )
     _traj_key, _traj_uid = agent_loop._traj_tracker.register_trajectory(_trace_item)
     _traj_created_at = time.time()
@@ -23,9 +23,10 @@ except Exception:
     raise
 # One progress line per finished training rollout: the progress panel counts the
 # lines that hold both 'is completed, score=' and 'status=Finished'. The score is
-# read from the output _compute_score filled in, whatever postprocess returned.
+# read from the output _compute_score filled in, whatever postprocess returned
+# (an empty list of outputs, which v1's postprocess accepts, has no score).
 if not trajectory.get("validate", False):
-    _score_src = output[-1] if isinstance(output, list) else output
+    _score_src = output[-1] if isinstance(output, list) and output else output
     log_rollout_completed(kwargs.get('uid', 'unknown'),
                           kwargs.get('traj_uid', 'N/A'),
                           getattr(_score_src, 'reward_score', None))
