@@ -282,3 +282,63 @@ def test_a_late_local_import_refuses_the_store_and_breaks_a_placed_one(
     assert _statuses(checked)["traj.c0.store"] is Status.BROKEN
     assert exits.check_exit(checked) == exits.FAILED
     assert _run_verl(committed, tmp_path, tracing=False).startswith("UnboundLocalError")
+
+
+# -- no false alarms: what forks do that changes no control flow the points need ---------------------------
+
+
+def _black_with_crlf(tree: Path, catalog: Catalog) -> None:
+    files = [tree / f for f in catalog.files if (tree / f).exists()]
+    for path in files:
+        path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    subprocess.run([sys.executable, "-m", "black", "-q", "--line-length", "100", *map(str, files)], check=True)
+    assert all(b"\r\n" in path.read_bytes() for path in files)
+
+
+def _reorder_independent_blocks(tree: Path) -> None:
+    """Swap business statements the points do not depend on, around their anchors."""
+    path = tree / AGENT_LOOP
+    text = path.read_text(encoding="utf-8")
+    chat = '        self.apply_chat_template_kwargs = self.data_config.get("apply_chat_template_kwargs", {})\n'
+    assert text.count(chat + MM) == 1
+    text = text.replace(chat + MM, MM + chat)
+    tools_start = text.index("        # Load tools once per worker; each trajectory just reuses self.tools.\n")
+    tools_end = text.index("        # Load custom agent loop implementations from config path\n")
+    custom_end = text.index('        if self.model_config.get("custom_chat_template", None) is not None:\n')
+    tools, custom = text[tools_start:tools_end], text[tools_end:custom_end]
+    path.write_text(text[:tools_start] + custom + tools + text[custom_end:], encoding="utf-8")
+
+
+@pytest.mark.parametrize("change", ["black-crlf", "reordered"])
+def test_a_reformatted_or_reordered_fork_is_instrumented_as_the_release_and_clean(
+    verl_090: Path, catalog: Catalog, tmp_path: Path, change: str
+) -> None:
+    tree = _copy(verl_090, tmp_path)
+    if change == "black-crlf":
+        _black_with_crlf(tree, catalog)
+    else:
+        _reorder_independent_blocks(tree)
+    result = apply(tree, catalog)
+    assert {p.status for p in result.points} == {Status.APPLIED}, [
+        (p.point_id, p.status.value, p.message) for p in result.points if p.status is not Status.APPLIED
+    ]
+    checked = check(tree, catalog)
+    assert exits.check_exit(checked) == exits.OK, [(p.point_id, p.status.value) for p in checked.points]
+    assert verify(tree, catalog).ok
+    again = apply(tree, catalog)
+    assert not any(f.changed for f in again.files)
+
+
+def test_a_trace_only_point_inside_a_new_branch_is_placed_and_clean(
+    verl_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    """The reward point's anchor in a new `if`: a trace of what happens there, setting nothing up."""
+    tree = _copy(verl_090, tmp_path)
+    anchor = '                final_output.extra_fields["reward_extra_info"] = result["reward_extra_info"]\n'
+    text = (tree / AGENT_LOOP).read_text(encoding="utf-8")
+    assert text.count(anchor) == 1
+    guarded = '                if result.get("reward_extra_info") is not None:\n    ' + anchor
+    (tree / AGENT_LOOP).write_text(text.replace(anchor, guarded), encoding="utf-8")
+    result = apply(tree, catalog)
+    assert _statuses(result)["flow.v0.rollout-reward"] is Status.APPLIED
+    assert exits.check_exit(check(tree, catalog)) == exits.OK

@@ -156,6 +156,9 @@ points:
 """
 SWAP_BEFORE = """\
 class Worker:
+    def _logged(self):  # what the swapped expression calls: the class has it (unset-attribute otherwise)
+        return self.data
+
     def run(self):
         result = run(self.data, 2)
         return result
