@@ -323,6 +323,32 @@ class RuntimeModule:
     earlier: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file name -> hashes of older releases
 
 
+@dataclass(frozen=True)
+class Reader:
+    """A point whose code reads an attribute or a module name, and the function that code runs in."""
+
+    point: str
+    function: str  # the def in the template holding the read, else the last part of the point's scope
+    file: str
+    scope: str
+
+
+@dataclass(frozen=True)
+class Relations:
+    """Who reads what, across the catalog: attribute name -> readers; (file, module name) -> readers."""
+
+    attributes: dict[str, tuple[Reader, ...]]
+    module_names: dict[tuple[str, str], tuple[Reader, ...]]
+    set_attributes: frozenset[str] = frozenset()  # attributes some template sets (`x.A = ...`, a def A)
+
+    def attribute_readers(self, name: str, binder: str, function: str) -> tuple[Reader, ...]:
+        """Readers of `.name` but the binder's own code in the same function (its own use)."""
+        return tuple(r for r in self.attributes.get(name, ()) if not (r.point == binder and r.function == function))
+
+    def name_readers(self, file: str, name: str, binder: str) -> tuple[Reader, ...]:
+        return tuple(r for r in self.module_names.get((file, name), ()) if r.point != binder)
+
+
 @dataclass(frozen=True, eq=False)
 class Catalog:
     """Every point, the runtime package and the verl releases they were validated on, as loaded."""
@@ -331,6 +357,7 @@ class Catalog:
     runtime: RuntimeModule
     validated_on: tuple[str, ...]
     helpers: frozenset[str] = frozenset()  # functions the templates define (tracing code too)
+    relations: Relations = field(default_factory=lambda: Relations({}, {}))  # who reads what points set up
     digest: str = ""  # of every file it was read from ("" when not known): keys caches of results
 
     def point(self, point_id: str) -> Point:

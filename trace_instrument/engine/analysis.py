@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import io
 import tokenize
 from collections.abc import Iterator
@@ -13,11 +14,10 @@ from pathlib import Path
 from trace_instrument.caches import file_digest
 from trace_instrument.engine.files import CheckoutError, SourceFile, read_target
 from trace_instrument.locate import FileLocator, PointState
-from trace_instrument.locate.attributes import ClassAttributes
+from trace_instrument.locate.attributes import ClassAttributes, Module
 from trace_instrument.locate.names import NameTable
 from trace_instrument.locate.runnable import PointNames
-from trace_instrument.model import Catalog, FileProblemKind, Point, Selection
-from trace_instrument.spec.relations import Relations, relations
+from trace_instrument.model import Catalog, FileProblemKind, Point, Relations, Selection
 
 
 @dataclass(eq=False)
@@ -36,9 +36,9 @@ class FileWork:
     def path(self) -> str:
         return self.source.path
 
-    def classes(self, tree: ast.Module | None = None) -> ClassAttributes:
-        """What the classes of this file (or of `tree`, its edited text) and their bases set."""
-        return ClassAttributes(tree or self.tree, module_name(self.path), self.modules)
+    def classes(self) -> ClassAttributes:
+        """What the classes of this file and their bases set."""
+        return ClassAttributes(Module(self.tree, self.text.splitlines()), module_name(self.path), self.modules)
 
     def state(self, point: Point) -> PointState:
         return self.locator.state(point)
@@ -85,7 +85,7 @@ def analyse(
     else:
         source = SourceFile(relative, root / relative, data)
     try:
-        tree = ast.parse(source.data, filename=relative)
+        tree = parsed(relative, source.data)
     except SyntaxError as exc:
         kind, what = describe_syntax_error(exc)
         message = f"line {exc.lineno}: {what}; fix the file or --skip its points"
@@ -99,7 +99,7 @@ def analyse(
         return FileProblem(relative, message, FileProblemKind.ENCODING)
     points = tuple(p for p in catalog.points if p.file == relative)
     locator = FileLocator(tree, points, catalog.helpers, text, applied=applied)
-    return FileWork(source, tree, locator, points, text, relations(catalog), CheckoutModules(root))
+    return FileWork(source, tree, locator, points, text, catalog.relations, CheckoutModules(root))
 
 
 class CheckoutModules:
@@ -109,14 +109,14 @@ class CheckoutModules:
     def __init__(self, root: Path):
         self.root = root
         self.read: dict[str, str] = {}  # relative path -> digest of its bytes ("" when absent)
-        self._trees: dict[str, ast.Module | None] = {}
+        self._trees: dict[str, Module | None] = {}
 
-    def __call__(self, module: str) -> ast.Module | None:
+    def __call__(self, module: str) -> Module | None:
         if module not in self._trees:
             self._trees[module] = self._parse(module)
         return self._trees[module]
 
-    def _parse(self, module: str) -> ast.Module | None:
+    def _parse(self, module: str) -> Module | None:
         base = module.replace(".", "/")
         for relative in (f"{base}.py", f"{base}/__init__.py"):
             try:
@@ -127,10 +127,28 @@ class CheckoutModules:
             if source is None:
                 continue
             try:
-                return ast.parse(source.data, filename=relative)
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return Module(parsed(relative, source.data), decode(source.data).splitlines())
+            except (SyntaxError, ValueError, RecursionError, MemoryError, UnicodeDecodeError):
                 return None
         return None
+
+
+# A process parses a file once: a catalog file is also the base module of other files' classes
+# (agent_loop.py for the tool and single-turn loops). The trees are only ever read.
+_PARSED: dict[tuple[str, bytes], ast.Module] = {}
+_PARSED_MAX = 32
+
+
+def parsed(relative: str, data: bytes) -> ast.Module:
+    """The file's ast (SyntaxError, ValueError as ast.parse raises them), parsed once per process."""
+    key = (relative, hashlib.sha1(data).digest())
+    tree = _PARSED.get(key)
+    if tree is None:
+        tree = ast.parse(data, filename=relative)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = tree
+    return tree
 
 
 def module_name(relative: str) -> str:

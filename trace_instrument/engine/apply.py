@@ -567,9 +567,10 @@ def _check_output(
     for plan in inserting:
         if not locator.state(plan.point).complete:
             raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")
-    names = PointNames(NameTable(tree, source=updated), locator.recognition, work.relations, work.classes(tree))
-    checks = names.checks(work.points)
+    # (the attributes the classes set are the input's: judged when the points were planned)
+    names = PointNames(NameTable(tree, source=updated), locator.recognition, work.relations, None)
     running = [p.point for p in [*inserting, *repairing]]
+    checks = names.checks(work.points, focus=frozenset(p.id for p in running))
     offenders = {p.id: names.issues(p) + checks.name_issues(p) for p in running}
     offenders = {point_id: issues for point_id, issues in offenders.items() if issues}
     contexts = {p.id: checks.context_issues(p) for p in running}

@@ -11,7 +11,7 @@ name (`setattr(self, name, ...)`, `self.__dict__`, `__getattr__`).
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -19,8 +19,18 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _EMPTY_BASES = frozenset({"object", "ABC", "abc.ABC", "Generic", "typing.Generic", "Protocol", "typing.Protocol"})
 _DYNAMIC = frozenset({"__getattr__", "__getattribute__", "__setattr__"})
 
-# module name ("verl.trainer.ppo.ray_trainer") -> its parsed code, or None when not in the checkout
-ModuleLoader = Callable[[str], ast.Module | None]
+
+@dataclass(frozen=True, eq=False)
+class Module:
+    """A module's code: parsed, and its lines (where the cheap tests look)."""
+
+    tree: ast.Module
+    lines: list[str]
+
+
+# module name ("verl.trainer.ppo.ray_trainer") -> its code, or None when not in the checkout
+ModuleLoader = Callable[[str], Module | None]
+_DYNAMIC_WORDS = ("__dict__", "setattr", "vars(")  # a class whose text has none sets only attributes it names
 
 
 @dataclass(frozen=True)
@@ -28,60 +38,65 @@ class _Class:
     attributes: frozenset[str]
     bases: tuple[ast.expr, ...]
     dynamic: bool  # sets or serves attributes it does not name
+    reads: dict[str, tuple[int, ...]] | None  # attribute -> ids of the nodes reading it (None: not read yet)
+
+
+# a class's node id -> the node (kept, so its id stays its own) and what it holds
+_READ: dict[int, tuple[ast.ClassDef, _Class]] = {}
 
 
 class ClassAttributes:
     """The attributes of the classes of one module and of their bases in the checkout."""
 
-    def __init__(self, tree: ast.Module, module: str, load: ModuleLoader):
-        self.tree = tree
+    def __init__(self, code: Module, module: str, load: ModuleLoader):
+        self.code = code
         self.module = module
         self.load = load
 
+    def _info(self, node: ast.ClassDef, code: Module | None = None) -> _Class:
+        """A class read once per process (a base module's tree is shared by the files that need it)."""
+        entry = _READ.get(id(node))
+        if entry is None or entry[0] is not node:
+            entry = _READ[id(node)] = (node, _read(node, code or self.code))
+            if len(_READ) > 256:
+                _READ.pop(next(iter(_READ)))
+        return entry[1]
+
     def sets(self, class_node: ast.ClassDef, name: str) -> bool | None:
         """Does the class (or a base) set attribute `name` on its instances? None: cannot tell."""
-        return self._sets(class_node, self.tree, self.module, name, set())
+        return self._sets(class_node, self.code, self.module, name, set())
 
     def read_by(self, class_node: ast.ClassDef, name: str, skip: frozenset[int]) -> bool:
         """Does the class's own code (nodes in `skip` aside: tracing code) read `self.<name>`?"""
-        for method in (s for s in ast.walk(class_node) if isinstance(s, _FUNCTIONS)):
-            instance = _instance(method)
-            for node in ast.walk(method) if instance is not None else ():
-                if (
-                    isinstance(node, ast.Attribute)
-                    and node.attr == name
-                    and isinstance(node.ctx, ast.Load)
-                    and id(node) not in skip
-                    and _dotted(node.value) == instance
-                ):
-                    return True
-        return False
+        info = self._info(class_node)
+        reads = info.reads if info.reads is not None else _reads(class_node)
+        return any(node not in skip for node in reads.get(name, ()))
 
-    def _sets(self, node: ast.ClassDef, tree: ast.Module, module: str, name: str, seen: set[int]) -> bool | None:
+    def _sets(self, node: ast.ClassDef, code: Module, module: str, name: str, seen: set[int]) -> bool | None:
         if id(node) in seen:
             return False
         seen.add(id(node))
-        info = _read(node)
+        info = self._info(node, code)
         if name in info.attributes:
             return True
         if info.dynamic:
             return None
         unknown = False
         for base in info.bases:
-            found = self._base(base, tree, module)
+            found = self._base(base, code, module)
             if isinstance(found, str):
                 continue  # object, ABC, Generic[...]: nothing of their own
             if found is None:
                 unknown = True
                 continue
-            base_node, base_tree, base_module = found
-            answer = self._sets(base_node, base_tree, base_module, name, seen)
+            base_node, base_code, base_module = found
+            answer = self._sets(base_node, base_code, base_module, name, seen)
             if answer:
                 return True
             unknown = unknown or answer is None
         return None if unknown else False
 
-    def _base(self, base: ast.expr, tree: ast.Module, module: str) -> tuple[ast.ClassDef, ast.Module, str] | str | None:
+    def _base(self, base: ast.expr, code: Module, module: str) -> tuple[ast.ClassDef, Module, str] | str | None:
         """The class a base expression names (the string "empty" for object, ABC, Generic[...]; None: unknown)."""
         if isinstance(base, ast.Subscript):
             base = base.value
@@ -91,10 +106,10 @@ class ClassAttributes:
         if dotted in _EMPTY_BASES:
             return "empty"
         head, _, rest = dotted.partition(".")
-        for stmt in tree.body:
+        for stmt in code.tree.body:
             if isinstance(stmt, ast.ClassDef) and stmt.name == dotted:
-                return stmt, tree, module
-        origin = _imported(tree, module, head)
+                return stmt, code, module
+        origin = _imported(code.tree, module, head)
         if origin is None:
             return None
         source_module, source_name = origin
@@ -102,20 +117,23 @@ class ClassAttributes:
             source_module, source_name = (f"{source_module}.{source_name}" if source_name else source_module), rest
         return self._class_in(source_module, source_name, depth=0)
 
-    def _class_in(self, module: str, name: str, depth: int) -> tuple[ast.ClassDef, ast.Module, str] | None:
+    def _class_in(self, module: str, name: str, depth: int) -> tuple[ast.ClassDef, Module, str] | None:
         loaded = self.load(module)
         if loaded is None or depth > 3:
             return None
-        for stmt in loaded.body:
+        for stmt in loaded.tree.body:
             if isinstance(stmt, ast.ClassDef) and stmt.name == name:
                 return stmt, loaded, module
-        origin = _imported(loaded, module, name)  # re-exported (`from .agent_loop import AgentLoopBase`)
+        origin = _imported(loaded.tree, module, name)  # re-exported (`from .agent_loop import AgentLoopBase`)
         if origin is None or not origin[1]:
             return None
         return self._class_in(origin[0], origin[1], depth + 1)
 
 
-def _read(node: ast.ClassDef) -> _Class:
+def _read(node: ast.ClassDef, code: Module) -> _Class:
+    """What a class's body defines and its methods set on the instance. Attributes are set in
+    assignment, loop, `with` and `del` targets, which a walk of the statements finds; only a class
+    whose text mentions `__dict__`, `setattr` or `vars(` is walked whole."""
     attributes: set[str] = set()
     dynamic = False
     for stmt in node.body:
@@ -125,23 +143,101 @@ def _read(node: ast.ClassDef) -> _Class:
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             attributes.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-    for method in (s for s in ast.walk(node) if isinstance(s, _FUNCTIONS)):
+    text = code.lines[node.lineno - 1 : node.end_lineno or node.lineno]
+    maybe_dynamic = any(word in line for line in text for word in _DYNAMIC_WORDS)
+    for method in _methods(node.body):
         instance = _instance(method)
         if instance is None:
             continue
-        for sub in ast.walk(method):
-            if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and _dotted(sub.value) == instance:
-                attributes.add(sub.attr)
-            elif isinstance(sub, ast.Attribute) and sub.attr == "__dict__" and _dotted(sub.value) == instance:
-                dynamic = True
-            elif _called_on(sub, instance, ("setattr", "vars")):
-                assert isinstance(sub, ast.Call)
-                key = sub.args[1] if len(sub.args) > 1 else None
-                if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                    attributes.add(key.value)
-                else:
-                    dynamic = True
-    return _Class(frozenset(attributes), tuple(node.bases), dynamic)
+        for stmt in _statements(method.body):
+            for target in _targets(stmt):
+                attributes.update(_set_on(target, instance))
+        if maybe_dynamic:
+            found, unnamed = _set_by_name(method, instance)
+            attributes |= found
+            dynamic = dynamic or unnamed
+    return _Class(frozenset(attributes), tuple(node.bases), dynamic, None)
+
+
+def _set_by_name(method: ast.FunctionDef | ast.AsyncFunctionDef, instance: str) -> tuple[set[str], bool]:
+    """Attributes `setattr(self, "A", ...)` sets; and whether it sets or serves some it does not name
+    (`setattr` with a computed name, `vars(self)`, `self.__dict__`)."""
+    found: set[str] = set()
+    unnamed = False
+    for sub in ast.walk(method):
+        if isinstance(sub, ast.Attribute) and sub.attr == "__dict__" and _dotted(sub.value) == instance:
+            unnamed = True
+        elif _called_on(sub, instance, ("setattr", "vars")):
+            assert isinstance(sub, ast.Call)
+            key = sub.args[1] if len(sub.args) > 1 else None
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                found.add(key.value)
+            else:
+                unnamed = True
+    return found, unnamed
+
+
+def _reads(node: ast.ClassDef) -> dict[str, tuple[int, ...]]:
+    """attribute -> ids of the nodes of the class's methods that read it on the instance."""
+    reads: dict[str, list[int]] = {}
+    for method in _methods(node.body):
+        instance = _instance(method)
+        for sub in ast.walk(method) if instance is not None else ():
+            if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load) and _dotted(sub.value) == instance:
+                reads.setdefault(sub.attr, []).append(id(sub))
+    return {k: tuple(v) for k, v in reads.items()}
+
+
+def _statements(stmts: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of a body, nested ones (and those of nested defs: closures share self) too."""
+    for stmt in stmts:
+        yield stmt
+        for name in ("body", "orelse", "finalbody"):
+            yield from _statements(getattr(stmt, name, None) or [])
+        for clause in [*getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
+            yield from _statements(clause.body)
+
+
+def _set_on(target: ast.expr, instance: str) -> Iterator[str]:
+    """The attributes an assignment target sets on the instance (`self.a`, `self.a, self.b = ...`)."""
+    if isinstance(target, ast.Attribute):
+        value = target.value
+        if isinstance(value, ast.Name) and value.id == instance:
+            yield target.attr
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _set_on(element, instance)
+    elif isinstance(target, ast.Starred):
+        yield from _set_on(target.value, instance)
+
+
+def _targets(stmt: ast.stmt) -> list[ast.expr]:
+    """The expressions a statement assigns to (or deletes)."""
+    if isinstance(stmt, ast.Assign):
+        return list(stmt.targets)
+    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        return [stmt.target]
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [stmt.target]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [i.optional_vars for i in stmt.items if i.optional_vars is not None]
+    if isinstance(stmt, ast.Delete):
+        return list(stmt.targets)
+    return []
+
+
+def _methods(stmts: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The defs of a class body (under its `if`s and `try`s too), not those nested in them."""
+    found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for stmt in stmts:
+        if isinstance(stmt, _FUNCTIONS):
+            found.append(stmt)
+        elif not isinstance(stmt, ast.ClassDef):
+            for name in ("body", "orelse", "finalbody"):
+                found += _methods(getattr(stmt, name, None) or [])
+            for handler in getattr(stmt, "handlers", []):
+                found += _methods(handler.body)
+    return found
 
 
 def _called_on(node: ast.AST, instance: str, functions: tuple[str, ...]) -> bool:

@@ -22,6 +22,7 @@ placed yet is judged where apply would put it, with every other point of the run
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -32,17 +33,17 @@ from trace_instrument.locate.flow import (
     Overlay,
     State,
     dotted,
+    instance_name,
     item_fact,
     item_read,
     suppresses,
     with_products,
 )
-from trace_instrument.locate.index import FileIndex
-from trace_instrument.locate.names import COMPREHENSIONS, NameTable, Scope, ScopeKind, one_line
+from trace_instrument.locate.index import FileIndex, Site
+from trace_instrument.locate.names import COMPREHENSIONS, BindingKind, NameTable, Scope, ScopeKind, one_line
 from trace_instrument.locate.recognize import Recognition
-from trace_instrument.model import ContextIssue, Edit, EditKind, NameIssue, Point, Reason
+from trace_instrument.model import ContextIssue, Edit, EditKind, NameIssue, Point, Reader, Reason, Relations
 from trace_instrument.spec.code import PLACEHOLDER
-from trace_instrument.spec.relations import Reader, Relations
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _NESTED = (*_FUNCTIONS, ast.ClassDef, ast.Lambda)
@@ -75,6 +76,21 @@ class _Piece:
         """A node's line in the file (planned code is not in it: the piece's line)."""
         return self.line if self.planned else getattr(node, "lineno", self.line)
 
+    @functools.cached_property
+    def reads(self) -> list[tuple[ast.AST, ast.stmt, ast.AST]]:
+        """(node, the statement evaluating it, the def or module that runs it) for its own code."""
+        return list(_reads(self))
+
+    @functools.cached_property
+    def stores(self) -> tuple[tuple[str, str], ...]:
+        """(object, attribute) of every attribute its code sets, `setattr(obj, "A", ...)` included."""
+        return tuple(_stores(self))
+
+    @functools.cached_property
+    def bound(self) -> list[str]:
+        """Names its code binds in the scope it runs in, in order."""
+        return _names_bound(self)
+
 
 @dataclass
 class _Findings:
@@ -101,12 +117,15 @@ class ContextChecks:
         recognition: Recognition,
         table: NameTable,
         relations: Relations,
-        classes: ClassAttributes,
+        classes: ClassAttributes | None,
         imported: dict[str, frozenset[str]],
         planned: Sequence[Placement] = (),
+        focus: frozenset[str] | None = None,
     ):
         """`imported`: point id -> the names its code imports (tracing names, declared imports);
-        `planned`: where apply would put the points that are not in the file yet."""
+        `planned`: where apply would put the points that are not in the file yet; `classes`: what the
+        file's classes set (None: attributes are not judged); `focus`: the points whose findings are
+        asked for (None: all), so only the code running with theirs is judged."""
         self.index = index
         self.table = table
         self.relations = relations
@@ -119,7 +138,11 @@ class ContextChecks:
             id(stmt): piece for piece in self.pieces if piece.planned for top in piece.stmts for stmt in _walk(top)
         }
         self._flows: dict[int, Flow] = {}
+        self._planned_bound: dict[int, frozenset[str]] = {}
+        self._made: dict[int, frozenset[str]] = {}
+        self._scopes: dict[int, Scope | None] = {}  # a def's id -> the items its with blocks write
         self._findings: _Findings | None = None
+        self._focus = focus
 
     def name_issues(self, point: Point) -> list[NameIssue]:
         """Locals the point's code reads that may be unassigned where it reads them."""
@@ -161,7 +184,9 @@ class ContextChecks:
     def _judged(self) -> _Findings:
         if self._findings is None:
             findings = _Findings()
-            for piece in self.pieces:
+            focus = self._focus
+            owners = {id(p.owner) for p in self.pieces if focus is None or p.point.id in focus}
+            for piece in (p for p in self.pieces if id(p.owner) in owners):
                 self._judge_reads(piece, findings)
                 self._judge_setup(piece, findings)
                 if piece.point.must_run or piece.point.after_blocks:
@@ -170,20 +195,51 @@ class ContextChecks:
         return self._findings
 
     def _judge_reads(self, piece: _Piece, found: _Findings) -> None:
-        for node, stmt, owner in _reads(piece):
+        """Each read of the piece's code that needs what holds where it runs (the flow is made only
+        for functions where some read does)."""
+        for node, stmt, owner in piece.reads:
             if not isinstance(owner, (*_FUNCTIONS, ast.Module)):
                 continue
-            flow = self.flow(owner)
-            state = flow.before(stmt)
-            if state is None:
-                continue  # no path reaches it
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                self._judge_name(piece, node, stmt, owner, state, found)
+                if self._needs_flow(piece, node, owner):
+                    state = self.flow(owner).before(stmt)
+                    if state is not None:
+                        self._judge_name(piece, node, stmt, owner, state, found)
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-                self._judge_attribute(piece, node, stmt, flow, state, found)
+                self._judge_attribute(piece, node, stmt, owner, found)
             read = item_read(node)
-            if read is not None:
-                self._judge_item(piece, node, read, owner, state, found)
+            if read is not None and item_fact(*read) in self._products(owner):
+                state = self.flow(owner).before(stmt)
+                if state is not None:
+                    self._judge_item(piece, node, read, owner, state, found)
+
+    def _needs_flow(self, piece: _Piece, node: ast.Name, owner: ast.AST) -> bool:
+        """A name read needs the flow when it is a local of its function that is not a parameter
+        (a parameter is bound on every path unless the function deletes it)."""
+        if not self._local(piece, node, owner):
+            return False
+        scope = self._scope(owner)
+        bindings = scope.bindings.get(node.id, []) if scope is not None else []
+        kinds = {b.kind for b in bindings}
+        return not (kinds and BindingKind.PARAMETER in kinds and BindingKind.DELETION not in kinds)
+
+    def _products(self, owner: ast.AST) -> frozenset[str]:
+        """The items the `with` blocks of a function (planned code's too) write when they exit."""
+        if id(owner) not in self._made:
+            blocks = [s.node for s in self._sites_in(owner) if isinstance(s.node, (ast.With, ast.AsyncWith))]
+            blocks += [
+                s
+                for p in self.pieces
+                if p.planned and p.owner is owner
+                for top in p.stmts
+                for s in _walk(top)
+                if isinstance(s, (ast.With, ast.AsyncWith))
+            ]
+            self._made[id(owner)] = frozenset(f for b in blocks for f in with_products(b))
+        return self._made[id(owner)]
+
+    def _sites_in(self, owner: ast.AST) -> list[Site]:
+        return list(self.index.sites_in(owner)) if not isinstance(owner, ast.Module) else list(self.index.sites)
 
     def _judge_name(
         self, piece: _Piece, node: ast.Name, stmt: ast.stmt, owner: ast.AST, state: frozenset[str], found: _Findings
@@ -214,21 +270,27 @@ class ContextChecks:
         found.name(piece.point, NameIssue(name, line, problem, one_line(binding), binding_line, relation=relation))
 
     def _judge_attribute(
-        self, piece: _Piece, node: ast.Attribute, stmt: ast.stmt, flow: Flow, state: frozenset[str], found: _Findings
+        self, piece: _Piece, node: ast.Attribute, stmt: ast.stmt, owner: ast.AST, found: _Findings
     ) -> None:
         """`self.A` read where point code of the same function sets `self.A`: set before, on every path;
         an attribute no point sets must be set by the class or its bases somewhere."""
-        instance = flow.instance
-        if instance is None or dotted(node.value) != instance or f"a:{node.attr}" in state:
+        instance = instance_name(owner)
+        if instance is None or dotted(node.value) != instance:
             return
         if node.attr not in self.relations.set_attributes:
-            self._judge_class_sets(piece, node, flow.owner, found)
+            if self.classes is not None:
+                self._judge_class_sets(piece, node, owner, found)
             return
-        for setter in self.pieces:
-            if setter.owner is flow.owner and node.attr in _attributes_set(setter, instance):
-                subject = f"{instance}.{node.attr}"
-                issue = self._not_reaching(setter, setter.line, subject, stmt, piece.node_line(node), reader=piece)
-                found.ctx(setter.point, issue)
+        setters = [p for p in self.pieces if p.owner is owner and node.attr in _attributes_set(p, instance)]
+        if not setters:
+            return
+        state = self.flow(owner).before(stmt)
+        if state is None or f"a:{node.attr}" in state:
+            return
+        for setter in setters:
+            subject = f"{instance}.{node.attr}"
+            issue = self._not_reaching(setter, setter.line, subject, stmt, piece.node_line(node), reader=piece)
+            found.ctx(setter.point, issue)
 
     def _judge_class_sets(self, piece: _Piece, node: ast.Attribute, method: ast.AST, found: _Findings) -> None:
         """A business attribute the code reads on self: the class, or one of its bases, sets it. Not
@@ -237,6 +299,7 @@ class ContextChecks:
         if id(method) in piece.own:
             return
         owner = self._class_of(piece, method)
+        assert self.classes is not None  # (judged only with them)
         if owner is None or self.classes.sets(owner, node.attr) is not False:
             return  # set somewhere, or cannot tell
         if self.classes.read_by(owner, node.attr, frozenset(self._piece_of_node)):
@@ -270,8 +333,6 @@ class ContextChecks:
             return
         producers = [w for w in self.flow(owner).walked if isinstance(w, (ast.With, ast.AsyncWith))]
         producers = [w for w in producers if fact in with_products(w)]
-        if not producers:
-            return
         around = [w for a in self._ancestors(piece.position, owner) for w in producers if a is w]
         block = around[-1] if around else producers[0]
         why = (
@@ -335,7 +396,7 @@ class ContextChecks:
                             issue = self._not_reaching(piece, piece.line, subject, at, line, caller=reader)
                             found.ctx(piece.point, issue)
         if isinstance(owner, ast.Module):
-            for name in _names_bound(piece):
+            for name in piece.bound:
                 readers = self.relations.name_readers(piece.point.file, name, piece.point.id)
                 if readers and not _holds(flow.exit, f"n:{name}"):
                     found.ctx(piece.point, self._not_at_exit(piece, name, f"n:{name}", readers[0]))
@@ -416,7 +477,11 @@ class ContextChecks:
         return chain
 
     def _scope(self, owner: ast.AST) -> Scope | None:
-        return self.table.module if isinstance(owner, ast.Module) else self.table.scope_of_def(owner)
+        """The name-table scope of a def (or the module), looked up once."""
+        if id(owner) not in self._scopes:
+            module = isinstance(owner, ast.Module)
+            self._scopes[id(owner)] = self.table.module if module else self.table.scope_of_def(owner)
+        return self._scopes[id(owner)]
 
     def _local(self, piece: _Piece, node: ast.Name, owner: ast.AST) -> bool:
         """Does the name, read by the piece's code, mean a variable of `owner`'s own scope?"""
@@ -424,13 +489,20 @@ class ContextChecks:
         if scope is None or scope.kind is ScopeKind.CLASS:
             return False
         if piece.planned:
-            return _planned_local(node.id, scope, piece, self.pieces)
+            return _planned_local(node.id, scope, piece, self._planned_names(piece.owner))
         start = self.table.scope_of(node)
         while start is not None and start is not scope and start.kind is ScopeKind.COMPREHENSION:
             if start.binds(node.id):
                 return False
             start = start.parent
         return start is scope and scope.binds(node.id) and self.table.resolve(node.id, scope) is scope
+
+    def _planned_names(self, owner: ast.AST) -> frozenset[str]:
+        """Names the planned pieces of a def, class or module bind there."""
+        if id(owner) not in self._planned_bound:
+            names = {n for p in self.pieces if p.planned and p.owner is owner for n in p.bound}
+            self._planned_bound[id(owner)] = frozenset(names)
+        return self._planned_bound[id(owner)]
 
     def _binders(self, name: str, owner: ast.AST) -> list[tuple[_Piece, int]]:
         """Point code binding the name in the owner's scope (in the file, or planned), with its line."""
@@ -440,7 +512,7 @@ class ContextChecks:
             piece = self._piece_of_node.get(id(binding.node))
             if piece is not None:
                 found.append((piece, binding.line))
-        found += [(p, p.line) for p in self.pieces if p.planned and p.owner is owner and name in _names_bound(p)]
+        found += [(p, p.line) for p in self.pieces if p.planned and p.owner is owner and name in p.bound]
         return found
 
     def _business_bindings(self, name: str, owner: ast.AST) -> list[tuple[int, ast.stmt]]:
@@ -462,13 +534,13 @@ class ContextChecks:
 
 
 def _present(recognition: Recognition, index: FileIndex) -> Iterator[_Piece]:
-    from trace_instrument.locate.runnable import owned_nodes  # (runnable uses this module)
+    from trace_instrument.locate.runnable import owned_ids  # (runnable uses this module)
 
     for state in recognition.states.values():
         for block in state.blocks:
             if not block.top:
                 continue
-            own = frozenset(id(n) for n in owned_nodes(block))
+            own = owned_ids(block)
             owner = index.enclosing_scope(block.top[0])
             swapped = block.edit.kind is EditKind.REPLACE_EXPR
             stmts = [block.top[0]] if swapped else block.top
@@ -571,31 +643,30 @@ def _attributes_set(piece: _Piece, instance: str | None, *, class_body: bool = F
     """Attributes the piece's code sets on the instance (`self.A = ...`, `setattr(self, "A", ...)`),
     in the order the code sets them; in a class body, the names it defines there."""
     if class_body:
-        return _names_bound(piece)
-    found: dict[str, None] = {}
-    if instance is None:
-        return []
-    for stmt in piece.stmts:
-        for node in ast.walk(stmt):
-            if id(node) not in piece.own:
-                continue
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and dotted(node.value) == instance:
-                found[node.attr] = None
-            elif _is_setattr(node, instance):
-                assert isinstance(node, ast.Call)
-                argument = node.args[1]
-                assert isinstance(argument, ast.Constant)
-                found[str(argument.value)] = None
-    return list(found)
+        return piece.bound
+    return list(dict.fromkeys(name for holder, name in piece.stores if holder == instance))
 
 
-def _is_setattr(node: ast.AST, instance: str) -> bool:
+def _stores(piece: _Piece) -> Iterator[tuple[str, str]]:
+    for node, _stmt, _owner in piece.reads:
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            holder = dotted(node.value)
+            if holder is not None:
+                yield holder, node.attr
+        elif _is_setattr(node):
+            assert isinstance(node, ast.Call)
+            holder, argument = dotted(node.args[0]), node.args[1]
+            assert isinstance(argument, ast.Constant)
+            if holder is not None:
+                yield holder, str(argument.value)
+
+
+def _is_setattr(node: ast.AST) -> bool:
     return (
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == "setattr"
         and len(node.args) >= 2
-        and dotted(node.args[0]) == instance
         and isinstance(node.args[1], ast.Constant)
         and isinstance(node.args[1].value, str)
     )
@@ -623,15 +694,13 @@ def _names_bound(piece: _Piece) -> list[str]:
     return [n for n in names if not PLACEHOLDER.match(n)]
 
 
-def _planned_local(name: str, scope: Scope, piece: _Piece, pieces: Sequence[_Piece]) -> bool:
+def _planned_local(name: str, scope: Scope, piece: _Piece, planned_names: frozenset[str]) -> bool:
     """A name a planned template reads is local to its function when the function binds it, or
     the template or another planned piece there does (the template's own comprehensions aside)."""
     from trace_instrument.locate.runnable import template_table
 
     template = template_table(tuple(piece.edit.template.stmts))
-    if scope.binds(name) or template.module.binds(name):
-        return True
-    return any(p.planned and p.owner is piece.owner and name in _names_bound(p) for p in pieces)
+    return scope.binds(name) or template.module.binds(name) or name in planned_names
 
 
 def _holds(state: State, fact: str) -> bool:

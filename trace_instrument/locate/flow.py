@@ -240,7 +240,7 @@ class Flow:
         self._loops: list[tuple[list[State], list[State]]] = []  # (breaks, continues) of enclosing loops
         self._returns: list[State] = []
         self.walked: list[ast.stmt] = []  # every statement walked, in the order first reached
-        self.instance = _instance_name(owner)
+        self.instance = instance_name(owner)
         self.class_body = isinstance(owner, ast.ClassDef)
         entry: set[str] = set()
         if isinstance(owner, (*_FUNCTIONS, ast.Lambda)):
@@ -511,7 +511,7 @@ def _gain(state: State, made: set[str], lost: set[str]) -> State:
     return state | made if made else state
 
 
-def _instance_name(owner: ast.AST) -> str | None:
+def instance_name(owner: ast.AST) -> str | None:
     """The name a method calls its instance by (its first parameter), for `self.A = ...` facts."""
     if not isinstance(owner, _FUNCTIONS):
         return None

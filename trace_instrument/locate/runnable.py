@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -30,9 +31,8 @@ from trace_instrument.locate.names import (
     one_line,
 )
 from trace_instrument.locate.recognize import Block, Recognition
-from trace_instrument.model import TRACING_MODULE, TRACING_NAMES, Edit, EditKind, NameIssue, Point, Reason
+from trace_instrument.model import TRACING_MODULE, TRACING_NAMES, Edit, EditKind, NameIssue, Point, Reason, Relations
 from trace_instrument.spec.code import PLACEHOLDER, placeholders
-from trace_instrument.spec.relations import Relations
 
 Planned = frozenset[tuple[int, str]]  # (id of a scope's node, name) bound by points being placed
 
@@ -118,12 +118,23 @@ def _walk_skipping(node: ast.AST, kept: set[int]) -> Iterator[ast.AST]:
         stack.extend(ast.iter_child_nodes(current))
 
 
+_OWNED: weakref.WeakKeyDictionary[Block, frozenset[int]] = weakref.WeakKeyDictionary()
+
+
+def owned_ids(block: Block) -> frozenset[int]:
+    """Ids of the nodes of a block's own code (owned_nodes), worked out once per block."""
+    found = _OWNED.get(block)
+    if found is None:
+        found = _OWNED[block] = frozenset(id(node) for node in owned_nodes(block))
+    return found
+
+
 def instrumentation_node_ids(recognition: Recognition) -> frozenset[int]:
     """Ids of every node that belongs to a recognised point's code in this file."""
     owned: set[int] = set()
     for state in recognition.states.values():
         for block in state.blocks:
-            owned.update(id(node) for node in owned_nodes(block))
+            owned |= owned_ids(block)
         for edited in state.edited:
             owned.update(id(node) for stmt in edited.stmts for node in ast.walk(stmt))
     return frozenset(owned)
@@ -135,7 +146,10 @@ def instrumentation_node_ids(recognition: Recognition) -> frozenset[int]:
 class PointNames:
     """Name checks for the points of one file."""
 
-    def __init__(self, table: NameTable, recognition: Recognition, relations: Relations, classes: ClassAttributes):
+    def __init__(
+        self, table: NameTable, recognition: Recognition, relations: Relations, classes: ClassAttributes | None
+    ):
+        """`classes`: what the file's classes set (None: attributes read on self are not judged)."""
         self.table = table
         self.recognition = recognition
         self.relations = relations
@@ -143,16 +157,21 @@ class PointNames:
         self.owned = instrumentation_node_ids(recognition)
         self._checks: ContextChecks | None = None
 
-    def checks(self, points: Sequence[Point], planned: Sequence[Placement] = ()) -> ContextChecks:
+    def checks(
+        self, points: Sequence[Point], planned: Sequence[Placement] = (), focus: frozenset[str] | None = None
+    ) -> ContextChecks:
         """The control-flow checks of the file's points (locate/context.py), with `planned`: where
-        apply would put the points not in the file yet (without, they are made once)."""
-        if not planned and self._checks is not None:
+        apply would put the points not in the file yet, and `focus`: the points whose findings are
+        asked for (the plain ones are made once)."""
+        plain = not planned and focus is None
+        if plain and self._checks is not None:
             return self._checks
         imported = {p.id: frozenset(expectations(p)) for p in points}
+        index = self.recognition.index
         made = ContextChecks(
-            self.recognition.index, self.recognition, self.table, self.relations, self.classes, imported, planned
+            index, self.recognition, self.table, self.relations, self.classes, imported, planned, focus
         )
-        if not planned:
+        if plain:
             self._checks = made
         return made
 

@@ -43,6 +43,7 @@ from trace_instrument.spec.reading import (
     strings,
     template_fits,
 )
+from trace_instrument.spec.relations import relations
 from trace_instrument.spec.signatures import defined_helpers, signatures_in
 from trace_instrument.spec.yamlnodes import Node, read_yaml
 
@@ -95,7 +96,13 @@ def read_catalog(anchors_dirs: Iterable[Path] | None, templates_dir: Path, *, sh
     points = _with_markers(ctx, points, helpers)
     if ctx.problems:
         raise SpecError(ctx.problems)
-    return Catalog(points=tuple(points), runtime=runtime, validated_on=validated_on, helpers=helpers)
+    return Catalog(
+        points=tuple(points),
+        runtime=runtime,
+        validated_on=validated_on,
+        helpers=helpers,
+        relations=relations(points),
+    )
 
 
 def _display(path: Path, user_dir: Path | None) -> str:

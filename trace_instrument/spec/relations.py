@@ -10,60 +10,31 @@ and every name a template reads without binding it.
 from __future__ import annotations
 
 import ast
-import functools
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 
-from trace_instrument.model import Catalog, Point
+from trace_instrument.model import Point, Reader, Relations
 from trace_instrument.spec.code import PLACEHOLDER
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-@dataclass(frozen=True)
-class Reader:
-    """A point whose code reads an attribute or a module name, and the function that code runs in."""
-
-    point: str
-    function: str  # the def in the template holding the read, else the last part of the point's scope
-    file: str
-    scope: str
-
-
-@dataclass(frozen=True)
-class Relations:
-    """Who reads what, across the catalog: attribute name -> readers; (file, module name) -> readers."""
-
-    attributes: dict[str, tuple[Reader, ...]]
-    module_names: dict[tuple[str, str], tuple[Reader, ...]]
-    set_attributes: frozenset[str] = frozenset()  # attributes some template sets (`x.A = ...`, a def A)
-
-    def attribute_readers(self, name: str, binder: str, function: str) -> tuple[Reader, ...]:
-        """Readers of `.name` but the binder's own code in the same function (its own use)."""
-        return tuple(r for r in self.attributes.get(name, ()) if not (r.point == binder and r.function == function))
-
-    def name_readers(self, file: str, name: str, binder: str) -> tuple[Reader, ...]:
-        return tuple(r for r in self.module_names.get((file, name), ()) if r.point != binder)
-
-
-@functools.lru_cache(maxsize=8)  # one per loaded catalog
-def relations(catalog: Catalog) -> Relations:
+def relations(points: Iterable[Point]) -> Relations:
+    """Who reads what of the points' code (the loader stores it on the catalog)."""
     attributes: dict[str, list[Reader]] = {}
     module_names: dict[tuple[str, str], list[Reader]] = {}
     set_attributes: set[str] = set()
-    for point in catalog.points:
+    for point in points:
+        default = point.scope.rsplit(".", 1)[-1] if point.scope != "<module>" else ""
         for edit in point.edits:
-            for node in (n for s in edit.template.stmts for n in ast.walk(s)):
-                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                    set_attributes.add(node.attr)
-                elif isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
-                    set_attributes.add(node.name)
-        for kind, name, function in _reads(point):
-            reader = Reader(point.id, function, point.file, point.scope)
-            if kind == "attribute":
-                attributes.setdefault(name, []).append(reader)
-            elif point.scope != "<module>" or function:
-                module_names.setdefault((point.file, name), []).append(reader)
+            reads = _Reads(default)
+            reads.walk(edit.template.stmts)
+            set_attributes |= reads.set_attributes
+            for name, function in reads.attributes:
+                attributes.setdefault(name, []).append(Reader(point.id, function, point.file, point.scope))
+            for name, function in reads.free_names():
+                if point.scope != "<module>" or function:
+                    reader = Reader(point.id, function, point.file, point.scope)
+                    module_names.setdefault((point.file, name), []).append(reader)
     return Relations(
         {k: tuple(v) for k, v in attributes.items()},
         {k: tuple(v) for k, v in module_names.items()},
@@ -71,46 +42,59 @@ def relations(catalog: Catalog) -> Relations:
     )
 
 
-def _reads(point: Point) -> Iterator[tuple[str, str, str]]:
-    """("attribute" | "name", name, function) for every plain attribute read and free name read."""
-    default = point.scope.rsplit(".", 1)[-1] if point.scope != "<module>" else ""
-    for edit in point.edits:
-        bound = _bound_at_top(edit.template.stmts)
-        for stmt in edit.template.stmts:
-            yield from _walk(stmt, default, bound)
+class _Reads:
+    """One template's reads, in one walk: plain attribute reads with the function holding them,
+    names read per function (free when that function's code binds them nowhere), and attributes
+    it sets (`x.A = ...`, a def A)."""
 
+    def __init__(self, function: str):
+        self.attributes: list[tuple[str, str]] = []
+        self.set_attributes: set[str] = set()
+        self._functions = [function]  # the function of each scope: the template's, then its defs
+        self._loads: list[list[str]] = [[]]
+        self._bound: list[set[str]] = [set()]
 
-def _walk(node: ast.AST, function: str, bound: frozenset[str]) -> Iterator[tuple[str, str, str]]:
-    if isinstance(node, _FUNCTIONS):
-        inner = _bound_at_top(node.body) | {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
-        for stmt in node.body:
-            yield from _walk(stmt, node.name, frozenset(inner))
-        return
-    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-        yield "attribute", node.attr, function
-    free = isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound
-    if free and isinstance(node, ast.Name) and not PLACEHOLDER.match(node.id):
-        yield "name", node.id, function
-    for child in ast.iter_child_nodes(node):
-        yield from _walk(child, function, bound)
+    def walk(self, stmts: Iterable[ast.stmt]) -> None:
+        pending: list[tuple[ast.AST, int]] = [(s, 0) for s in reversed(list(stmts))]
+        while pending:
+            node, scope = pending.pop()
+            if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+                self._bound[scope].add(node.name)
+                self.set_attributes.add(node.name)
+                if isinstance(node, _FUNCTIONS):
+                    inner = self._scope(node.name, {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)})
+                    pending.extend((child, inner) for child in reversed(node.body))
+                continue
+            self._note(node, scope)
+            pending.extend((child, scope) for child in ast.iter_child_nodes(node))
 
+    def _scope(self, function: str, bound: set[str]) -> int:
+        self._functions.append(function)
+        self._loads.append([])
+        self._bound.append(bound)
+        return len(self._functions) - 1
 
-def _bound_at_top(stmts: list[ast.stmt] | tuple[ast.stmt, ...]) -> frozenset[str]:
-    """Names a block of code binds itself (at any depth, nested functions aside)."""
-    names: set[str] = set()
-    pending: list[ast.AST] = list(stmts)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
-            names.add(node.name)
-            continue
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
+    def _note(self, node: ast.AST, scope: int) -> None:
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.ctx, ast.Load):
+                self.attributes.append((node.attr, self._functions[scope]))
+            elif isinstance(node.ctx, ast.Store):
+                self.set_attributes.add(node.attr)
+        elif isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Load):
+                self._loads[scope].append(node.id)
+            else:
+                self._bound[scope].add(node.id)
         elif isinstance(node, ast.alias):
-            names.add(node.asname or node.name.split(".")[0])
+            self._bound[scope].add(node.asname or node.name.split(".")[0])
         elif isinstance(node, ast.arg):
-            names.add(node.arg)
+            self._bound[scope].add(node.arg)
         elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-        pending.extend(ast.iter_child_nodes(node))
-    return frozenset(names)
+            self._bound[scope].add(node.name)
+
+    def free_names(self) -> Iterator[tuple[str, str]]:
+        """(name, function) for every read of a name its function's code does not bind."""
+        for function, loads, bound in zip(self._functions, self._loads, self._bound):
+            for name in loads:
+                if name not in bound and not PLACEHOLDER.match(name):
+                    yield name, function
