@@ -28,6 +28,7 @@ from trace_instrument.model import (
     RuntimeFile,
     RuntimeStatus,
 )
+from trace_instrument.spec.code import absolute_module
 
 
 @dataclass(frozen=True)
@@ -274,17 +275,6 @@ def _package_of(relative: str) -> str:
     return ".".join(relative.split("/")[:-1])
 
 
-def _absolute(node: ast.ImportFrom, package: str) -> str | None:
-    """The module an ImportFrom names, relative levels resolved against the file's package."""
-    if node.level == 0:
-        return node.module or ""
-    parts = package.split(".") if package else []
-    if node.level - 1 > len(parts):
-        return None  # beyond the top: Python would refuse it too
-    base = parts[: len(parts) - (node.level - 1)]
-    return ".".join([*base, *([node.module] if node.module else [])])
-
-
 def _imports(data: bytes, package: str, parent: str, leaf: str, names: frozenset[str]) -> bool:
     """Does the file import the runtime package (or one of its modules)? A file that takes from
     `verl.utils.tracing` only names the runtime does not have (`names`) imports a module of the
@@ -295,7 +285,7 @@ def _imports(data: bytes, package: str, parent: str, leaf: str, names: frozenset
         return TRACING_MODULE.encode() in data or leaf.encode() in data  # cannot tell: assume it does
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            module = _absolute(node, package) or ""
+            module = absolute_module(node, package) or ""
             if module == TRACING_MODULE and any(alias.name in names for alias in node.names):
                 return True
             if module.startswith(TRACING_MODULE + ".") and _ours(module, names):

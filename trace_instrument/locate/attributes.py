@@ -14,6 +14,9 @@ import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from trace_instrument.locate.flow import dotted
+from trace_instrument.spec.code import absolute_module
+
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 # bases that give an instance no attributes of its own
 _EMPTY_BASES = frozenset({"object", "ABC", "abc.ABC", "Generic", "typing.Generic", "Protocol", "typing.Protocol"})
@@ -100,14 +103,14 @@ class ClassAttributes:
         """The class a base expression names (the string "empty" for object, ABC, Generic[...]; None: unknown)."""
         if isinstance(base, ast.Subscript):
             base = base.value
-        dotted = _dotted(base)
-        if dotted is None:
+        name = dotted(base)
+        if name is None:
             return None
-        if dotted in _EMPTY_BASES:
+        if name in _EMPTY_BASES:
             return "empty"
-        head, _, rest = dotted.partition(".")
+        head, _, rest = name.partition(".")
         for stmt in code.tree.body:
-            if isinstance(stmt, ast.ClassDef) and stmt.name == dotted:
+            if isinstance(stmt, ast.ClassDef) and stmt.name == name:
                 return stmt, code, module
         origin = _imported(code.tree, module, head)
         if origin is None:
@@ -165,7 +168,7 @@ def _set_by_name(method: ast.FunctionDef | ast.AsyncFunctionDef, instance: str) 
     found: set[str] = set()
     unnamed = False
     for sub in ast.walk(method):
-        if isinstance(sub, ast.Attribute) and sub.attr == "__dict__" and _dotted(sub.value) == instance:
+        if isinstance(sub, ast.Attribute) and sub.attr == "__dict__" and dotted(sub.value) == instance:
             unnamed = True
         elif _called_on(sub, instance, ("setattr", "vars")):
             assert isinstance(sub, ast.Call)
@@ -183,7 +186,7 @@ def _reads(node: ast.ClassDef) -> dict[str, tuple[int, ...]]:
     for method in _methods(node.body):
         instance = _instance(method)
         for sub in ast.walk(method) if instance is not None else ():
-            if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load) and _dotted(sub.value) == instance:
+            if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load) and dotted(sub.value) == instance:
                 reads.setdefault(sub.attr, []).append(id(sub))
     return {k: tuple(v) for k, v in reads.items()}
 
@@ -246,13 +249,13 @@ def _called_on(node: ast.AST, instance: str, functions: tuple[str, ...]) -> bool
         isinstance(node, ast.Call)
         and getattr(node.func, "id", None) in functions
         and bool(node.args)
-        and _dotted(node.args[0]) == instance
+        and dotted(node.args[0]) == instance
     )
 
 
 def _instance(method: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     positional = [*method.args.posonlyargs, *method.args.args]
-    decorators = {_dotted(d) for d in method.decorator_list}
+    decorators = {dotted(d) for d in method.decorator_list}
     if not positional or decorators & {"staticmethod", "classmethod"}:
         return None
     return positional[0].arg
@@ -263,7 +266,7 @@ def _imported(tree: ast.Module, module: str, name: str) -> tuple[str, str] | Non
     package = module.rsplit(".", 1)[0] if "." in module else ""
     for stmt in tree.body:
         if isinstance(stmt, ast.ImportFrom):
-            source = _absolute(stmt, package)
+            source = absolute_module(stmt, package)
             for alias in stmt.names:
                 if (alias.asname or alias.name) == name and source is not None:
                     return source, alias.name
@@ -272,24 +275,3 @@ def _imported(tree: ast.Module, module: str, name: str) -> tuple[str, str] | Non
                 if (alias.asname or alias.name.split(".")[0]) == name:
                     return (alias.name if alias.asname else alias.name.split(".")[0]), ""
     return None
-
-
-def _absolute(node: ast.ImportFrom, package: str) -> str | None:
-    if node.level == 0:
-        return node.module
-    parts = package.split(".") if package else []
-    if node.level - 1 > len(parts):
-        return None
-    base = parts[: len(parts) - (node.level - 1)]
-    return ".".join([*base, *([node.module] if node.module else [])])
-
-
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))

@@ -116,3 +116,15 @@ def single_expression(stmts: tuple[ast.stmt, ...]) -> ast.expr:
     if not isinstance(first, ast.Expr):
         raise TypeError(f"not a single expression: {ast.unparse(first)!r}")
     return first.value
+
+
+def absolute_module(node: ast.ImportFrom, package: str) -> str | None:
+    """The module an ImportFrom names, relative levels resolved against the file's package (None:
+    beyond the top, which Python refuses too)."""
+    if node.level == 0:
+        return node.module or ""
+    parts = package.split(".") if package else []
+    if node.level - 1 > len(parts):
+        return None
+    base = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
