@@ -40,6 +40,7 @@ from trace_instrument.locate.flow import (
     with_products,
 )
 from trace_instrument.locate.index import FileIndex, Site
+from trace_instrument.locate.match import Matcher
 from trace_instrument.locate.names import COMPREHENSIONS, BindingKind, NameTable, Scope, ScopeKind, one_line
 from trace_instrument.locate.recognize import Recognition
 from trace_instrument.model import ContextIssue, Edit, EditKind, NameIssue, Point, Reader, Reason, Relations
@@ -139,8 +140,8 @@ class ContextChecks:
         }
         self._flows: dict[int, Flow] = {}
         self._planned_bound: dict[int, frozenset[str]] = {}
-        self._made: dict[int, frozenset[str]] = {}
-        self._scopes: dict[int, Scope | None] = {}  # a def's id -> the items its with blocks write
+        self._made: dict[int, frozenset[str]] = {}  # a def's id -> the items its with blocks write
+        self._scopes: dict[int, Scope | None] = {}  # a def's id -> its name-table scope
         self._findings: _Findings | None = None
         self._focus = focus
 
@@ -174,9 +175,7 @@ class ContextChecks:
 
     def _blocks_like(self, pattern: ast.stmt, owner: ast.AST) -> list[ast.stmt]:
         """Statements of the owner's own code whose header matches a block pattern."""
-        from trace_instrument.locate.match import Matcher
-
-        sites = self.index.sites_in(owner) if not isinstance(owner, ast.Module) else self.index.sites
+        sites = self._sites_in(owner)
         return [s.node for s in sites if type(s.node) is type(pattern) and Matcher().statement(pattern, s.node)]
 
     # -- the judgement ----------------------------------------------------------------------------
