@@ -14,7 +14,7 @@ import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from trace_instrument.locate.flow import dotted
+from trace_instrument.locate.flow import dotted, instance_name, statements
 from trace_instrument.spec.code import absolute_module
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -149,10 +149,10 @@ def _read(node: ast.ClassDef, code: Module) -> _Class:
     text = code.lines[node.lineno - 1 : node.end_lineno or node.lineno]
     maybe_dynamic = any(word in line for line in text for word in _DYNAMIC_WORDS)
     for method in _methods(node.body):
-        instance = _instance(method)
+        instance = instance_name(method)
         if instance is None:
             continue
-        for stmt in _statements(method.body):
+        for stmt in statements(method.body, into_definitions=True):  # closures share self
             for target in _targets(stmt):
                 attributes.update(_set_on(target, instance))
         if maybe_dynamic:
@@ -184,21 +184,11 @@ def _reads(node: ast.ClassDef) -> dict[str, tuple[int, ...]]:
     """attribute -> ids of the nodes of the class's methods that read it on the instance."""
     reads: dict[str, list[int]] = {}
     for method in _methods(node.body):
-        instance = _instance(method)
+        instance = instance_name(method)
         for sub in ast.walk(method) if instance is not None else ():
             if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load) and dotted(sub.value) == instance:
                 reads.setdefault(sub.attr, []).append(id(sub))
     return {k: tuple(v) for k, v in reads.items()}
-
-
-def _statements(stmts: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Every statement of a body, nested ones (and those of nested defs: closures share self) too."""
-    for stmt in stmts:
-        yield stmt
-        for name in ("body", "orelse", "finalbody"):
-            yield from _statements(getattr(stmt, name, None) or [])
-        for clause in [*getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
-            yield from _statements(clause.body)
 
 
 def _set_on(target: ast.expr, instance: str) -> Iterator[str]:
@@ -251,14 +241,6 @@ def _called_on(node: ast.AST, instance: str, functions: tuple[str, ...]) -> bool
         and bool(node.args)
         and dotted(node.args[0]) == instance
     )
-
-
-def _instance(method: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
-    positional = [*method.args.posonlyargs, *method.args.args]
-    decorators = {dotted(d) for d in method.decorator_list}
-    if not positional or decorators & {"staticmethod", "classmethod"}:
-        return None
-    return positional[0].arg
 
 
 def _imported(tree: ast.Module, module: str, name: str) -> tuple[str, str] | None:

@@ -32,10 +32,13 @@ from trace_instrument.locate.flow import (
     Flow,
     Overlay,
     State,
+    child_statements,
+    constant_truth,
     dotted,
     instance_name,
     item_fact,
     item_read,
+    statements,
     suppresses,
     with_products,
 )
@@ -136,7 +139,11 @@ class ContextChecks:
         self._piece_of_node = {n: piece for piece in self.pieces if not piece.planned for n in piece.own}
         # statements of planned code (not in the file): the piece they belong to
         self._planned_of = {
-            id(stmt): piece for piece in self.pieces if piece.planned for top in piece.stmts for stmt in _walk(top)
+            id(stmt): piece
+            for piece in self.pieces
+            if piece.planned
+            for top in piece.stmts
+            for stmt in statements([top], into_definitions=True)
         }
         self._flows: dict[int, Flow] = {}
         self._planned_bound: dict[int, frozenset[str]] = {}
@@ -231,7 +238,7 @@ class ContextChecks:
                 for p in self.pieces
                 if p.planned and p.owner is owner
                 for top in p.stmts
-                for s in _walk(top)
+                for s in statements([top], into_definitions=True)
                 if isinstance(s, (ast.With, ast.AsyncWith))
             ]
             self._made[id(owner)] = frozenset(f for b in blocks for f in with_products(b))
@@ -594,7 +601,7 @@ def _statement_reads(
     inner = stmt if isinstance(stmt, _FUNCTIONS) else owner
     if isinstance(stmt, ast.ClassDef):
         inner = stmt
-    for child in _child_statements(stmt):
+    for child in child_statements(stmt):
         yield from _statement_reads(child, inner, own)
 
 
@@ -616,26 +623,12 @@ def _evaluated(stmt: ast.stmt) -> Iterator[ast.AST]:
             pending.extend(ast.iter_child_nodes(node))
 
 
-def _child_statements(stmt: ast.stmt) -> Iterator[ast.stmt]:
-    for name in ("body", "orelse", "finalbody"):
-        yield from getattr(stmt, name, None) or []
-    for clause in [*getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
-        yield from clause.body
-
-
 def _ran(piece: _Piece) -> str:
     return f"p:{piece.point.id}:{piece.edit.rank}"
 
 
 def _finished(point: Point, index: int) -> str:
     return f"b:{point.id}:{index}"
-
-
-def _walk(stmt: ast.stmt) -> Iterator[ast.stmt]:
-    """A statement and every statement nested in it."""
-    yield stmt
-    for child in _child_statements(stmt):
-        yield from _walk(child)
 
 
 def _attributes_set(piece: _Piece, instance: str | None, *, class_body: bool = False) -> list[str]:
@@ -734,15 +727,15 @@ def _header(node: ast.AST) -> str:
 def _how_it_skips(ancestor: ast.AST, inner: ast.AST) -> str:
     """How an enclosing statement or clause may keep `inner` (in it) from running ("": it never does)."""
     if isinstance(ancestor, ast.If):
-        if _constant(ancestor.test) is not None:
-            return ""
-        return (
-            "may skip it (when its test is false)" if inner in ancestor.body else "may skip it (when its test is true)"
-        )
+        in_body = inner in ancestor.body
+        truth = constant_truth(ancestor.test)
+        if truth is not None:  # known without running it: the branch always runs, or never
+            return "" if truth == in_body else "never runs it (its test is known without running it)"
+        return "may skip it (when its test is false)" if in_body else "may skip it (when its test is true)"
     if isinstance(ancestor, (ast.For, ast.AsyncFor, ast.While)):
         if inner in ancestor.orelse:
             return "may skip it (a `break` skips the loop's else)"
-        if isinstance(ancestor, ast.While) and _constant(ancestor.test):
+        if isinstance(ancestor, ast.While) and constant_truth(ancestor.test):
             return ""
         return "may skip it (the loop may run no time at all)"
     if type(ancestor).__name__ in ("Try", "TryStar"):  # (TryStar: Python 3.11 on)
@@ -798,10 +791,6 @@ def _how_try_cuts(statement: ast.AST, binder: ast.AST, reader: ast.AST | None) -
             f"may skip it: an exception raised before it goes to the except clause (line {reader.lineno}) that reads it"
         )
     return ""
-
-
-def _constant(test: ast.expr) -> bool | None:
-    return bool(test.value) if isinstance(test, ast.Constant) else None
 
 
 def _completes(body: list[ast.stmt]) -> bool:

@@ -115,7 +115,7 @@ def suppresses(stmt: ast.With | ast.AsyncWith) -> bool:
     return False
 
 
-def _constant_truth(test: ast.expr) -> bool | None:
+def constant_truth(test: ast.expr) -> bool | None:
     """True / False for a test whose value is known without running it (TYPE_CHECKING is False)."""
     if isinstance(test, ast.Constant):
         return bool(test.value)
@@ -181,7 +181,7 @@ class Overlay:
         """`template` in place of `region`, its captures standing for the anchored statements."""
         self.rewrites[id(region[0])] = template
         self.covered.update(id(s) for s in region[1:])
-        for stmt in _statements_in(template):
+        for stmt in statements(template):
             capture = _capture(stmt)
             if capture is not None and capture[0] < len(anchored):
                 index, role = capture
@@ -204,16 +204,21 @@ def _capture(stmt: ast.stmt) -> tuple[int, str] | None:
     return None
 
 
-def _statements_in(stmts: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
-    """Every statement, nested ones too, not into nested functions and classes."""
+def statements(stmts: Iterable[ast.stmt], *, into_definitions: bool = False) -> Iterator[ast.stmt]:
+    """Every statement, nested ones too (with `into_definitions`, those of nested defs and classes)."""
     for stmt in stmts:
         yield stmt
-        if isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
+        if not into_definitions and isinstance(stmt, (*_FUNCTIONS, ast.ClassDef)):
             continue
-        for name in ("body", "orelse", "finalbody"):
-            yield from _statements_in(getattr(stmt, name, None) or [])
-        for clause in [*getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
-            yield from _statements_in(clause.body)
+        yield from statements(child_statements(stmt), into_definitions=into_definitions)
+
+
+def child_statements(stmt: ast.stmt) -> Iterator[ast.stmt]:
+    """The statements directly in a statement's blocks and clauses."""
+    for name in ("body", "orelse", "finalbody"):
+        yield from getattr(stmt, name, None) or []
+    for clause in [*getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
+        yield from clause.body
 
 
 # -- the analysis ------------------------------------------------------------------------------
@@ -389,7 +394,7 @@ class Flow:
     # -- compound statements --------------------------------------------------------------
 
     def _If(self, stmt: ast.If, state: State) -> State:
-        truth = _constant_truth(stmt.test)
+        truth = constant_truth(stmt.test)
         body = self._block(stmt.body, None if truth is False else state)
         orelse = self._block(stmt.orelse, None if truth is True else state)
         return meet(body, orelse)
@@ -418,7 +423,7 @@ class Flow:
     _AsyncFor = _For
 
     def _While(self, stmt: ast.While, state: State) -> State:
-        return self._loop(stmt, state, endless=_constant_truth(stmt.test) is True)
+        return self._loop(stmt, state, endless=constant_truth(stmt.test) is True)
 
     def _With(self, stmt: ast.With | ast.AsyncWith, state: State) -> State:
         entry = state
@@ -498,7 +503,7 @@ class Flow:
         return None
 
     def _Assert(self, stmt: ast.Assert, state: State) -> State:
-        return None if _constant_truth(stmt.test) is False else state
+        return None if constant_truth(stmt.test) is False else state
 
 
 def _gain(state: State, made: set[str], lost: set[str]) -> State:
