@@ -200,3 +200,43 @@ def test_shell_completion_is_available():
     shown = subprocess.run(["bash", "-c", command], check=False, capture_output=True, text=True)
     assert shown.returncode == 0, shown.stderr
     assert "_TRACE_INSTRUMENT_COMPLETE=complete_bash" in shown.stdout and "trace-instrument" in shown.stdout
+
+
+# -- the process ends without tearing the interpreter down: nothing it wrote may be lost ---------
+
+
+def _ending(code: str) -> subprocess.CompletedProcess[str]:
+    program = f"import sys\nfrom trace_instrument.cli import _end_process\nsys.stdout.write('x' * 300_000)\n{code}"
+    return subprocess.run([sys.executable, "-c", program], check=False, capture_output=True, text=True, timeout=60)
+
+
+def test_the_end_of_a_run_flushes_its_output_and_keeps_its_exit_code():
+    ended = _ending("_end_process(3)")
+    assert (ended.returncode, len(ended.stdout)) == (3, 300_000)
+    assert _ending("_end_process(None)").returncode == 0
+
+
+def test_an_exit_with_a_message_prints_it_and_exits_1_as_python_does():
+    ended = _ending("_end_process('no such tree')")
+    assert ended.returncode == 1 and ended.stderr == "no such tree\n" and len(ended.stdout) == 300_000
+
+
+def test_a_whole_process_run_writes_its_complete_report(checkout_090, tmp_path):
+    assert _run("apply", checkout_090).exit_code == 0
+    in_process = json.loads(_run("check", "--format", "json", checkout_090).output)
+    report = tmp_path / "check.json"
+    with report.open("w") as out:
+        done = subprocess.run(
+            [sys.executable, "-m", "trace_instrument", "check", "--format", "json", str(checkout_090)],
+            stdout=out,
+            check=False,
+            timeout=300,
+        )
+    assert done.returncode == 0
+    assert json.loads(report.read_text()) == in_process
+
+
+def test_a_reader_that_stops_early_does_not_hang_the_run(checkout_090):
+    command = shlex.join([sys.executable, "-m", "trace_instrument", "check", str(checkout_090)])
+    done = subprocess.run(["sh", "-c", f"{command} | head -c 10"], check=False, capture_output=True, timeout=300)
+    assert done.returncode == 0 and len(done.stdout) == 10

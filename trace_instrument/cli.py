@@ -134,6 +134,27 @@ def main() -> None:
         app(prog_name="trace-instrument")
     except (Interrupted, InterruptedAfterWrite, KeyboardInterrupt) as exc:
         _interrupted(exc)
+    except SystemExit as exc:  # how the command-line library ends every run, errors and help included
+        _end_process(exc.code)
+
+
+def _end_process(code: int | str | None) -> NoReturn:
+    """Exit with the run's code once its output is flushed, without tearing the interpreter down.
+
+    Everything a command writes is complete by now (files are written, renamed and closed, trace
+    databases closed, worker processes joined): what an ordinary exit would add is freeing every
+    parsed tree and cached object one by one, a fifth of a `check`'s time. (mypy ends the same way.)
+    """
+    if isinstance(code, str):  # SystemExit("message"): printed, and exit status 1, as Python does
+        sys.stderr.write(code + "\n")
+        code = 1
+    status = 0 if code is None else code
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe (`| head`) or stream: nothing more can reach it
+            status = status or 120  # what Python itself returns when its final flush fails
+    os._exit(status)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:

@@ -11,8 +11,8 @@ name (`setattr(self, name, ...)`, `self.__dict__`, `__getattr__`).
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Iterator
+from dataclasses import dataclass, replace
 
 from trace_instrument.locate.flow import dotted, instance_name, statements
 from trace_instrument.spec.code import absolute_module
@@ -69,11 +69,14 @@ class ClassAttributes:
         """Does the class (or a base) set attribute `name` on its instances? None: cannot tell."""
         return self._sets(class_node, self.code, self.module, name, set())
 
-    def read_by(self, class_node: ast.ClassDef, name: str, skip: frozenset[int]) -> bool:
+    def read_by(self, class_node: ast.ClassDef, name: str, skip: Container[int]) -> bool:
         """Does the class's own code (nodes in `skip` aside: tracing code) read `self.<name>`?"""
         info = self._info(class_node)
-        reads = info.reads if info.reads is not None else _reads(class_node)
-        return any(node not in skip for node in reads.get(name, ()))
+        if info.reads is None:  # walked once, when first asked
+            info = replace(info, reads=_reads(class_node))
+            _READ[id(class_node)] = (class_node, info)
+        assert info.reads is not None
+        return any(node not in skip for node in info.reads.get(name, ()))
 
     def _sets(self, node: ast.ClassDef, code: Module, module: str, name: str, seen: set[int]) -> bool | None:
         if id(node) in seen:

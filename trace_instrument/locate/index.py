@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import collections
 import copy
 import re
@@ -37,6 +38,7 @@ class FileIndex:
     def __init__(self, tree: ast.Module, source: str | None = None):
         self.tree = tree
         self.lines = source.splitlines() if source is not None else None
+        self._matches: dict[re.Pattern[str], list[int]] = {}
         self.sites: list[Site] = []
         self.scopes: dict[str, list[ast.AST]] = {}
         self._site_of: dict[int, Site] = {}
@@ -97,7 +99,18 @@ class FileIndex:
             ]
             end = min(children, default=end + 1) - 1
             end = max(end, node.lineno)  # a one-line block: header and body share the line
-        return any(pattern.search(line) for line in self.lines[node.lineno - 1 : end])
+        matching = self._matching_lines(pattern)
+        first = bisect.bisect_left(matching, node.lineno - 1)
+        return first < len(matching) and matching[first] < end
+
+    def _matching_lines(self, pattern: re.Pattern[str]) -> list[int]:
+        """The (0-based, sorted) numbers of the lines the pattern is found in: each line searched once
+        per file, however many statements ask (a block's lines are its statements' too)."""
+        found = self._matches.get(pattern)
+        if found is None:
+            assert self.lines is not None
+            found = self._matches[pattern] = [i for i, line in enumerate(self.lines) if pattern.search(line)]
+        return found
 
     def alone_on_its_line(self, node: ast.stmt) -> bool:
         """False for `a; b` and one-line blocks (`if x: y`): such statements are not edited."""
