@@ -64,3 +64,45 @@ def test_reformatted_checkout_gets_the_same_call_sites(verl_090, tmp_path, catal
     assert _sites(reformatted, catalog) == _sites(original, catalog)
     assert sum(_sites(reformatted, catalog).values()) > 150
     assert verify(reformatted, catalog).ok
+
+
+def _with_other_separators(root, catalog) -> None:
+    """Form feeds between top-level definitions (as GNU-style code has them) and comments holding
+    characters `str.splitlines` breaks at but Python's tokenizer does not (U+2028, NEL, \\x1c)."""
+    for relative in catalog.files:
+        path = root / relative
+        if not path.exists():
+            continue
+        text = path.read_text(encoding="utf-8")
+        text = re.sub(r"^(class |def |async def )", "\x0c\n\\1", text, flags=re.MULTILINE)
+        comment = "# a line\u2028 that\x85 goes\x1c on"
+        text = re.sub(r"^(\s*)(def |async def )", f"\\1{comment}\n\\1\\2", text, flags=re.MULTILINE)
+        path.write_text(text, encoding="utf-8")
+
+
+def test_a_checkout_with_form_feeds_and_unicode_separators_is_handled_as_python_reads_it(verl_090, tmp_path, catalog):
+    from trace_instrument.engine.check import check
+    from trace_instrument.engine.remove import remove
+
+    original = copy_tree(verl_090, tmp_path / "original")
+    assert apply(original, catalog).written
+    odd = copy_tree(verl_090, tmp_path / "odd")
+    _with_other_separators(odd, catalog)
+    before = {f: (odd / f).read_bytes() for f in catalog.files if (odd / f).exists()}
+    assert all(b"\x0c\n" in data for data in before.values())
+    result = apply(odd, catalog)
+    assert {p.status for p in result.points} == {Status.APPLIED}, [
+        p for p in result.points if p.status is not Status.APPLIED
+    ]
+    assert _sites(odd, catalog) == _sites(original, catalog)
+    assert {p.status for p in check(odd, catalog).points} == {Status.PRESENT}
+    assert verify(odd, catalog).ok
+    # a business edit below a form feed is business code changed, whatever the lines around it
+    trainer = odd / "verl/trainer/ppo/ray_trainer.py"
+    edited = trainer.read_text(encoding="utf-8").replace("self.global_steps += 1", "self.global_steps += 2", 1)
+    assert edited != trainer.read_text(encoding="utf-8")
+    trainer.write_text(edited, encoding="utf-8")
+    assert not verify(odd, catalog).ok
+    trainer.write_text(edited.replace("self.global_steps += 2", "self.global_steps += 1", 1), encoding="utf-8")
+    assert not remove(odd, catalog).error
+    assert {f: (odd / f).read_bytes() for f in before} == before

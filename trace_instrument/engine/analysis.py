@@ -18,6 +18,7 @@ from trace_instrument.locate.attributes import ClassAttributes, Module
 from trace_instrument.locate.names import NameTable
 from trace_instrument.locate.runnable import PointNames
 from trace_instrument.model import Catalog, FileProblemKind, Point, Relations, Selection
+from trace_instrument.spec.code import source_lines
 
 
 @dataclass(eq=False)
@@ -38,7 +39,7 @@ class FileWork:
 
     def classes(self) -> ClassAttributes:
         """What the classes of this file and their bases set."""
-        return ClassAttributes(Module(self.tree, self.text.splitlines()), module_name(self.path), self.modules)
+        return ClassAttributes(Module(self.tree, source_lines(self.text)), module_name(self.path), self.modules)
 
     def state(self, point: Point) -> PointState:
         return self.locator.state(point)
@@ -127,7 +128,7 @@ class CheckoutModules:
             if source is None:
                 continue
             try:
-                return Module(parsed(relative, source.data), decode(source.data).splitlines())
+                return Module(parsed(relative, source.data), source_lines(decode(source.data)))
             except (SyntaxError, ValueError, RecursionError, MemoryError, UnicodeDecodeError):
                 return None
         return None

@@ -25,7 +25,7 @@ from trace_instrument.locate.handedits import EditedBlock
 from trace_instrument.locate.recognize import Departure
 from trace_instrument.locate.runnable import Planned
 from trace_instrument.model import ContextIssue, Edit, EditKind, NameIssue, Point, PointResult, Reason, Status
-from trace_instrument.spec.code import CodeError, parse_template
+from trace_instrument.spec.code import CodeError, parse_template, source_lines
 
 
 @dataclass(eq=False)
@@ -307,7 +307,7 @@ class FileAssessor:
         return (neighbour.end_lineno or neighbour.lineno) + 1 if placed.after else neighbour.lineno
 
     def _source_lines(self, block: EditedBlock) -> list[str]:
-        lines = self.work.text.splitlines()
+        lines = source_lines(self.work.text)
         first = block.first_line - 1
         while first > 0 and lines[first - 1].strip().startswith("#"):
             first -= 1  # the block's own comment lines

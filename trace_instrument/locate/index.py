@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from trace_instrument.spec.code import DEFINITIONS, first_line
+from trace_instrument.spec.code import DEFINITIONS, first_line, source_lines
 
 BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
 StmtT = TypeVar("StmtT", bound=ast.stmt)
@@ -37,7 +37,7 @@ class Site:
 class FileIndex:
     def __init__(self, tree: ast.Module, source: str | None = None):
         self.tree = tree
-        self.lines = source.splitlines() if source is not None else None
+        self.lines = source_lines(source) if source is not None else None
         self._matches: dict[re.Pattern[str], list[int]] = {}
         self.sites: list[Site] = []
         self.scopes: dict[str, list[ast.AST]] = {}

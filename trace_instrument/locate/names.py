@@ -22,6 +22,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from trace_instrument.spec.code import source_lines
+
 BUILTINS = frozenset(dir(builtins))
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
@@ -134,7 +136,7 @@ class NameTable:
         self._never_run = False  # inside the body of `if TYPE_CHECKING:` / `if False:`
         for stmt in tree.body:
             self._statement(stmt, self.module)
-        lines = source.splitlines() if source is not None else None
+        lines = source_lines(source) if source is not None else None
         for node, _inner in list(self._pending.values()):
             if _declares_global(node, lines):
                 self._read_body(node)

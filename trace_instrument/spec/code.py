@@ -15,6 +15,19 @@ CAPTURE_LIKE = re.compile(r"^__anchor_")  # names in the captures' namespace: a 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # statements that define a name
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the breaks Python's tokenizer counts
+
+
+def source_lines(text: str) -> list[str]:
+    """The source's lines (without their breaks) numbered as Python numbers them: `str.splitlines`
+    also breaks at form feeds and other separators a tokenizer takes for whitespace, and every
+    line after one would be read for the line above it."""
+    lines = _LINE_BREAK.split(text)
+    if lines[-1] == "":
+        lines.pop()  # (a last line break ends the last line; it starts none)
+    return lines
+
+
 def is_ellipsis(node: object) -> bool:
     """`...`: a wildcard in a pattern."""
     return isinstance(node, ast.Constant) and node.value is Ellipsis
