@@ -31,7 +31,8 @@ def timed(command: list[str], env: dict[str, str] | None = None, ok: tuple[int, 
 
 
 def byte_compile_the_tool() -> None:
-    """Compile the tool's modules, as `pip install` does.
+    """Compile the tool's modules and the runtime's templates, as `pip install` does (a wheel holds
+    the templates inside the package).
 
     An editable checkout run under PYTHONDONTWRITEBYTECODE would otherwise compile some sixty
     modules from source in every process, which no installed user pays.
@@ -39,5 +40,7 @@ def byte_compile_the_tool() -> None:
     import compileall
 
     import trace_instrument
+    from trace_instrument.spec import paths
 
     compileall.compile_dir(Path(trace_instrument.__file__).parent, quiet=1)
+    compileall.compile_dir(paths.templates_dir() / "runtime", quiet=1)

@@ -153,3 +153,52 @@ def test_the_shipped_catalog_loads_and_is_complete():
         "writer.py",
     ]
     assert catalog.validated_on
+
+
+# -- the runtime's templates are compiled at load, unless this Python compiled them unchanged before
+
+
+def _source(tmp_path: Path, text: str, age: float = 10.0) -> Path:
+    import os
+    import time
+
+    path = tmp_path / "module.py"
+    path.write_text(text, encoding="utf-8")
+    then = time.time() - age
+    os.utime(path, (then, then))
+    return path
+
+
+def test_a_template_compiled_before_and_unchanged_since_is_not_compiled_again(tmp_path):
+    import py_compile
+
+    from trace_instrument.spec.loader import compiled_before
+
+    path = _source(tmp_path, "x = 1\n")
+    assert not compiled_before(path, path.read_bytes()), "no byte-code cache: compile it"
+    py_compile.compile(str(path), doraise=True)
+    assert compiled_before(path, path.read_bytes())
+    path.write_text("x = (\n", encoding="utf-8")  # edited since: same size, a new time
+    assert not compiled_before(path, path.read_bytes())
+
+
+def test_a_cache_written_in_the_second_its_source_was_is_not_trusted(tmp_path):
+    import py_compile
+
+    from trace_instrument.spec.loader import compiled_before
+
+    path = _source(tmp_path, "x = 1\n", age=0.0)
+    py_compile.compile(str(path), doraise=True)
+    # an edit of the same size in this same second would keep the time the cache records
+    assert not compiled_before(path, path.read_bytes())
+
+
+def test_a_hash_based_cache_is_trusted_for_its_own_source_only(tmp_path):
+    import py_compile
+
+    from trace_instrument.spec.loader import compiled_before
+
+    path = _source(tmp_path, "x = 1\n", age=0.0)
+    py_compile.compile(str(path), doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
+    assert compiled_before(path, path.read_bytes())
+    assert not compiled_before(path, b"x = (\n")

@@ -69,6 +69,11 @@ class ClassAttributes:
         """Does the class (or a base) set attribute `name` on its instances? None: cannot tell."""
         return self._sets(class_node, self.code, self.module, name, set())
 
+    def sets_itself(self, class_node: ast.ClassDef, name: str) -> bool | None:
+        """Does the class's own code set attribute `name` (its bases not asked)? None: cannot tell."""
+        info = self._info(class_node)
+        return True if name in info.attributes else (None if info.dynamic else False)
+
     def read_by(self, class_node: ast.ClassDef, name: str, skip: Container[int]) -> bool:
         """Does the class's own code (nodes in `skip` aside: tracing code) read `self.<name>`?"""
         info = self._info(class_node)

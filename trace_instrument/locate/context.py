@@ -306,8 +306,11 @@ class ContextChecks:
             return
         owner = self._class_of(piece, method)
         assert self.classes is not None  # (judged only with them)
-        if owner is None or self.classes.read_by(owner, node.attr, self._piece_of_node):
-            return  # (asked first: the class's own code is in this file, its bases may be in others)
+        # what the class's own code does first: its bases may be in other files, parsed when asked
+        if owner is None or self.classes.sets_itself(owner, node.attr) is not False:
+            return
+        if self.classes.read_by(owner, node.attr, self._piece_of_node):
+            return
         if self.classes.sets(owner, node.attr) is not False:
             return  # set somewhere, or cannot tell
         issue = NameIssue(f"self.{node.attr}", piece.node_line(node), Reason.UNSET_ATTRIBUTE, owner.name)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import collections
+import importlib.util
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -141,7 +143,8 @@ def _read_runtime(ctx: Context, target: str, target_node: Node, source: str, sou
     for path in sorted(folder.glob("*.py")):
         content = path.read_bytes()
         try:
-            compile(content, str(path), "exec", dont_inherit=True)
+            if not compiled_before(path, content):
+                compile(content, str(path), "exec", dont_inherit=True)
         except SyntaxError as exc:
             ctx.problem(source_node.where("runtime.source"), f"{path.name}:{exc.lineno}: does not compile: {exc.msg}")
         files.append((path.name, content))
@@ -149,6 +152,29 @@ def _read_runtime(ctx: Context, target: str, target_node: Node, source: str, sou
         ctx.problem(target_node.where("runtime.target"), f"{target!r} is not a path inside the checkout")
     earlier = _read_earlier(ctx, folder.with_name(folder.name + EARLIER_SUFFIX))
     return RuntimeModule(target_dir=target, files=tuple(files), earlier=earlier)
+
+
+def compiled_before(path: Path, content: bytes) -> bool:
+    """Did this Python compile exactly this source before? Its byte-code cache says so when it
+    holds the source's size and time or hash (`pip install` compiles the runtime's templates):
+    compiling it again could not fail."""
+    try:
+        with open(importlib.util.cache_from_source(str(path)), "rb") as cached:
+            header = cached.read(16)
+            written = os.fstat(cached.fileno()).st_mtime
+        stat = path.stat()
+    except (OSError, NotImplementedError, ValueError):
+        return False
+    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    flags = int.from_bytes(header[4:8], "little")
+    if flags & 1:  # a hash-based cache (PEP 552)
+        return header[8:16] == importlib.util.source_hash(content)
+    mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
+    # written in a later second than the source it records: an edit after it, even one of the same
+    # size in the same second as the recorded time, cannot leave the source's time as recorded
+    later = int(written) > int(stat.st_mtime)
+    return later and size == len(content) & 0xFFFFFFFF and mtime == int(stat.st_mtime) & 0xFFFFFFFF
 
 
 def _read_earlier(ctx: Context, path: Path) -> dict[str, tuple[str, ...]]:
