@@ -38,6 +38,7 @@ class FileIndex:
     def __init__(self, tree: ast.Module, source: str | None = None):
         self.tree = tree
         self.lines = source_lines(source) if source is not None else None
+        self._found: dict[tuple[str, ...], list[int]] = {}
         self._matches: dict[re.Pattern[str], list[int]] = {}
         self.sites: list[Site] = []
         self.scopes: dict[str, list[ast.AST]] = {}
@@ -87,9 +88,9 @@ class FileIndex:
             return "\n".join(line.strip() for line in chunk)
         return self.lines[first][node.col_offset : node.end_col_offset].strip()
 
-    def mentions(self, node: ast.stmt, pattern: re.Pattern[str], header_only: bool = False) -> bool:
-        """Does the statement's source (with header_only, a block's own lines) mention the regex
-        `pattern`? True when the source is unknown."""
+    def mentions(self, node: ast.stmt, names: tuple[str, ...], header_only: bool = False) -> bool:
+        """Does the statement's source (with header_only, a block's own lines) contain one of `names`?
+        True when the source is unknown."""
         if self.lines is None:
             return True
         end = node.end_lineno or node.lineno
@@ -99,17 +100,30 @@ class FileIndex:
             ]
             end = min(children, default=end + 1) - 1
             end = max(end, node.lineno)  # a one-line block: header and body share the line
-        matching = self._matching_lines(pattern)
-        first = bisect.bisect_left(matching, node.lineno - 1)
-        return first < len(matching) and matching[first] < end
+        found = self._lines_with(names)
+        first = bisect.bisect_left(found, node.lineno - 1)
+        return first < len(found) and found[first] < end
 
-    def _matching_lines(self, pattern: re.Pattern[str]) -> list[int]:
-        """The (0-based, sorted) numbers of the lines the pattern is found in: each line searched once
-        per file, however many statements ask (a block's lines are its statements' too)."""
-        found = self._matches.get(pattern)
+    def _lines_with(self, names: tuple[str, ...]) -> list[int]:
+        """The (0-based, sorted) numbers of the lines holding one of the names: the file searched once
+        per name (a plain substring search; the lines of a block are its statements' lines too)."""
+        found = self._found.get(names)
         if found is None:
             assert self.lines is not None
-            found = self._matches[pattern] = [i for i, line in enumerate(self.lines) if pattern.search(line)]
+            text = "\n".join(self.lines)  # (no name holds a line break: a find never spans two lines)
+            offsets: set[int] = set()
+            for name in names:
+                at = text.find(name)
+                while at != -1:
+                    offsets.add(at)
+                    at = text.find(name, at + 1)
+            found, line, counted = [], 0, 0
+            for offset in sorted(offsets):
+                line += text.count("\n", counted, offset)
+                counted = offset
+                if not found or found[-1] != line:
+                    found.append(line)
+            self._found[names] = found
         return found
 
     def alone_on_its_line(self, node: ast.stmt) -> bool:

@@ -16,6 +16,7 @@ on every module of the verl releases the catalog targets.
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import enum
 import re
@@ -136,9 +137,9 @@ class NameTable:
         self._never_run = False  # inside the body of `if TYPE_CHECKING:` / `if False:`
         for stmt in tree.body:
             self._statement(stmt, self.module)
-        lines = source_lines(source) if source is not None else None
+        declaring = _global_lines(source_lines(source)) if source is not None else None
         for node, _inner in list(self._pending.values()):
-            if _declares_global(node, lines):
+            if _declares_global(node, declaring):
                 self._read_body(node)
 
     # -- reading bodies on demand ---------------------------------------------------------
@@ -491,11 +492,17 @@ def _fields_with_nodes(kind: type) -> tuple[str, ...]:
     return fields
 
 
-def _declares_global(node: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str] | None) -> bool:
-    """Does a function (or one nested in it) declare a name global? (its text says, when known)"""
-    if lines is not None:
-        text = lines[node.lineno - 1 : node.end_lineno or node.lineno]
-        if not any(_GLOBAL.search(line.lstrip()) for line in text):
+def _global_lines(lines: list[str]) -> list[int]:
+    """The (0-based) numbers of the lines that may declare a name global."""
+    return [i for i, line in enumerate(lines) if "global" in line and _GLOBAL.search(line.lstrip())]
+
+
+def _declares_global(node: ast.FunctionDef | ast.AsyncFunctionDef, declaring: list[int] | None) -> bool:
+    """Does a function (or one nested in it) declare a name global? (its text says, when known:
+    `declaring`, the lines that may)"""
+    if declaring is not None:
+        first = bisect.bisect_left(declaring, node.lineno - 1)
+        if first == len(declaring) or declaring[first] >= (node.end_lineno or node.lineno):
             return False
     return any(isinstance(n, ast.Global) for n in ast.walk(node))
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import copy
 import functools
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -125,7 +124,7 @@ class Recognition:
         self._by_type: dict[type, list[Site]] | None = None
         self._calls: list[tuple[str, ast.AST]] | None = None
         names = sorted(TRACING_NAMES | TRACKER_METHODS | helper_names)
-        self._mention = re.compile("|".join(re.escape(n) for n in names)) if names else re.compile("(?!)")
+        self._mention = tuple(names)
         points = list(points)
         for point in points:
             self.states[point.id] = PointState(point)

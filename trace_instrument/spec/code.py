@@ -22,7 +22,7 @@ def source_lines(text: str) -> list[str]:
     """The source's lines (without their breaks) numbered as Python numbers them: `str.splitlines`
     also breaks at form feeds and other separators a tokenizer takes for whitespace, and every
     line after one would be read for the line above it."""
-    lines = _LINE_BREAK.split(text)
+    lines = _LINE_BREAK.split(text) if "\r" in text else text.split("\n")
     if lines[-1] == "":
         lines.pop()  # (a last line break ends the last line; it starts none)
     return lines
