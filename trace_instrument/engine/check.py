@@ -258,20 +258,21 @@ def _skip_unplaceable(files: list[FileResult], catalog: Catalog, selected: froze
 
 
 def _unexpected(work: FileWork, catalog: Catalog) -> list[PointResult]:
+    """Tracing calls outside every point's code. A call belongs to the statement whose own lines hold
+    it: it is accounted for when that statement, or one around it, is a point's."""
     accounted: set[int] = set()
     for point in work.points:
         state = work.state(point)
         for block in state.blocks:
-            for stmt in block.instrumentation or block.top:
-                accounted.update(id(n) for n in ast.walk(stmt))
+            accounted.update(id(stmt) for stmt in block.instrumentation or block.top)
         if state.complete:
             continue  # its blocks hold all its code: a second copy of a marker is unexpected
-        for node in [*state.marker_nodes, *(s for run in state.edited for s in run.stmts)]:
-            accounted.update(id(n) for n in ast.walk(node))
+        accounted.update(id(node) for node in state.marker_nodes)
+        accounted.update(id(stmt) for run in state.edited for stmt in run.stmts)
     return [
         _unexpected_result(work.path, node, signature)
-        for signature, node in work.locator.recognition.tracing_calls()
-        if id(node) not in accounted
+        for signature, node, site in work.locator.recognition.tracing_calls()
+        if not any(id(s) in accounted for s in (site.node, *site.ancestors))
     ]
 
 

@@ -122,7 +122,7 @@ class Recognition:
         self._signatures: dict[str, list[Site]] | None = None
         self._by_key: dict[StatementKey, list[Site]] | None = None
         self._by_type: dict[type, list[Site]] | None = None
-        self._calls: list[tuple[str, ast.AST]] | None = None
+        self._calls: list[tuple[str, ast.Call, Site]] | None = None
         names = sorted(TRACING_NAMES | TRACKER_METHODS | helper_names)
         self._mention = tuple(names)
         points = list(points)
@@ -324,14 +324,16 @@ class Recognition:
             self._by_type = by_type
         return self._by_type.get(kind, [])
 
-    def tracing_calls(self) -> list[tuple[str, ast.AST]]:
-        """(signature, call) for every tracing call in the file (statements not naming one are skipped)."""
+    def tracing_calls(self) -> list[tuple[str, ast.Call, Site]]:
+        """(signature, call, the statement whose own code holds it) for every tracing call in the file
+        (statements not naming one are skipped)."""
         if self._calls is None:
-            found: list[tuple[str, ast.AST]] = []
+            found: list[tuple[str, ast.Call, Site]] = []
             for site in self.index.sites:
                 if self.index.mentions(site.node, self._mention, header_only=True):
-                    found.extend(signatures_in([header_only(site.node)], self.helper_names))
-            self._calls = [(sig, node) for sig, node in found if isinstance(node, ast.Call)]
+                    calls = signatures_in([header_only(site.node)], self.helper_names)
+                    found.extend((sig, node, site) for sig, node in calls if isinstance(node, ast.Call))
+            self._calls = found
         return self._calls
 
     def _record(self, block: Block, rank: int) -> None:
