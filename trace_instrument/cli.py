@@ -31,7 +31,7 @@ from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
 from trace_instrument.engine.patch import patch_bytes, unified_patch
 from trace_instrument.model import EXTRAS, FACILITIES, Catalog, RunResult, Selection, Status, VerifyResult
-from trace_instrument.render import ci, exits, jsonout, text
+from trace_instrument.render import exits, text  # (ci and jsonout: where their formats are asked for)
 from trace_instrument.render.items import counts_line
 from trace_instrument.spec import SpecError, load_catalog
 
@@ -283,6 +283,8 @@ def apply(
             patch_note = _write_patch(patch, patch_bytes(result))
     if fmt is Format.json:
         if str(patch) != "-":
+            from trace_instrument.render import jsonout
+
             _print_raw(jsonout.dumps(jsonout.run("apply", result, dry_run=not write)))
         raise typer.Exit(code)
     if result.error is not None:
@@ -329,10 +331,16 @@ def check(
     result = run_check(path, catalog, selection)
     code = exits.check_exit(result)
     if fmt is CheckFormat.json:
+        from trace_instrument.render import jsonout
+
         _print_raw(jsonout.dumps(jsonout.check(result)))
     elif fmt is CheckFormat.github:
+        from trace_instrument.render import ci
+
         _print_raw(ci.github_annotations(result, ci.repository_prefix(result.root)))
     elif fmt is CheckFormat.junit:
+        from trace_instrument.render import ci
+
         _print_raw(ci.junit_xml(result))
     else:
         if result.error is not None:
@@ -363,6 +371,8 @@ def verify(
     result = run_verify(path, catalog, baseline=baseline)
     code = exits.verify_exit(result)
     if fmt is Format.json:
+        from trace_instrument.render import jsonout
+
         _print_raw(jsonout.dumps(jsonout.verify(result)))
         raise typer.Exit(code)
     if result.error is not None:
@@ -395,6 +405,8 @@ def remove(
     result = run_remove(path, catalog, selection, write=not dry_run, force=force, keep_going=keep_going)
     code = exits.remove_exit(result)
     if fmt is Format.json:
+        from trace_instrument.render import jsonout
+
         _print_raw(jsonout.dumps(jsonout.run("remove", result, dry_run=dry_run)))
         raise typer.Exit(code)
     if result.error is not None:
@@ -431,6 +443,8 @@ def report(
     rep = run_report(path, catalog)
     code = exits.report_exit(rep)
     if fmt is ReportFormat.json:
+        from trace_instrument.render import jsonout
+
         _print_raw(jsonout.dumps(jsonout.report(rep, REPORT_OUTPUTS)))
     elif fmt is ReportFormat.markdown or rep.error is not None or not sys.stdout.isatty():
         _print_raw(markdown.report(rep))  # never wrapped or cut: it is text for a pipe, a file or a PR
@@ -450,6 +464,8 @@ def points(
     """List the catalog: every point, where it goes and what it does."""
     catalog = _catalog(anchors)
     if fmt is Format.json:
+        from trace_instrument.render import jsonout
+
         _print_raw(jsonout.dumps(jsonout.points(catalog)))
         return
     _print(text.points_table(catalog))
