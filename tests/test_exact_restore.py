@@ -89,3 +89,24 @@ def test_apply_update_takes_the_older_code_out_exactly(tmp_path: Path) -> None:
     assert "log_progress('scored', 1)" in target.read_text(encoding="utf-8")
     assert [p.status for p in remove(target.parents[1], catalogs[1], everything).points] == [Status.REMOVED]
     assert target.read_bytes() == before
+
+
+def test_a_checkout_whose_line_breaks_are_all_cr_is_given_back_byte_for_byte(verl_090, tmp_path):
+    """Old-Mac line breaks (`\\r` alone): LibCST drops a file's last one, and a placeholder's line
+    starts after it; apply, check and remove must still see and give back the file as it was."""
+    catalog = load_catalog()
+    checkout = copy_tree(verl_090, tmp_path / "cr")
+    for relative in catalog.files:
+        path = checkout / relative
+        if path.exists():
+            path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r"))
+    before = tree_bytes(checkout)
+    assert apply(checkout, catalog).written
+    applied = [(checkout / f).read_bytes() for f in catalog.files if (checkout / f).exists()]
+    assert all(data.endswith(b"\r") and b"\n" not in data for data in applied)
+    assert {p.status for p in check(checkout, catalog).points} == {Status.PRESENT}
+    taken = remove(checkout, catalog)
+    assert {p.status for p in taken.points} <= {Status.REMOVED, Status.MISSING}, [
+        (p.point_id, p.status.value, p.message) for p in taken.points if p.status is Status.KEPT
+    ]
+    assert tree_bytes(checkout) == before

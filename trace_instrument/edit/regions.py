@@ -89,7 +89,8 @@ def splice(code: str, originals: dict[str, str], statements: frozenset[str]) -> 
     """
     for name, text in originals.items():
         if name in statements:
-            pattern = re.compile(rf"^[ \t]*{name}[ \t]*(?:\r\n|\r|\n|\Z)", re.MULTILINE)
+            # (a line starts after any break Python counts: `^` knows only `\n`)
+            pattern = re.compile(rf"(?:\A|(?<=[\r\n]))[ \t]*{name}[ \t]*(?:\r\n|\r|\n|\Z)")
         else:
             pattern = re.compile(rf"\b{name}\b")
         code = pattern.sub(_literal(text), code, count=1)

@@ -17,6 +17,7 @@ import libcst as cst
 
 from trace_instrument.edit.cstmap import CstMap, pair
 from trace_instrument.edit.imports import ImportChanges, Statement, add_imports, prune_imports
+from trace_instrument.edit.modules import parse_file
 from trace_instrument.edit.regions import (
     Original,
     digest,
@@ -143,7 +144,7 @@ def edit_module(
         needed.update(mapping.path_of.get(target, ()))
     result = module.visit(_Editor(plan, needed)) if plan.targets or plan.deep else module
     if plan.restored:
-        result = cst.parse_module(splice(result.code, plan.restored, frozenset(plan.restored_lines)))
+        result = parse_file(splice(result.code, plan.restored, frozenset(plan.restored_lines)))
     if imports is not None:
         result = prune_imports(result, imports) if imports.prune else add_imports(result, imports)
     return result

@@ -18,6 +18,7 @@ from trace_instrument import __version__
 from trace_instrument.edit import chunks
 from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges
+from trace_instrument.edit.modules import parse_file
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
@@ -279,7 +280,7 @@ def _without_stale(base: Path, disk: FileWork, points: list[Point], context: _Co
     blocks = [block for a in stale if a.stale is not None for block in a.stale.blocks]
     in_place = {*context.manifest.points, *(p.id for p in disk.points if disk.state(p).blocks)}
     originals = for_removal(context.manifest, blocks, in_place, {a.point.id for a in stale})
-    module = edit_module(cst.parse_module(disk.source.data), disk.tree, removals=blocks, originals=originals)
+    module = edit_module(parse_file(disk.source.data), disk.tree, removals=blocks, originals=originals)
     data = module.code.encode(encoding_of(disk.source.data))
     fresh = analyse(base, disk.path, context.catalog, data, applied=context.manifest.applied)
     if isinstance(fresh, FileProblem):
@@ -470,7 +471,7 @@ def _edited_text(
         if edit is not None:
             measured = edit.module()  # the chunks' indentation and line break: what regions are measured with
             return edit.text, _Measures(manifest, measured, measured, edit) if records else None
-    module = cst.parse_module(work.source.data)
+    module = parse_file(work.source.data)
     edited = edit_module(module, work.tree, placements, imports=imports)
     return edited.code, _Measures(manifest, module, edited) if records else None
 

@@ -19,6 +19,7 @@ import libcst as cst
 from trace_instrument import __version__
 from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges, prune_imports
+from trace_instrument.edit.modules import parse_file
 from trace_instrument.edit.regions import Original
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
@@ -210,7 +211,7 @@ def _records_left(
     tree = ast.parse(updated)
     helpers = work.locator.recognition.helper_names
     before = FileText(module, work.tree, work.locator, work.text)
-    after = FileText(cst.parse_module(updated), tree, FileLocator(tree, work.points, helpers, updated), updated)
+    after = FileText(parse_file(updated), tree, FileLocator(tree, work.points, helpers, updated), updated)
     return refreshed(before, after, kept, work.points, manifest)
 
 
@@ -271,7 +272,7 @@ def _without(
 ) -> tuple[cst.Module, str]:
     """The file's LibCST module, and its text with the blocks taken out (the originals recorded for
     them put back where the file still holds what apply made) and the imports only they needed pruned."""
-    module = cst.parse_module(work.source.data)
+    module = parse_file(work.source.data)
     edited = edit_module(module, work.tree, removals=blocks, originals=originals)
     tree = ast.parse(edited.code, filename=work.path)  # must still be Python
     prunable = added if added is not None else tuple(dict.fromkeys(i for p in work.points for i in p.imports))
