@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from trace_instrument.model import Anchor, CodePattern, EditKind, SpecSource, Template
 from trace_instrument.spec.code import (
     DEFINITIONS,
+    PLACEHOLDER,
     CodeError,
     bad_captures,
     is_ellipsis,
@@ -216,7 +217,17 @@ def template_fits(ctx: Context, where: SpecSource, anchors: list[Anchor], templa
     if len(set(indexes)) != len(indexes):
         ctx.problem(where, "a rewrite template captures each anchored statement at most once")
         return False
+    if all(_bare_capture(stmt) for stmt in template.stmts):
+        # it would match the business code it keeps on any tree (present before apply ran), and
+        # remove would build the anchor around that code again
+        ctx.problem(where, "a rewrite template needs code of its own besides its captures")
+        return False
     return all(_captures_fit(ctx, where, anchor, used) for anchor in anchors)
+
+
+def _bare_capture(stmt: ast.stmt) -> bool:
+    """A statement that is a capture alone (`__anchor_N__`, `__anchor_N_body__`): no code of the template's."""
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Name) and bool(PLACEHOLDER.match(stmt.value.id))
 
 
 def _captures_fit(ctx: Context, where: SpecSource, anchor: Anchor, used: list[tuple[int, str]]) -> bool:
