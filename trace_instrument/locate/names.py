@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from trace_instrument.locate.flow import constant_truth
 from trace_instrument.spec.code import source_lines
 
 BUILTINS = frozenset(dir(builtins))
@@ -267,7 +268,7 @@ class NameTable:
             self._stmt = outer
 
     def _stmt_If(self, stmt: ast.If, scope: Scope) -> None:
-        if not _never_true(stmt.test):
+        if constant_truth(stmt.test) is not False:  # (TYPE_CHECKING, a false constant: never runs)
             self._generic(stmt, scope)
             return
         # the body still makes its names local (Python's scoping), but binds nothing when the code runs
@@ -563,12 +564,3 @@ def _header_copy(stmt: ast.stmt) -> ast.stmt:
     if hasattr(shallow, "body"):
         shallow.body = [ast.Pass()]
     return shallow
-
-
-def _never_true(test: ast.expr) -> bool:
-    """`TYPE_CHECKING`, `typing.TYPE_CHECKING` or a false constant: a body type checkers read, Python skips."""
-    if isinstance(test, ast.Constant):
-        return not test.value
-    if isinstance(test, ast.Name):
-        return test.id == "TYPE_CHECKING"
-    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
