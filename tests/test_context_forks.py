@@ -25,8 +25,9 @@ import pytest
 
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
+from trace_instrument.engine.remove import remove
 from trace_instrument.engine.verify import verify
-from trace_instrument.model import Catalog, Check, Reason, RunResult, Status
+from trace_instrument.model import Catalog, Check, Reason, RunResult, Selection, Status
 from trace_instrument.render import exits
 from trace_instrument.render.ci import github_annotations, junit_xml
 
@@ -342,3 +343,45 @@ def test_a_trace_only_point_inside_a_new_branch_is_placed_and_clean(
     result = apply(tree, catalog)
     assert _statuses(result)["flow.v0.rollout-reward"] is Status.APPLIED
     assert exits.check_exit(check(tree, catalog)) == exits.OK
+
+
+# -- remove keeps what the code that stays needs (issue 18) ---------------------------------------------
+
+C1_LINE = '                kwargs.pop("trace_traj_key", None)\n'
+SET_UP = ("self._traj_tracker = TrajectoryTracker()", "self._trajectory_store = TrajectoryStore(")
+
+
+def test_remove_only_of_a_point_another_point_needs_keeps_it_and_says_how(
+    instrumented_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    tree = _copy(instrumented_090, tmp_path)
+    before = (tree / AGENT_LOOP).read_bytes()
+    result = remove(tree, catalog, Selection(only=frozenset({"traj.c0.store"})))
+    store = _point(result, "traj.c0.store")
+    assert (store.status, store.reason) == (Status.KEPT, Reason.REQUIRED_BY)
+    assert "traj.c1.central-dump" in store.message and "--only traj.c1.central-dump" in store.message
+    assert exits.remove_exit(result) == exits.FAILED
+    assert (tree / AGENT_LOOP).read_bytes() == before
+    together = remove(tree, catalog, Selection(only=frozenset({"traj.c0.store", "traj.c1.central-dump"})))
+    assert {p.point_id: p.status for p in together.points} == {
+        "traj.c0.store": Status.REMOVED,
+        "traj.c1.central-dump": Status.REMOVED,
+    }
+    for tracing in (False, True):
+        assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"
+
+
+def test_remove_keeps_the_set_up_a_hand_edited_point_reads(
+    instrumented_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    tree = _copy(instrumented_090, tmp_path)
+    _edit(tree, AGENT_LOOP, C1_LINE, C1_LINE + "                fork_counter = 1  # the fork's own line\n")
+    result = remove(tree, catalog)
+    statuses = {p.point_id: (p.status, p.reason) for p in result.points}
+    assert statuses["traj.c1.central-dump"] == (Status.KEPT, Reason.EDITED_BY_HAND)
+    assert statuses["traj.c0.store"] == statuses["traj.c0.tracker"] == (Status.KEPT, Reason.REQUIRED_BY)
+    assert exits.remove_exit(result) == exits.FAILED
+    text = (tree / AGENT_LOOP).read_text(encoding="utf-8")
+    assert all(text.count(set_up) == 1 for set_up in SET_UP)
+    for tracing in (False, True):
+        assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"

@@ -144,6 +144,7 @@ class Reason(str, enum.Enum):
     EDITED_BY_HAND = "edited-by-hand"
     OLDER_TEMPLATE = "older-template"
     WOULD_BREAK = "would-break"  # removing it would leave names the remaining code uses unbound
+    REQUIRED_BY = "required-by"  # remove: a point that stays in place requires it
     NOT_ON_EVERY_PATH = "not-on-every-path"  # what it sets up for other code may be skipped where it stands
     BEFORE_BLOCK_EXIT = "before-block-exit"  # it reads what a block writes on exit, inside or before that block
     UNKNOWN_POINT = "unknown-point"  # in the manifest, not in the catalog

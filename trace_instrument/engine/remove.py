@@ -86,8 +86,9 @@ def _remove(
     paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     manifest = Manifest.load(base)
     context = _Context(catalog, manifest, force)
-    items = [(str(base), path, selected) for path in paths]
+    items = [(str(base), path, selected, ()) for path in paths]
     outcomes: list[_Removal] = map_in_order(_file_job, items, [file_size(base / p) for p in paths], context)
+    outcomes = _held_for_dependants(base, context, selected, paths, outcomes)
     files = [o.result for o in outcomes]
     unknown = _unknown_points(manifest, catalog, selection)
     if unknown:
@@ -119,6 +120,48 @@ def _remove(
     if updated != manifest or (not updated.points and (base / MANIFEST_NAME).exists()):
         writes.append(updated.write(f"trace-instrument {__version__}"))
     return commit(base, result, writes, write=write)
+
+
+def _held_for_dependants(
+    base: Path, context: _Context, selected: frozenset[str], paths: list[str], outcomes: list[_Removal]
+) -> list[_Removal]:
+    """A point whose code a point that stays requires (C1 calls the tracker C0 sets up) stays too:
+    its files are done again with it kept, naming who needs it, until nothing more is held."""
+    held: dict[str, str] = {}
+    by_path = dict(zip(paths, outcomes))
+    while True:
+        status = {p.point_id: p.status for o in by_path.values() for p in o.result.points}
+        newly = {
+            required: _held_message(point, context.catalog.point(required), status.get(point.id))
+            for point in context.catalog.points
+            if _stays(point, selected, status, context.manifest)
+            for required in point.requires
+            if required not in held and status.get(required) is Status.REMOVED
+        }
+        if not newly:
+            return [by_path[p] for p in paths]
+        held.update(newly)
+        redo = sorted({context.catalog.point(i).file for i in newly})
+        pairs = tuple(sorted(held.items()))
+        items = [(str(base), path, selected, pairs) for path in redo]
+        for path, outcome in zip(redo, map_in_order(_file_job, items, [file_size(base / p) for p in redo], context)):
+            by_path[path] = outcome
+
+
+def _stays(point: Point, selected: frozenset[str], status: dict[str, Status], manifest: Manifest) -> bool:
+    """Does the point's code stay in the checkout after this run? (kept or failed, or placed and
+    not selected)"""
+    if point.id in selected:
+        return status.get(point.id) in (Status.KEPT, Status.ERROR)
+    return point.id in manifest.points
+
+
+def _held_message(dependant: Point, point: Point, state: Status | None) -> str:
+    reads = "its code reads what this point sets up"
+    if state in (Status.KEPT, Status.ERROR):
+        return f"kept: {dependant.id} stays ({state.value}) and requires it ({reads}); it goes when that point goes"
+    together = f"--only {point.id} --only {dependant.id}"
+    return f"kept: {dependant.id} stays (not selected) and requires it ({reads}); remove them together: {together}"
 
 
 def _unknown_points(manifest: Manifest, catalog: Catalog, selection: Selection) -> list[PointResult]:
@@ -155,22 +198,28 @@ class _Removal:
     replaced: dict[str, Replacements] = field(default_factory=dict)  # records of the points left, brought up to date
 
 
-def _file_job(context: _Context, item: tuple[str, str, frozenset[str]]) -> _Removal:
-    """One file's removal; whatever goes wrong becomes that file's error, never the run's crash."""
-    root, relative, selected = item
+def _file_job(context: _Context, item: tuple[str, str, frozenset[str], tuple[tuple[str, str], ...]]) -> _Removal:
+    """One file's removal; whatever goes wrong becomes that file's error, never the run's crash.
+    (`held`: points kept for a point that stays, with the reason.)"""
+    root, relative, selected, held = item
     try:
-        return _remove_from_file(context, Path(root), relative, selected)
+        return _remove_from_file(context, Path(root), relative, selected, dict(held))
     except Exception as exc:  # noqa: BLE001 - contain it to the file
         points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
         return _Removal(internal_error(relative, points, exc))
 
 
-def _remove_from_file(context: _Context, base: Path, relative: str, selected: frozenset[str]) -> _Removal:
+def _remove_from_file(
+    context: _Context, base: Path, relative: str, selected: frozenset[str], held: dict[str, str]
+) -> _Removal:
     work = analyse(base, relative, context.catalog, applied=context.manifest.applied)
     points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
     if isinstance(work, FileProblem):
         return _Removal(problem_results(work, points))
     plans = {point.id: _plan(work, point, context) for point in points}
+    for point_id, message in held.items():
+        if point_id in plans and plans[point_id].blocks:
+            plans[point_id].keep(Reason.REQUIRED_BY, message)
     added = context.manifest.imports.get(relative)
     in_place = {p for p, (f, _) in context.manifest.points.items() if f == relative}
     in_place |= {p.id for p in work.points if work.state(p).blocks}
