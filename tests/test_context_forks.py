@@ -385,3 +385,19 @@ def test_remove_keeps_the_set_up_a_hand_edited_point_reads(
     assert all(text.count(set_up) == 1 for set_up in SET_UP)
     for tracing in (False, True):
         assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"
+
+
+def test_remove_force_on_a_hand_edited_rewrite_says_what_it_cannot_take_out(
+    instrumented_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    tree = _copy(instrumented_090, tmp_path)
+    _edit(tree, AGENT_LOOP, C1_LINE, C1_LINE + "                fork_counter = 1  # the fork's own line\n")
+    result = remove(tree, catalog, force=True)
+    assert not [f.error for f in result.files if f.error] and Status.ERROR not in {p.status for p in result.points}
+    c1 = _point(result, "traj.c1.central-dump")
+    assert (c1.status, c1.reason) == (Status.KEPT, Reason.EDITED_BY_HAND)
+    assert "not a hand-edited rewrite" in c1.message
+    assert {_point(result, p).reason for p in ("traj.c0.store", "traj.c0.tracker")} == {Reason.REQUIRED_BY}
+    assert "fork_counter = 1" in (tree / AGENT_LOOP).read_text(encoding="utf-8")
+    for tracing in (False, True):
+        assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"

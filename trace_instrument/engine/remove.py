@@ -27,7 +27,7 @@ from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, enc
 from trace_instrument.engine.assess import drift_message, stale_state
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked
 from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacements
-from trace_instrument.engine.originals import FileText, for_removal, refreshed
+from trace_instrument.engine.originals import FileText, for_removal, records_edit, refreshed
 from trace_instrument.engine.ownership import OURS
 from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import internal_error, point_result, problem_results
@@ -288,7 +288,18 @@ def _plan(work: FileWork, point: Point, context: _Context) -> _Plan:
         # partly there (the other edits lost, say in a merge) but nothing edited by hand: its exact blocks go
         return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(state.blocks))
     if context.force:
-        return _Plan(point, point_result(point, Status.REMOVED, line=state.line), _forced_blocks(work, point))
+        rewrites = [run for run in state.edited if records_edit(run.edit)]
+        if not rewrites:
+            return _Plan(point, point_result(point, Status.REMOVED, line=state.line), _forced_blocks(work, point))
+        first = min(s.lineno for run in rewrites for s in run.stmts)
+        last = max(s.end_lineno or s.lineno for run in rewrites for s in run.stmts)
+        message = (
+            f"{drift_message(state)}; kept: --force takes hand-edited inserted code out whole, not a hand-edited "
+            f"{rewrites[0].edit.kind.value} (lines {first}-{last}): where its region begins and ends is not known; "
+            "put the template's code back there (or the code it replaced) and run remove again"
+        )
+        result = point_result(point, Status.KEPT, line=state.line, message=message, reason=Reason.EDITED_BY_HAND)
+        return _Plan(point, result, [])
     message = drift_message(state) + "; kept (--force removes its hand-edited blocks whole)"
     result = point_result(point, Status.KEPT, line=state.line, message=message, reason=Reason.EDITED_BY_HAND)
     return _Plan(point, result, [])
