@@ -14,7 +14,7 @@ from support import copy_tree, tree_bytes
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.files import LOCK_NAME, PAUSE_AT_ENV, PAUSE_ENV, CheckoutError, checkout_lock
 from trace_instrument.engine.remove import remove
-from trace_instrument.model import Status
+from trace_instrument.model import Selection, Status
 from trace_instrument.render.exits import remove_exit
 
 TRAINER = "verl/trainer/ppo/ray_trainer.py"
@@ -175,3 +175,94 @@ def test_remove_after_a_killed_remove_leaves_no_manifest(checkout_090, verl_090,
     assert remove(checkout_090, catalog).written
     assert not (checkout_090 / ".trace-instrument.json").exists()
     assert tree_bytes(checkout_090) == tree_bytes(verl_090)
+
+
+# -- a rename refused half-way (an immutable file, a bind mount): all or nothing, exactly ----------------
+
+SYNC_ONLY = frozenset({"progress.v1.sync-params.sync"})  # one file, the runtime package and the manifest
+
+
+def _steps(monkeypatch: pytest.MonkeyPatch, fail_at: int = 0, also: int = 0) -> list[int]:
+    """Count the writes' steps (each rename into place, each file deleted); the fail_at-th fails
+    (0: none), and the `also`-th (a roll-back's own renames come after it)."""
+    from trace_instrument.engine import files
+
+    calls = [0]
+    real_replace, real_delete = os.replace, files._delete
+
+    def step() -> None:
+        calls[0] += 1
+        if calls[0] in (fail_at, also):
+            raise PermissionError(1, "Operation not permitted")
+
+    def replace(source, target):  # type: ignore[no-untyped-def]
+        step()
+        return real_replace(source, target)
+
+    def delete(target):  # type: ignore[no-untyped-def]
+        step()
+        return real_delete(target)
+
+    monkeypatch.setattr(files.os, "replace", replace)
+    monkeypatch.setattr(files, "_delete", delete)
+    return calls
+
+
+def _count_steps(monkeypatch: pytest.MonkeyPatch, run) -> int:  # type: ignore[no-untyped-def]
+    with monkeypatch.context() as patch:
+        calls = _steps(patch)
+        assert run().written
+    return calls[0]
+
+
+def test_an_apply_whose_rename_fails_at_any_position_leaves_the_tree_as_it_was(
+    checkout_090, tmp_path, catalog, monkeypatch
+):
+    selection = Selection(only=SYNC_ONLY)
+    probe = copy_tree(checkout_090, tmp_path / "probe")
+    count = _count_steps(monkeypatch, lambda: apply(probe, catalog, selection))
+    assert count >= 15, "the point's file, thirteen runtime files and the manifest"
+    before = tree_bytes(checkout_090)
+    folders = {p for p in checkout_090.rglob("*") if p.is_dir()}
+    for at in range(1, count + 1):
+        with monkeypatch.context() as patch:
+            _steps(patch, fail_at=at)
+            result = apply(checkout_090, catalog, selection)
+        assert not result.written and result.error is not None and "nothing written" in result.error.message, at
+        assert tree_bytes(checkout_090) == before, f"rename {at} failed: the tree must be as it was"
+        assert {p for p in checkout_090.rglob("*") if p.is_dir()} == folders, f"rename {at}: a folder left behind"
+    assert apply(checkout_090, catalog, selection).written
+
+
+def test_a_remove_whose_rename_fails_at_any_position_leaves_the_tree_as_it_was(
+    checkout_090, tmp_path, catalog, monkeypatch
+):
+    assert apply(checkout_090, catalog, Selection(only=SYNC_ONLY)).written
+    probe = copy_tree(checkout_090, tmp_path / "probe")
+    count = _count_steps(monkeypatch, lambda: remove(probe, catalog))
+    assert count >= 14, "the point's file, and the runtime files and the manifest deleted"
+    before = tree_bytes(checkout_090)
+    for at in range(1, count + 1):
+        with monkeypatch.context() as patch:
+            _steps(patch, fail_at=at)
+            result = remove(checkout_090, catalog)
+        assert not result.written and result.error is not None and "nothing written" in result.error.message, at
+        assert tree_bytes(checkout_090) == before, f"rename {at} failed: the tree must be as it was"
+    assert remove(checkout_090, catalog).written
+
+
+def test_a_roll_back_that_fails_too_says_what_was_left_written(checkout_090, tmp_path, catalog, monkeypatch):
+    selection = Selection(only=SYNC_ONLY)
+    probe = copy_tree(checkout_090, tmp_path / "probe")
+    last = _count_steps(monkeypatch, lambda: apply(probe, catalog, selection))
+    with monkeypatch.context() as patch:
+        # the manifest's rename fails, then putting the point's file back (the first step undone) too
+        _steps(patch, fail_at=last, also=last + 1)
+        result = apply(checkout_090, catalog, selection)
+    assert result.error is not None and not result.written
+    assert result.error.message.startswith("partly written:")
+    assert "verl/trainer/ppo/v1/trainer_sync.py" in result.error.message and "run the same command again" in (
+        result.error.message
+    )
+    assert apply(checkout_090, catalog, selection).written  # the next run finishes the job
+    assert {p.status for p in apply(checkout_090, catalog, selection).points} == {Status.PRESENT}

@@ -143,7 +143,8 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
     order the caller gives puts the runtime package before the code importing it;
     the next run finishes the job and clears staged leftovers (*.ti-tmp).
     """
-    staged: list[tuple[Path, Path | None]] = []
+    staged: list[_Staged] = []
+    created: list[Path] = []  # folders made for new files (outermost first)
     seen: dict[Path, str] = {}
     _fault_pause("before-writes")
     try:
@@ -153,39 +154,94 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
                 # two paths, one file (a link): each was edited on its own, neither edit holds the other
                 raise CheckoutError(f"{write.path} and {seen[target]} are one file (a link); edit the file itself")
             seen[target] = write.path
-            if write.expected is not None and _current(target) != write.expected:
+            previous = _current(target)
+            if write.expected is not None and previous != write.expected:
                 raise CheckoutError(f"{write.path}: changed while this run was working on it; run again")
             if write.data is None:
-                staged.append((target, None))
+                staged.append(_Staged(write.path, target, None, previous))
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            staged.append((target, _stage(target, write.data)))
+            created += _make_folders(target.parent)
+            staged.append(_Staged(write.path, target, _stage(target, write.data), previous))
             _fault_pause("staging")
     except BaseException:
         _drop_staged(staged)
+        _remove_empty(created)
         raise
     try:
         with _signals_held():
-            _rename_all(staged)
+            _rename_all(staged, created)
     except (KeyboardInterrupt, Interrupted) as exc:
         # held back during the renames and delivered when they were done: everything is written
         raise InterruptedAfterWrite(exc) from exc
 
 
-def _rename_all(staged: list[tuple[Path, Path | None]]) -> None:
-    for done, (target, temp) in enumerate(staged):
+@dataclass(frozen=True)
+class _Staged:
+    path: str  # as the run names it
+    target: Path
+    temp: Path | None  # the staged new content (None: the file is deleted)
+    previous: bytes | None  # what the file held (None: it did not exist)
+
+
+class PartlyWritten(CheckoutError):
+    """A rename failed and putting the files renamed before it back failed too."""
+
+
+def _rename_all(staged: list[_Staged], created: list[Path]) -> None:
+    for done, item in enumerate(staged):
         try:
-            if temp is None:
-                _delete(target)
+            if item.temp is None:
+                _delete(item.target)
             else:
-                os.replace(temp, target)
-        except OSError:
+                os.replace(item.temp, item.target)
+        except OSError as exc:
             _drop_staged(staged[done:])
+            _roll_back(staged[:done], created, exc)
             raise
         _fault_pause("renames")
-    for directory in {target.parent for target, temp in staged if temp is None}:
+    for directory in {item.target.parent for item in staged if item.temp is None}:
         with contextlib.suppress(OSError):
             directory.rmdir()  # only when now empty
+
+
+def _roll_back(renamed: list[_Staged], created: list[Path], cause: OSError) -> None:
+    """Put back what the files renamed before a failed rename held: the run writes all or nothing
+    (an immutable file, a bind mount or a full disk can refuse a rename half-way)."""
+    failed: list[str] = []
+    for item in reversed(renamed):
+        try:
+            if item.previous is None:
+                with contextlib.suppress(FileNotFoundError):
+                    item.target.unlink()
+            else:
+                item.target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(_stage(item.target, item.previous), item.target)
+        except (OSError, CheckoutError):
+            failed.append(item.path)
+    _remove_empty(created)
+    if failed:
+        names = ", ".join(reversed(failed))
+        raise PartlyWritten(
+            f"partly written: writing stopped at a file that could not be replaced ({cause}), and {names} "
+            "could not be put back as they were; run the same command again to finish the job"
+        ) from cause
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Create the folder (and missing parents); the ones created, outermost first."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        path.mkdir(exist_ok=True)
+    return list(reversed(missing))
+
+
+def _remove_empty(created: list[Path]) -> None:
+    for folder in reversed(created):
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when empty
 
 
 def _delete(target: Path) -> None:
@@ -203,11 +259,11 @@ def _delete(target: Path) -> None:
             cache.rmdir()
 
 
-def _drop_staged(staged: list[tuple[Path, Path | None]]) -> None:
-    for _target, temp in staged:
-        if temp is not None:
+def _drop_staged(staged: list[_Staged]) -> None:
+    for item in staged:
+        if item.temp is not None:
             with contextlib.suppress(OSError):
-                temp.unlink()
+                item.temp.unlink()
 
 
 @contextlib.contextmanager
@@ -304,6 +360,8 @@ def commit(root: Path, result: RunResult, writes: list[PendingWrite], write: boo
         return result
     try:
         write_all(root, writes)
+    except PartlyWritten as exc:
+        return replace(result, written=False, error=RunError(RunErrorKind.WRITE_FAILED, str(exc)))
     except (CheckoutError, OSError) as exc:
         return replace(result, written=False, error=RunError(RunErrorKind.WRITE_FAILED, f"nothing written: {exc}"))
     return replace(result, written=True)
