@@ -401,3 +401,28 @@ def test_remove_force_on_a_hand_edited_rewrite_says_what_it_cannot_take_out(
     assert "fork_counter = 1" in (tree / AGENT_LOOP).read_text(encoding="utf-8")
     for tracing in (False, True):
         assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"
+
+
+def test_a_hand_edited_point_whose_import_a_merge_dropped_is_broken_and_repaired(
+    instrumented_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    tree = _copy(instrumented_090, tmp_path)
+    _edit(tree, AGENT_LOOP, C1_LINE, C1_LINE + "                fork_counter = 1  # the fork's own line\n")
+    _edit(tree, AGENT_LOOP, "    log_rollout_completed,\n", "")
+    assert "log_rollout_completed" not in _module_imports(tree / AGENT_LOOP), "the merge must drop the import"
+    c1 = _point(check(tree, catalog), "traj.c1.central-dump")
+    assert (c1.status, c1.reason) == (Status.BROKEN, Reason.MISSING_IMPORT)
+    assert "edited by hand" in c1.message and "log_rollout_completed" in c1.message
+    repaired = _point(apply(tree, catalog), "traj.c1.central-dump")
+    assert repaired.status is Status.REPAIRED
+    assert _point(check(tree, catalog), "traj.c1.central-dump").status is Status.DRIFTED
+    assert "log_rollout_completed" in _module_imports(tree / AGENT_LOOP)
+    assert "fork_counter = 1" in (tree / AGENT_LOOP).read_text(encoding="utf-8")
+    for tracing in (False, True):
+        assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"
+
+
+def _module_imports(path: Path) -> set[str]:
+    """The names the module's top-level imports bind (read here, not by the tool)."""
+    module = ast.parse(path.read_bytes())
+    return {a.asname or a.name for n in module.body if isinstance(n, ast.ImportFrom) for a in n.names}

@@ -80,6 +80,11 @@ class FileAssessor:
         if not state.marker_nodes:
             # some edits exactly in place, the others simply gone (say, lost in a merge): apply completes it
             return self._absent(point, state)
+        missing = self.work.names.hand_edited_imports(point)
+        if missing:  # what breaks at run time first: apply adds the imports, the hand edits stay
+            broken = self._broken(point, state, missing)
+            message = f"{drift_message(state)}; {broken.result.message}"
+            return Assessment(point, replace(broken.result, message=message))
         return Assessment(point, self.drifted(point, state))
 
     # -- a point whose code is all there ---------------------------------------------------

@@ -196,6 +196,21 @@ class PointNames:
                     found.setdefault((issue.name, issue.problem), issue)
         return sorted(found.values(), key=lambda i: (i.line, i.name))
 
+    def hand_edited_imports(self, point: Point) -> list[NameIssue]:
+        """The imports the point's hand-edited code needs and the module lacks (a merge can drop a
+        drifted point's import as well as a present one's): only names the point's template imports."""
+        state = self.recognition.states[point.id]
+        wanted = expectations(point)
+        found: dict[str, NameIssue] = {}
+        stmts = [*state.marker_nodes, *(stmt for run in state.edited for stmt in run.stmts)]
+        for node in (n for stmt in stmts for n in ast.walk(stmt)):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in wanted:
+                scope = self.table.scope_of(node)
+                for issue in self._use_issues(node, scope, wanted) if scope is not None else ():
+                    if issue.problem is Reason.MISSING_IMPORT:
+                        found.setdefault(issue.name, issue)
+        return sorted(found.values(), key=lambda i: (i.line, i.name))
+
     def _node_issues(self, node: ast.AST, wanted: dict[str, Expectation]) -> Iterable[NameIssue]:
         if isinstance(node, ast.Name):
             scope = self.table.scope_of(node)
