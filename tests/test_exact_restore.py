@@ -110,3 +110,46 @@ def test_a_checkout_whose_line_breaks_are_all_cr_is_given_back_byte_for_byte(ver
         (p.point_id, p.status.value, p.message) for p in taken.points if p.status is Status.KEPT
     ]
     assert tree_bytes(checkout) == before
+
+
+ONE_LINE_SPEC = """
+file: verl/target.py
+points:
+  - id: t.banner
+    facility: progress
+    title: a one-line progress message
+    scope: Trainer.fit
+    after: |
+      metrics = {}
+    code: |
+      log_progress('{message}')
+"""
+TRAINER_BEFORE = "class Trainer:\n    def fit(self):\n        metrics = {}\n        return metrics\n"
+
+
+def test_a_reworded_one_line_point_is_stale_and_update_replaces_it_in_place(tmp_path: Path) -> None:
+    """A release that rewords a point's message: its old line is the point's code in an older
+    template (stale, not missing plus an unexpected call), and `apply --update` replaces it."""
+    catalogs = []
+    for version, message in (("v1", "start record metrics"), ("v2", "start recording metrics")):
+        folder = tmp_path / version
+        folder.mkdir()
+        (folder / "spec.yaml").write_text(ONE_LINE_SPEC.replace("{message}", message), encoding="utf-8")
+        catalogs.append(load_catalog([folder], shipped=False))
+    target = tmp_path / "checkout" / "verl" / "target.py"
+    target.parent.mkdir(parents=True)
+    target.write_text(TRAINER_BEFORE, encoding="utf-8")
+    root = target.parents[1]
+    assert [p.status for p in apply(root, catalogs[0]).points] == [Status.APPLIED]
+    checked = check(root, catalogs[1])
+    assert [(p.point_id, p.status) for p in checked.points if p.file == "verl/target.py"] == [
+        ("t.banner", Status.STALE)
+    ]
+    plain = apply(root, catalogs[1])
+    assert [p.status for p in plain.points] == [Status.STALE] and not plain.written
+    assert [p.status for p in apply(root, catalogs[1], update=True).points] == [Status.UPDATED]
+    text = target.read_text(encoding="utf-8")
+    assert text.count("log_progress(") == 1 and "start recording metrics" in text
+    assert [p.status for p in check(root, catalogs[1]).points if p.file == "verl/target.py"] == [Status.PRESENT]
+    assert [p.status for p in remove(root, catalogs[1]).points] == [Status.REMOVED]
+    assert target.read_text(encoding="utf-8") == TRAINER_BEFORE

@@ -67,15 +67,15 @@ class FileAssessor:
         state = self.work.state(point)
         if state.complete:
             return self._in_file(point, state)
-        if state.untouched:
-            return self._absent(point, state)
         stale = stale_state(self.work, point, self.manifest)
+        if state.untouched and stale is None:
+            return self._absent(point, state)
         if stale is not None and stale.departures:
             # an older template's code around business code the fork edited: not refreshed blindly
             return Assessment(point, self.departed(point, stale))
         if stale is not None:
             message = "applied with an older template; `trace-instrument apply --update` refreshes it in place"
-            result = point_result(point, Status.STALE, line=state.line, message=message, reason=Reason.OLDER_TEMPLATE)
+            result = point_result(point, Status.STALE, line=stale.line, message=message, reason=Reason.OLDER_TEMPLATE)
             return Assessment(point, result, stale=stale)
         if not state.marker_nodes:
             # some edits exactly in place, the others simply gone (say, lost in a merge): apply completes it

@@ -36,6 +36,7 @@ from trace_instrument.spec.signatures import signatures_in
 
 if TYPE_CHECKING:
     from trace_instrument.engine.analysis import FileWork
+    from trace_instrument.locate import PointState
 
 
 def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()) -> RunResult:
@@ -175,7 +176,7 @@ def _check_file(context: _Context, root: Path, relative: str, points: list[Point
     # what apply would refuse among the points it would add: two rewriting the same statement
     clashing = overlaps(a for a in assessments if a.status is Status.MISSING)
     results = [_refused_overlap(a.result, clashing) for a in assessments]
-    results += _unexpected(work, context.catalog)
+    results += _unexpected(work, context.catalog, [a.stale for a in assessments if a.stale is not None])
     return FileResult(work.path, tuple(results)), dict(work.modules.read)
 
 
@@ -257,10 +258,11 @@ def _skip_unplaceable(files: list[FileResult], catalog: Catalog, selected: froze
 # -- tracing code nobody accounts for ---------------------------------------------------
 
 
-def _unexpected(work: FileWork, catalog: Catalog) -> list[PointResult]:
-    """Tracing calls outside every point's code. A call belongs to the statement whose own lines hold
-    it: it is accounted for when that statement, or one around it, is a point's."""
-    accounted: set[int] = set()
+def _unexpected(work: FileWork, catalog: Catalog, stale: list[PointState]) -> list[PointResult]:
+    """Tracing calls outside every point's code (an older template's code, `stale`, is a point's).
+    A call belongs to the statement whose own lines hold it: it is accounted for when that
+    statement, or one around it, is a point's."""
+    accounted = {id(stmt) for state in stale for block in state.blocks for stmt in block.instrumentation or block.top}
     for point in work.points:
         state = work.state(point)
         for block in state.blocks:
