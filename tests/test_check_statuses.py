@@ -159,3 +159,35 @@ def test_check_formats_from_the_cli(checkout_090, catalog, fmt):
     else:
         suite = ElementTree.fromstring(outcome.output)
         assert (suite.get("tests"), suite.get("failures")) == (str(missing), str(missing))
+
+
+SYNC = "verl/trainer/ppo/v1/trainer_sync.py"
+SYNC_CALL = """        trace_flow(uid='*', traj_uid='*', from_module='CheckpointEngineManager',
+                   to_module='RolloutReplica', stage='SYNC_PARAMS',
+                   detail=f'weights_synced_global_step={self.global_steps}',
+                   global_step=self.global_steps)
+"""
+
+
+def test_remove_names_tracing_code_the_fork_moved_into_a_helper_of_its_own(checkout_090, catalog):
+    from trace_instrument.render.exits import FAILED, remove_exit
+
+    apply(checkout_090, catalog)
+    text = (checkout_090 / SYNC).read_text(encoding="utf-8")
+    assert text.count(SYNC_CALL) == 1
+    helper = "    def _traced_sync(self):\n" + SYNC_CALL + "\n"
+    text = text.replace(SYNC_CALL, "        self._traced_sync()\n").replace(
+        "    def on_step_end(self):\n", helper + "    def on_step_end(self):\n"
+    )
+    (checkout_090 / SYNC).write_text(text, encoding="utf-8")
+    helper_line = text.splitlines().index("    def _traced_sync(self):") + 2
+    result = remove(checkout_090, catalog)
+    left = [(p.file, p.line) for p in result.points if p.status is Status.UNEXPECTED]
+    assert left == [(SYNC, helper_line)]
+    message = next(p.message for p in result.points if p.status is Status.UNEXPECTED)
+    assert "SYNC_PARAMS" in message and "remove leaves it" in message and "override" in message
+    assert remove_exit(result) == FAILED
+    assert {f.status for f in result.runtime_files} == {RuntimeStatus.KEPT_IN_USE}
+    after = (checkout_090 / SYNC).read_text(encoding="utf-8")
+    compile(after, SYNC, "exec")
+    assert "from verl.utils.tracing import trace_flow" in after and SYNC_CALL in after

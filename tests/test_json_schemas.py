@@ -35,10 +35,14 @@ def _valid(name: str, body: dict) -> None:
 
 
 def _trouble(root: Path) -> None:
-    """A broken point (import deleted), a drifted one, and a runtime file missing."""
+    """Broken points (an import deleted), a drifted one (whose import stays), and a runtime file missing."""
     trainer = root / RAY_TRAINER
     text = trainer.read_text(encoding="utf-8")
-    text = "".join(line for line in text.splitlines(True) if not line.startswith("from verl.utils.tracing import"))
+    lines = text.splitlines(True)
+    text = "".join(
+        "from verl.utils.tracing import trace_flow\n" if line.startswith("from verl.utils.tracing import") else line
+        for line in lines
+    )
     trainer.write_text(text.replace("detail='actor_parameters_updated'", "detail='x'"))
     (root / "verl/utils/tracing/trajectory_store.py").unlink()
 

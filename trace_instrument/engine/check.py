@@ -54,7 +54,7 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
     elsewhere: list[FileResult] = []
 
     def search_elsewhere() -> None:  # while the catalog's files are analysed
-        elsewhere.extend(_unexpected_elsewhere(base, catalog, set(paths)))
+        elsewhere.extend(unexpected_elsewhere(base, catalog, set(paths)))
 
     files = _file_results(context, base, paths, search_elsewhere)
     files = _requirements_met(files, catalog, selected) + elsewhere
@@ -176,7 +176,7 @@ def _check_file(context: _Context, root: Path, relative: str, points: list[Point
     # what apply would refuse among the points it would add: two rewriting the same statement
     clashing = overlaps(a for a in assessments if a.status is Status.MISSING)
     results = [_refused_overlap(a.result, clashing) for a in assessments]
-    results += _unexpected(work, context.catalog, [a.stale for a in assessments if a.stale is not None])
+    results += unexpected_calls(work, context.catalog, [a.stale for a in assessments if a.stale is not None])
     return FileResult(work.path, tuple(results)), dict(work.modules.read)
 
 
@@ -258,7 +258,7 @@ def _skip_unplaceable(files: list[FileResult], catalog: Catalog, selected: froze
 # -- tracing code nobody accounts for ---------------------------------------------------
 
 
-def _unexpected(work: FileWork, catalog: Catalog, stale: list[PointState]) -> list[PointResult]:
+def unexpected_calls(work: FileWork, catalog: Catalog, stale: list[PointState]) -> list[PointResult]:
     """Tracing calls outside every point's code (an older template's code, `stale`, is a point's).
     A call belongs to the statement whose own lines hold it: it is accounted for when that
     statement, or one around it, is a point's."""
@@ -278,7 +278,7 @@ def _unexpected(work: FileWork, catalog: Catalog, stale: list[PointState]) -> li
     ]
 
 
-def _unexpected_elsewhere(root: Path, catalog: Catalog, seen: set[str]) -> list[FileResult]:
+def unexpected_elsewhere(root: Path, catalog: Catalog, seen: set[str]) -> list[FileResult]:
     """Tracing calls in files no point targets (the runtime package itself excepted)."""
     # most of verl never names a tracing function: a few substring searches per file (a
     # regex alternation of the names is four times slower) decide which files are parsed

@@ -25,6 +25,7 @@ from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
 from trace_instrument.engine.assess import drift_message, stale_state
+from trace_instrument.engine.check import unexpected_calls, unexpected_elsewhere
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked
 from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacements
 from trace_instrument.engine.originals import FileText, for_removal, records_edit, refreshed
@@ -100,6 +101,10 @@ def _remove(
         ours = frozenset(f.path for f in found if f.status in OURS)
         users = runtime.importers(base, catalog, leaving, ours)
         runtime_plan = runtime.plan_remove(catalog, found, users, force)
+        elsewhere = unexpected_elsewhere(base, catalog, set(paths))
+        files += [
+            replace(f, points=tuple(replace(p, message=p.message + LEFT_BEHIND) for p in f.points)) for f in elsewhere
+        ]
     result = RunResult(
         str(base),
         tuple(files),
@@ -226,7 +231,8 @@ def _remove_from_file(
     while True:
         taking = [p for p in plans.values() if p.blocks]
         if not taking:
-            return _Removal(FileResult(work.path, tuple(p.result for p in plans.values()), original=work.text))
+            results = (*(p.result for p in plans.values()), *_left_behind(work, context))
+            return _Removal(FileResult(work.path, results, original=work.text))
         blocks = [b for p in taking for b in p.blocks]
         originals = for_removal(context.manifest, blocks, in_place, {p.point.id for p in taking})
         try:
@@ -238,7 +244,7 @@ def _remove_from_file(
             break
         for plan in breaking:
             plan.keep(Reason.WOULD_BREAK, "kept: the code that stays reads names only this point's code binds")
-    results = tuple(p.result for p in plans.values())
+    results = (*(p.result for p in plans.values()), *_left_behind(work, context))
     try:
         data = updated.encode(encoding_of(work.source.data))
     except UnicodeEncodeError as exc:
@@ -303,6 +309,19 @@ def _plan(work: FileWork, point: Point, context: _Context) -> _Plan:
     message = drift_message(state) + "; kept (--force removes its hand-edited blocks whole)"
     result = point_result(point, Status.KEPT, line=state.line, message=message, reason=Reason.EDITED_BY_HAND)
     return _Plan(point, result, [])
+
+
+LEFT_BEHIND = (
+    "; remove leaves it (no point's code): take it out by hand, or anchor a point on it with an "
+    "override (`docs/anchors.md`) so that remove takes it out"
+)
+
+
+def _left_behind(work: FileWork, context: _Context) -> list[PointResult]:
+    """Tracing calls no point accounts for (say, a block the fork moved into a helper of its own):
+    remove cannot take them out, and says where they are."""
+    stale = [s for p in work.points if (s := stale_state(work, p, context.manifest)) is not None]
+    return [replace(r, message=r.message + LEFT_BEHIND) for r in unexpected_calls(work, context.catalog, stale)]
 
 
 def _forced_blocks(work: FileWork, point: Point) -> list[Block]:

@@ -39,7 +39,7 @@ def remove_exit(result: RunResult) -> int:
     """0 all out, 1 something kept, 2 an error."""
     if _errored(result):
         return ERROR
-    kept_points = any(p.status in (Status.KEPT, Status.ERROR) for p in result.points)
+    kept_points = any(p.status in (Status.KEPT, Status.ERROR, Status.UNEXPECTED) for p in result.points)
     kept_runtime = any(f.status in (RuntimeStatus.KEPT_EDITED, RuntimeStatus.KEPT_IN_USE) for f in result.runtime_files)
     return FAILED if kept_points or kept_runtime else OK
 
