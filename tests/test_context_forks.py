@@ -104,6 +104,14 @@ def _run_verl(tree: Path, tmp_path: Path, *, tracing: bool, processor: bool = Fa
     return lines[-1] if lines else done.stderr[-500:]
 
 
+BOTH_OK = {"tracing off": "ok", "tracing on": "ok"}
+
+
+def _both_runs(tree: Path, tmp_path: Path) -> dict[str, str]:
+    """What verl's worker code says, run once with tracing off and once on."""
+    return {f"tracing {mode}": _run_verl(tree, tmp_path, tracing=mode == "on") for mode in ("off", "on")}
+
+
 def _calls(tree: Path, relative: str, name: str) -> int:
     module = ast.parse((tree / relative).read_text(encoding="utf-8"))
     return sum(isinstance(n, ast.Call) and getattr(n.func, "id", "") == name for n in ast.walk(module))
@@ -127,8 +135,7 @@ def test_an_if_around_the_stores_anchor_is_refused_and_the_result_runs(
     assert _statuses(checked)["traj.c0.store"] is Status.CONTEXT_CHANGED
     assert exits.check_exit(checked) == exits.FAILED
     assert not verify(tree, catalog).ok
-    for tracing in (False, True):
-        assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"
+    assert _both_runs(tree, tmp_path) == BOTH_OK
 
 
 def test_a_committed_fork_that_wraps_the_store_fails_check_in_every_format(
@@ -348,6 +355,16 @@ def test_a_trace_only_point_inside_a_new_branch_is_placed_and_clean(
 # -- remove keeps what the code that stays needs (issue 18) ---------------------------------------------
 
 C1_LINE = '                kwargs.pop("trace_traj_key", None)\n'
+FORK_LINE = "                fork_counter = 1  # the fork's own line\n"
+
+
+def _with_hand_edited_c1(instrumented: Path, tmp_path: Path) -> Path:
+    """The instrumented tree with a fork line inside C1's `try` (C1 edited by hand)."""
+    tree = _copy(instrumented, tmp_path)
+    _edit(tree, AGENT_LOOP, C1_LINE, C1_LINE + FORK_LINE)
+    return tree
+
+
 SET_UP = ("self._traj_tracker = TrajectoryTracker()", "self._trajectory_store = TrajectoryStore(")
 
 
@@ -367,15 +384,13 @@ def test_remove_only_of_a_point_another_point_needs_keeps_it_and_says_how(
         "traj.c0.store": Status.REMOVED,
         "traj.c1.central-dump": Status.REMOVED,
     }
-    for tracing in (False, True):
-        assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"
+    assert _both_runs(tree, tmp_path) == BOTH_OK
 
 
 def test_remove_keeps_the_set_up_a_hand_edited_point_reads(
     instrumented_090: Path, catalog: Catalog, tmp_path: Path
 ) -> None:
-    tree = _copy(instrumented_090, tmp_path)
-    _edit(tree, AGENT_LOOP, C1_LINE, C1_LINE + "                fork_counter = 1  # the fork's own line\n")
+    tree = _with_hand_edited_c1(instrumented_090, tmp_path)
     result = remove(tree, catalog)
     statuses = {p.point_id: (p.status, p.reason) for p in result.points}
     assert statuses["traj.c1.central-dump"] == (Status.KEPT, Reason.EDITED_BY_HAND)
@@ -383,31 +398,27 @@ def test_remove_keeps_the_set_up_a_hand_edited_point_reads(
     assert exits.remove_exit(result) == exits.FAILED
     text = (tree / AGENT_LOOP).read_text(encoding="utf-8")
     assert all(text.count(set_up) == 1 for set_up in SET_UP)
-    for tracing in (False, True):
-        assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"
+    assert _both_runs(tree, tmp_path) == BOTH_OK
 
 
 def test_remove_force_on_a_hand_edited_rewrite_says_what_it_cannot_take_out(
     instrumented_090: Path, catalog: Catalog, tmp_path: Path
 ) -> None:
-    tree = _copy(instrumented_090, tmp_path)
-    _edit(tree, AGENT_LOOP, C1_LINE, C1_LINE + "                fork_counter = 1  # the fork's own line\n")
+    tree = _with_hand_edited_c1(instrumented_090, tmp_path)
     result = remove(tree, catalog, force=True)
     assert not [f.error for f in result.files if f.error] and Status.ERROR not in {p.status for p in result.points}
     c1 = _point(result, "traj.c1.central-dump")
     assert (c1.status, c1.reason) == (Status.KEPT, Reason.EDITED_BY_HAND)
     assert "not a hand-edited rewrite" in c1.message
     assert {_point(result, p).reason for p in ("traj.c0.store", "traj.c0.tracker")} == {Reason.REQUIRED_BY}
-    assert "fork_counter = 1" in (tree / AGENT_LOOP).read_text(encoding="utf-8")
-    for tracing in (False, True):
-        assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"
+    assert FORK_LINE in (tree / AGENT_LOOP).read_text(encoding="utf-8")
+    assert _both_runs(tree, tmp_path) == BOTH_OK
 
 
 def test_a_hand_edited_point_whose_import_a_merge_dropped_is_broken_and_repaired(
     instrumented_090: Path, catalog: Catalog, tmp_path: Path
 ) -> None:
-    tree = _copy(instrumented_090, tmp_path)
-    _edit(tree, AGENT_LOOP, C1_LINE, C1_LINE + "                fork_counter = 1  # the fork's own line\n")
+    tree = _with_hand_edited_c1(instrumented_090, tmp_path)
     _edit(tree, AGENT_LOOP, "    log_rollout_completed,\n", "")
     assert "log_rollout_completed" not in _module_imports(tree / AGENT_LOOP), "the merge must drop the import"
     c1 = _point(check(tree, catalog), "traj.c1.central-dump")
@@ -417,9 +428,8 @@ def test_a_hand_edited_point_whose_import_a_merge_dropped_is_broken_and_repaired
     assert repaired.status is Status.REPAIRED
     assert _point(check(tree, catalog), "traj.c1.central-dump").status is Status.DRIFTED
     assert "log_rollout_completed" in _module_imports(tree / AGENT_LOOP)
-    assert "fork_counter = 1" in (tree / AGENT_LOOP).read_text(encoding="utf-8")
-    for tracing in (False, True):
-        assert _run_verl(tree, tmp_path, tracing=tracing) == "ok"
+    assert FORK_LINE in (tree / AGENT_LOOP).read_text(encoding="utf-8")
+    assert _both_runs(tree, tmp_path) == BOTH_OK
 
 
 def _module_imports(path: Path) -> set[str]:

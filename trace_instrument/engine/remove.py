@@ -33,7 +33,7 @@ from trace_instrument.engine.ownership import OURS
 from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import internal_error, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
-from trace_instrument.locate import Block, FileLocator
+from trace_instrument.locate import Block, FileLocator, PointState
 from trace_instrument.locate.names import BUILTINS, NameTable
 from trace_instrument.model import (
     Catalog,
@@ -231,7 +231,7 @@ def _remove_from_file(
     while True:
         taking = [p for p in plans.values() if p.blocks]
         if not taking:
-            results = (*(p.result for p in plans.values()), *_left_behind(work, context))
+            results = (*(p.result for p in plans.values()), *_left_behind(work, context, plans))
             return _Removal(FileResult(work.path, results, original=work.text))
         blocks = [b for p in taking for b in p.blocks]
         originals = for_removal(context.manifest, blocks, in_place, {p.point.id for p in taking})
@@ -244,7 +244,7 @@ def _remove_from_file(
             break
         for plan in breaking:
             plan.keep(Reason.WOULD_BREAK, "kept: the code that stays reads names only this point's code binds")
-    results = (*(p.result for p in plans.values()), *_left_behind(work, context))
+    results = (*(p.result for p in plans.values()), *_left_behind(work, context, plans))
     try:
         data = updated.encode(encoding_of(work.source.data))
     except UnicodeEncodeError as exc:
@@ -275,6 +275,7 @@ class _Plan:
     point: Point
     result: PointResult
     blocks: list[Block]
+    stale: PointState | None = None  # its code as an older template made it, when that is what is there
 
     def keep(self, reason: Reason, message: str) -> None:
         self.result = point_result(self.point, Status.KEPT, line=self.result.line, message=message, reason=reason)
@@ -283,13 +284,13 @@ class _Plan:
 
 def _plan(work: FileWork, point: Point, context: _Context) -> _Plan:
     state = work.state(point)
-    if state.untouched:
-        return _Plan(point, point_result(point, Status.MISSING, message="not present"), [])
     if state.complete:
         return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(state.blocks))
-    stale = stale_state(work, point, context.manifest)
+    stale = stale_state(work, point, context.manifest)  # (a reworded one-line point is all stale)
     if stale is not None:
-        return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(stale.blocks))
+        return _Plan(point, point_result(point, Status.REMOVED, line=stale.line), list(stale.blocks), stale)
+    if state.untouched:
+        return _Plan(point, point_result(point, Status.MISSING, message="not present"), [])
     if not state.marker_nodes:
         # partly there (the other edits lost, say in a merge) but nothing edited by hand: its exact blocks go
         return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(state.blocks))
@@ -317,10 +318,14 @@ LEFT_BEHIND = (
 )
 
 
-def _left_behind(work: FileWork, context: _Context) -> list[PointResult]:
+def _left_behind(work: FileWork, context: _Context, plans: dict[str, _Plan]) -> list[PointResult]:
     """Tracing calls no point accounts for (say, a block the fork moved into a helper of its own):
-    remove cannot take them out, and says where they are."""
-    stale = [s for p in work.points if (s := stale_state(work, p, context.manifest)) is not None]
+    remove cannot take them out, and says where they are. (An older template's code is its point's.)"""
+    stale = [
+        s
+        for p in work.points
+        if (s := plans[p.id].stale if p.id in plans else stale_state(work, p, context.manifest)) is not None
+    ]
     return [replace(r, message=r.message + LEFT_BEHIND) for r in unexpected_calls(work, context.catalog, stale)]
 
 
