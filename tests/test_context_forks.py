@@ -33,6 +33,7 @@ from trace_instrument.render.ci import github_annotations, junit_xml
 
 AGENT_LOOP = "verl/experimental/agent_loop/agent_loop.py"
 RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
+EXTRACTED = "                        reward_tensor, reward_extra_infos_dict = extract_reward(batch)\n"
 STUBBED = Path(__file__).parent / "agent_loop_stubbed.py"
 
 INIT = """        RolloutTraceConfig.init(
@@ -436,3 +437,35 @@ def _module_imports(path: Path) -> set[str]:
     """The names the module's top-level imports bind (read here, not by the tool)."""
     module = ast.parse(path.read_bytes())
     return {a.asname or a.name for n in module.body if isinstance(n, ast.ImportFrom) for a in n.names}
+
+
+RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
+EXTRACTED = "                        reward_tensor, reward_extra_infos_dict = extract_reward(batch)\n"
+REWARD_UIDS = (
+    EXTRACTED
+    + '                        _traj_uids = batch.non_tensor_batch.get("traj_uid", np.array(["N/A"] * len(batch)))\n'
+)
+REWARD_CALL = "                        trace_flow(uid=batch.non_tensor_batch['uid']"
+REWARD_FORK_LINE = "                        print('fork')\n"
+
+
+def test_a_fork_line_inside_one_block_drifts_that_point_alone_with_one_diff(
+    verl_090: Path, instrumented_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    """A fork line between two statements of flow.v0.train-reward's block: that point is drifted,
+    with one diff of its whole block; its neighbour progress.v0.reward, which follows the block,
+    is not `moved`. remove --force takes the point's statements out and leaves the fork's line."""
+    tree = _copy(instrumented_090, tmp_path)
+    _edit(tree, RAY_TRAINER, REWARD_UIDS + REWARD_CALL, REWARD_UIDS + REWARD_FORK_LINE + REWARD_CALL)
+    checked = check(tree, catalog)
+    assert {p: s for p, s in _statuses(checked).items() if s is not Status.PRESENT} == {
+        "flow.v0.train-reward": Status.DRIFTED
+    }
+    diff = _point(checked, "flow.v0.train-reward").diff
+    assert diff.count("--- template") == 1 and "+print('fork')" in diff.splitlines()
+
+    removed = remove(tree, catalog, force=True)
+    assert Status.KEPT not in set(_statuses(removed).values())
+    pristine = (verl_090 / RAY_TRAINER).read_text(encoding="utf-8")
+    assert pristine.count(EXTRACTED) == 1
+    assert (tree / RAY_TRAINER).read_text(encoding="utf-8") == pristine.replace(EXTRACTED, EXTRACTED + REWARD_FORK_LINE)

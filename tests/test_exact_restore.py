@@ -155,3 +155,32 @@ def test_a_reworded_one_line_point_is_stale_and_update_replaces_it_in_place(tmp_
     assert [p.status for p in check(root, catalogs[1]).points if p.file == "verl/target.py"] == [Status.PRESENT]
     assert [p.status for p in remove(root, catalogs[1]).points] == [Status.REMOVED]
     assert target.read_text(encoding="utf-8") == TRAINER_BEFORE
+
+
+SCORE_BLOCK = "        if final_output.reward_score is None and enable_async_reward:\n"
+FORK_LINE = "            scoring_started = True  # the fork's own line\n"
+
+
+def test_a_fork_line_above_a_captured_body_stays_above_the_block_remove_rebuilds(
+    verl_090: Path, tmp_path: Path, catalog: Catalog
+) -> None:
+    """extra.reward-score.carry's template starts with the body it captures from under the
+    compute_score timer: a fork line the fork puts above that body, in the same block, is not
+    the body's. check places the point at the body, and remove puts the line back above the
+    timer (where it was written), not inside it."""
+    checkout = copy_tree(verl_090, tmp_path / "checkout")
+    pristine = (checkout / AGENT_LOOP).read_text(encoding="utf-8")
+    assert pristine.count(SCORE_BLOCK) == 1
+    extras = Selection(extras=frozenset({"reward-score-metric"}))
+    assert apply(checkout, catalog, extras).written
+    applied = (checkout / AGENT_LOOP).read_text(encoding="utf-8")
+    (checkout / AGENT_LOOP).write_text(applied.replace(SCORE_BLOCK, SCORE_BLOCK + FORK_LINE), encoding="utf-8")
+    edited = (checkout / AGENT_LOOP).read_text(encoding="utf-8").splitlines(keepends=True)
+    body_line = edited.index(FORK_LINE) + 2  # the body's first statement is the next line (1-based)
+
+    carry = next(p for p in check(checkout, catalog, extras).points if p.point_id == "extra.reward-score.carry")
+    assert (carry.status, carry.line) == (Status.PRESENT, body_line), carry.message
+
+    removed = remove(checkout, catalog)
+    assert removed.error is None and not [f.error for f in removed.files if f.error]
+    assert (checkout / AGENT_LOOP).read_text(encoding="utf-8") == pristine.replace(SCORE_BLOCK, SCORE_BLOCK + FORK_LINE)

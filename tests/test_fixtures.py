@@ -16,6 +16,9 @@ remove/<case>/     apply then remove, as a user runs them (the manifest apply wr
                    names (`--only`); without one, each is one run of every point.
     edited.py      optional: the file as the user edits it after apply (before remove runs).
     removed.py     what remove gives back when it is not before.py (needed with edited.py).
+    expected.yaml  optional: the points remove keeps (as for apply), with what check reports on
+                   edited.py (a point's `check:` mapping); without it every point goes, and
+                   with the last of them the manifest. A second remove changes nothing.
 check/<case>/      before.py holds the points' code already (moved, drifted, broken ...).
     expected.yaml  what check reports; apply reports the same (a point's `apply:` mapping says
                    where it differs) and leaves the file alone,
@@ -28,6 +31,7 @@ name must be placed by apply (missing in check before that), or be present in ch
 
 from __future__ import annotations
 
+import ast
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,14 +45,14 @@ from support import assert_snapshot
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.remove import remove
-from trace_instrument.model import EXTRAS, Catalog, PointResult, RunResult, Selection, Status
+from trace_instrument.model import EXTRAS, Catalog, Edit, EditKind, PointResult, Reason, RunResult, Selection, Status
 from trace_instrument.render import exits
 from trace_instrument.spec import load_catalog
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TARGET = "verl/target.py"
 ALL = Selection(extras=frozenset(EXTRAS))
-OVERRIDE_KEYS = {"apply", "check"}
+OVERRIDE_KEYS = {"apply", "check", "remove"}
 POINT_KEYS = {
     "status",
     "reason",
@@ -241,8 +245,29 @@ def test_no_op_twin_second_apply_changes_nothing(case: Path, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("case", _cases("apply", "after.py"))
 def test_remove_restores_before(case: Path, tmp_path: Path) -> None:
+    """remove on after.py, with no manifest, gives before.py back; except that a rewrite whose
+    captured body starts or ends its template is kept: only apply's record says where it was."""
     after = (case / "after.py").read_bytes()
-    assert _run(case, tmp_path, after, operation=remove) == (case / "before.py").read_bytes()
+    open_bodies = {p.id for p in _catalog(case, tmp_path).points if any(_open_body(e) for e in p.edits)}
+    if not open_bodies:
+        assert _run(case, tmp_path, after, operation=remove) == (case / "before.py").read_bytes()
+        return
+    result, root = _operate(case, tmp_path, after, remove)
+    assert (root / TARGET).read_bytes() == after
+    for point in result.points:
+        if point.point_id in open_bodies:
+            assert (point.status, point.reason) == (Status.KEPT, Reason.EDITED_BY_HAND), point.message
+            assert "was not recorded when it was applied" in point.message
+
+
+def _open_body(edit: Edit) -> bool:
+    """Does the rewrite capture a body its template's own code does not bound (first or last)?"""
+    stmts = edit.template.stmts
+    return edit.kind is EditKind.REWRITE and (_is_body(stmts[0]) or _is_body(stmts[-1]))
+
+
+def _is_body(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Name) and stmt.value.id.endswith("_body__")
 
 
 @pytest.mark.parametrize("case", _cases("apply", "after.py"))
@@ -302,18 +327,23 @@ def _steps(case: Path, operation: str) -> list[Selection]:
     return [Selection(only=frozenset(run)) for run in runs] if runs else [ALL]
 
 
-def _run_steps(root: Path, catalog: Catalog, operation: Operation, selections: list[Selection]) -> None:
+def _run_steps(root: Path, catalog: Catalog, operation: Operation, selections: list[Selection]) -> RunResult:
+    """Run each selection in turn; the last run's result."""
+    result = None
     for selection in selections:
         result = operation(root, catalog, selection)
         assert not result.error, result.error
         assert not [f.error for f in result.files if f.error]
         problems = [(p.point_id, p.status.value, p.message) for p in result.points if p.status is Status.ERROR]
         assert not problems, problems
+    assert result is not None
+    return result
 
 
 @pytest.mark.parametrize("case", _cases("remove", "applied.py"))
 def test_remove_gives_back_what_apply_found(case: Path, tmp_path: Path) -> None:
-    """remove after apply gives the file back byte for byte, or keeps the user's edits (removed.py)."""
+    """remove after apply gives the file back byte for byte, or keeps the user's edits (removed.py),
+    or keeps the points it must (expected.yaml); run again, it changes nothing."""
     catalog = _catalog(case, tmp_path)
     root = _checkout(tmp_path, (case / "before.py").read_bytes())
     _run_steps(root, catalog, apply, _steps(case, "apply"))
@@ -321,12 +351,21 @@ def test_remove_gives_back_what_apply_found(case: Path, tmp_path: Path) -> None:
     assert_snapshot(case / "applied.py", applied)
     placed = check(root, catalog, ALL)
     assert all(p.status is Status.PRESENT for p in placed.points), [(p.point_id, p.status.value) for p in placed.points]
+    expected = _expected(case) if (case / "expected.yaml").exists() else Expected({}, {})
     if (case / "edited.py").exists():
         (root / TARGET).write_bytes((case / "edited.py").read_bytes())
-    _run_steps(root, catalog, remove, _steps(case, "remove"))
-    expected = case / ("removed.py" if (case / "removed.py").exists() else "before.py")
-    assert (root / TARGET).read_bytes() == expected.read_bytes()
-    assert not (root / ".trace-instrument.json").exists(), "every point is gone: so is the manifest"
+        if expected.points:
+            _assert_points(check(root, catalog, ALL), expected, "check", {Status.PRESENT})
+    removed = _run_steps(root, catalog, remove, _steps(case, "remove"))
+    _assert_points(removed, expected, "remove", {Status.REMOVED})
+    wanted = case / ("removed.py" if (case / "removed.py").exists() else "before.py")
+    assert (root / TARGET).read_bytes() == wanted.read_bytes()
+    kept = any(p.status is Status.KEPT for p in removed.points)
+    assert (root / ".trace-instrument.json").exists() == kept, "the manifest stays exactly while a point does"
+    files = _files(root)
+    again = remove(root, catalog, ALL)
+    assert not again.error and _files(root) == files, "a second remove changes nothing"
+    assert all(p.status in (Status.MISSING, Status.KEPT) for p in again.points)
 
 
 # -- check: code already in the file -----------------------------------------------------------

@@ -273,6 +273,10 @@ def _reshaped(body: dict[str, Any], case: str) -> dict[str, Any]:
         point = next(iter(body["replaced"]))
         for record in body["replaced"][point].values():
             del record["digest"]
+    elif case == "body-extent-too-short":
+        point = next(iter(body["replaced"]))
+        for record in body["replaced"][point].values():
+            record["bodies"] = {"1": [3, "a", "b"]}
     elif case == "a-list-at-the-top":
         return [body]  # type: ignore[return-value]
     return body
@@ -283,6 +287,7 @@ RESHAPED = {
     "templates-not-a-list": ".templates: expected a list of strings, found a string",
     "baseline-not-packed": "not a packed list of fingerprints",
     "replaced-without-digest": ".digest: expected a string, found null",
+    "body-extent-too-short": ".bodies.1: expected a capture number and [length, first, last, before, after]",
     "a-list-at-the-top": "the top level: expected an object, found a list",
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 FACILITIES = ("sample_flow", "progress", "trajectory", "env", "runtime")
@@ -283,6 +284,24 @@ class Edit:
     def kind(self) -> EditKind:
         """The first anchor's kind (the loader lets alternatives do only the same kind of edit)."""
         return self.anchors[0].kind
+
+
+@dataclass(frozen=True)
+class BodyExtent:
+    """Where a body a rewrite captured ended up, as apply moved it: how many statements it holds
+    and the digests of its first and last (`statement_print`), and how many statements its list
+    held before and after the rewritten region (other points' code never counted). Recorded for
+    the bodies the template's own code does not bound (see `unbounded_bodies`)."""
+
+    length: int
+    first: str
+    last: str
+    before: int
+    after: int
+
+
+# (point id, edit index) -> anchor index of each captured body -> its extent
+Extents = Mapping[tuple[str, int], Mapping[int, BodyExtent]]
 
 
 @dataclass(frozen=True, eq=False)

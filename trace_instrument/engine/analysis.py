@@ -13,6 +13,7 @@ from pathlib import Path
 
 from trace_instrument.caches import file_digest
 from trace_instrument.engine.files import CheckoutError, SourceFile, read_target
+from trace_instrument.engine.manifest import Manifest
 from trace_instrument.locate import FileLocator, PointState
 from trace_instrument.locate.attributes import ClassAttributes, Module
 from trace_instrument.locate.names import NameTable
@@ -71,12 +72,13 @@ def analyse(
     relative: str,
     catalog: Catalog,
     data: bytes | None = None,
-    applied: frozenset[str] | None = None,
+    manifest: Manifest | None = None,
 ) -> FileWork | FileProblem:
     """Read (or take `data` as) one target file and recognise the catalog's points in it.
 
-    `applied`: the points the manifest records (a def named like a point's own is the fork's
-    code unless apply placed that point); None when not known.
+    `manifest`: what apply recorded (None: not known): the points it placed (a def named like
+    a point's own is the fork's code unless apply placed that point) and where it left the
+    bodies rewrites captured.
     """
     if data is None:
         read = _read(root, relative)
@@ -99,7 +101,8 @@ def analyse(
         message = f"not valid text in its declared encoding (UTF-8 unless declared): {exc}"
         return FileProblem(relative, message, FileProblemKind.ENCODING)
     points = tuple(p for p in catalog.points if p.file == relative)
-    locator = FileLocator(tree, points, catalog.helpers, text, applied=applied)
+    applied, extents = (manifest.applied, manifest.extents) if manifest is not None else (None, None)
+    locator = FileLocator(tree, points, catalog.helpers, text, applied=applied, extents=extents)
     return FileWork(source, tree, locator, points, text, catalog.relations, CheckoutModules(root))
 
 

@@ -33,7 +33,7 @@ from trace_instrument.engine.assess import (
 from trace_instrument.engine.baseline import added_imports, business_baseline
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked, unwritable
 from trace_instrument.engine.manifest import Manifest, Replacements
-from trace_instrument.engine.originals import FileText, for_removal, recorded, records_edit
+from trace_instrument.engine.originals import FileText, for_removal, placed_extents, recorded, records_edit
 from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import excluded_reason, internal_error, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
@@ -44,6 +44,7 @@ from trace_instrument.locate.runnable import PointNames
 from trace_instrument.model import (
     Catalog,
     ContextIssue,
+    Extents,
     FileError,
     FileProblemKind,
     FileResult,
@@ -262,7 +263,7 @@ class _Plan:
 def _apply_to_file(
     context: _Context, base: Path, relative: str, selected: frozenset[str], excluded: frozenset[str]
 ) -> _Outcome:
-    disk = analyse(base, relative, context.catalog, applied=context.manifest.applied)
+    disk = analyse(base, relative, context.catalog, manifest=context.manifest)
     points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
     if isinstance(disk, FileProblem):
         return _Outcome(problem_results(disk, points))
@@ -282,7 +283,7 @@ def _without_stale(base: Path, disk: FileWork, points: list[Point], context: _Co
     originals = for_removal(context.manifest, blocks, in_place, {a.point.id for a in stale})
     module = edit_module(parse_file(disk.source.data), disk.tree, removals=blocks, originals=originals)
     data = module.code.encode(encoding_of(disk.source.data))
-    fresh = analyse(base, disk.path, context.catalog, data, applied=context.manifest.applied)
+    fresh = analyse(base, disk.path, context.catalog, data, manifest=context.manifest)
     if isinstance(fresh, FileProblem):
         raise EditError(f"taking out the older code left a file that does not parse: {fresh.message}")
     return fresh, {a.point.id for a in stale}
@@ -429,7 +430,8 @@ def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: File
     extra_imports = tuple(dict.fromkeys([*(i for p in inserting for i in p.point.imports), *_plain_repairs(repairing)]))
     try:
         updated, measures = _edited_text(work, placements, ImportChanges(names, extra_imports), context.manifest)
-        checked = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog)
+        extents = {**context.manifest.extents, **placed_extents(placements, work.locator)}
+        checked = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog, extents)
         baseline, tree, locator = checked
         replaced = _records(work, measures, updated, tree, locator, placements) if measures else {}
     except _NotRunnable:
@@ -554,17 +556,19 @@ def _check_output(
     repairing: list[_Plan],
     before: tuple[str, ...],
     catalog: Catalog,
+    extents: Extents,
 ) -> tuple[tuple[str, ...], ast.Module, FileLocator]:
     """The output must parse, every point placed or repaired must be recognised in it and able to run,
     and its business code must be the input's but for the rewrites the catalog declares.
 
     Returns the output's business fingerprints (the baseline a later verify compares with), its
-    ast and its points as recognised.
+    ast and its points as recognised (the bodies rewrites captured where `extents` says).
     """
     tree = ast.parse(updated, filename=work.path)
     # only the points found edited by hand in the input can carry markers in the output
     touched = frozenset(p.id for p in work.points if work.state(p).marker_nodes)
-    locator = FileLocator(tree, work.points, work.locator.recognition.helper_names, updated, markers_for=touched)
+    helpers = work.locator.recognition.helper_names
+    locator = FileLocator(tree, work.points, helpers, updated, markers_for=touched, extents=extents)
     for plan in inserting:
         if not locator.state(plan.point).complete:
             raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")

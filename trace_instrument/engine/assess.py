@@ -106,6 +106,13 @@ class FileAssessor:
             return Assessment(point, context_changed(point, context, placed=True))
         if state.departures:  # run-time problems first: those say what breaks
             return Assessment(point, self.departed(point, state))
+        unbounded = next((b for b in state.blocks if b.unbounded), None)
+        if unbounded is not None:
+            message = unbounded_message(unbounded) + "; `remove` leaves it until they are as apply left them"
+            result = point_result(
+                point, Status.DRIFTED, line=unbounded.line, message=message, reason=Reason.EDITED_BY_HAND
+            )
+            return Assessment(point, result)
         for block in state.blocks:
             moved = self.work.locator.finder.misplaced(point, block)
             if isinstance(moved, AnchorFailure):
@@ -415,6 +422,15 @@ def _worst(issues: list[NameIssue]) -> Reason:
     return next(reason for reason in _SEVERITY if reason in problems)
 
 
+def unbounded_message(block: Block) -> str:
+    """Why the statements a rewrite's captured body holds are not known, and where its code is."""
+    own = [s.lineno for s in block.instrumentation] or [block.line]
+    return (
+        f"its code is there (line {min(own)}), but {block.unbounded}: which statements are the body it "
+        "captured is not known"
+    )
+
+
 def drift_message(state: PointState) -> str:
     present = len(state.blocks)
     total = present + len(state.absent)
@@ -447,6 +463,7 @@ def stale_state(work: FileWork, point: Point, manifest: Manifest) -> PointState 
     if old is None:
         return None
     others = [p for p in work.points if p.id != point.id]
-    locator = FileLocator(work.tree, [*others, old], work.locator.recognition.helper_names, work.text)
+    recognition = work.locator.recognition
+    locator = FileLocator(work.tree, [*others, old], recognition.helper_names, work.text, extents=recognition.extents)
     state = locator.state(old)
     return state if state.complete else None

@@ -168,7 +168,7 @@ def _check_file(context: _Context, root: Path, relative: str, points: list[Point
     from trace_instrument.engine.analysis import FileProblem, analyse
     from trace_instrument.engine.assess import FileAssessor, overlaps
 
-    work = analyse(root, relative, context.catalog, applied=context.manifest.applied)
+    work = analyse(root, relative, context.catalog, manifest=context.manifest)
     if isinstance(work, FileProblem):
         return problem_results(work, points), {}
     assessor = FileAssessor(work, context.manifest, context.runtime)

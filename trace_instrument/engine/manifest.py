@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trace_instrument.engine.files import CheckoutError, PendingWrite
-from trace_instrument.model import Point, RunError, RunErrorKind
+from trace_instrument.model import BodyExtent, Extents, Point, RunError, RunErrorKind
 
 MANIFEST_NAME = ".trace-instrument.json"
 
@@ -31,6 +31,7 @@ class Replaced:
     digest: str
     inside: tuple[str, ...] = ()
     within: tuple[str, ...] = ()
+    bodies: dict[int, BodyExtent] = field(default_factory=dict)  # where its unbounded captured bodies are
 
     def exact_when(self, staying: frozenset[str]) -> bool:
         """May the original go back when the points `staying` keep their code? Only when exactly the
@@ -43,6 +44,10 @@ class Replaced:
             body["inside"] = list(self.inside)
         if self.within:
             body["within"] = list(self.within)
+        if self.bodies:
+            body["bodies"] = {
+                str(i): [e.length, e.first, e.last, e.before, e.after] for i, e in sorted(self.bodies.items())
+            }
         return body
 
 
@@ -175,8 +180,21 @@ def _replacements(value: object, point: str) -> Replacements:
             _string(fields.get("digest"), f"{where}.digest"),
             tuple(_strings(inside, f"{where}.inside")),
             tuple(_strings(within, f"{where}.within")),
+            _bodies(fields.get("bodies", {}), f"{where}.bodies"),
         )
     return records
+
+
+def _bodies(value: object, where: str) -> dict[int, BodyExtent]:
+    extents: dict[int, BodyExtent] = {}
+    for index, item in _object(value, where).items():
+        at = f"{where}.{index}"
+        match item:
+            case [int(length), str(first), str(last), int(before), int(after)] if index.isdecimal():
+                extents[int(index)] = BodyExtent(length, first, last, before, after)
+            case _:
+                raise _Shape(f"{at}: expected a capture number and [length, first, last, before, after]")
+    return extents
 
 
 def _kind(value: object) -> str:
@@ -210,6 +228,11 @@ class Manifest:
         except OSError as exc:
             raise ManifestError(f"{MANIFEST_NAME}: cannot be read ({exc.strerror or exc})", invalid_advice()) from None
         return parse(data)
+
+    @property
+    def extents(self) -> Extents:
+        """Where apply left the captured bodies of the rewrites in place, by (point, edit)."""
+        return {(point, index): r.bodies for point, records in self.replaced.items() for index, r in records.items()}
 
     @property
     def applied(self) -> frozenset[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 
@@ -19,7 +19,9 @@ from trace_instrument.edit.cstmap import CstMap, pair
 from trace_instrument.edit.regions import Original, digest, expression_text, split_lines, statements_span
 from trace_instrument.engine.manifest import Manifest, Replaced, Replacements
 from trace_instrument.locate import Block, FileLocator, Placement
-from trace_instrument.model import Edit, EditKind, Point
+from trace_instrument.locate.index import body_of, position, statement_print
+from trace_instrument.model import BodyExtent, Edit, EditKind, Point
+from trace_instrument.spec.code import unbounded_bodies
 
 
 def records_edit(edit: Edit) -> bool:
@@ -30,6 +32,29 @@ def records_edit(edit: Edit) -> bool:
 def edit_index(point: Point, edit: Edit) -> int:
     """The edit's place among its point's edits (the manifest's key for it)."""
     return next(i for i, e in enumerate(point.edits) if e is edit)
+
+
+def placed_extents(
+    placements: Iterable[Placement], locator: FileLocator
+) -> dict[tuple[str, int], dict[int, BodyExtent]]:
+    """Where the bodies these rewrites capture, unbounded by the templates' own code, will be:
+    apply moves each whole. (Other points' code, which recognition steps over, is not counted.)"""
+    skip = locator.recognition.instrumentation
+    found: dict[tuple[str, int], dict[int, BodyExtent]] = {}
+    for placement in placements:
+        edit = placement.edit
+        if edit.kind is not EditKind.REWRITE or not placement.region:
+            continue
+        siblings = locator.index.site(placement.region[0]).siblings
+        start, end = position(siblings, placement.region[0]), position(siblings, placement.region[-1])
+        before = sum(1 for s in siblings[:start] if id(s) not in skip)
+        after = sum(1 for s in siblings[end + 1 :] if id(s) not in skip)
+        for index, _start, _end in unbounded_bodies(edit.template.stmts):
+            body = [s for s in body_of(placement.anchored[index]) if id(s) not in skip]
+            first, last = (statement_print(body[0]), statement_print(body[-1])) if body else ("", "")
+            key = (placement.point.id, edit_index(placement.point, edit))
+            found.setdefault(key, {})[index] = BodyExtent(len(body), first, last, before, after)
+    return found
 
 
 def for_removal(
@@ -136,6 +161,9 @@ def _new_record(
         if placement.expr is None:
             return None
         return Replaced(expression_text(before.code, placement.expr), produced, inside)
+    bodies = placed_extents([placement], before.locator).get(
+        (placement.point.id, edit_index(placement.point, placement.edit)), {}
+    )
     # comments above the region stay where they are when an insert in front of it took them over
     taken = any(
         other.neighbor is placement.region[0] and not other.after and other.take_leading
@@ -144,7 +172,7 @@ def _new_record(
     )
     start, end = before.span(placement.region, leading=not taken)
     within = before.points_within(points, start, end, placement.point.id)
-    return Replaced("".join(before.lines[start:end]), produced, inside, within)
+    return Replaced("".join(before.lines[start:end]), produced, inside, within, bodies)
 
 
 def refreshed(
@@ -169,9 +197,7 @@ def refreshed(
                 continue
             if not set(record.within) <= after_in_place:
                 continue
-            fresh[index] = Replaced(
-                record.text, digest(after.region_text(new)), after.inside(new, points), record.within
-            )
+            fresh[index] = replace(record, digest=digest(after.region_text(new)), inside=after.inside(new, points))
         if fresh != records:
             updates[point.id] = fresh
     return updates

@@ -24,7 +24,7 @@ from trace_instrument.edit.regions import Original
 from trace_instrument.edit.transform import EditError, edit_module
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
-from trace_instrument.engine.assess import drift_message, stale_state
+from trace_instrument.engine.assess import drift_message, stale_state, unbounded_message
 from trace_instrument.engine.check import unexpected_calls, unexpected_elsewhere
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked
 from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacements
@@ -217,7 +217,7 @@ def _file_job(context: _Context, item: tuple[str, str, frozenset[str], tuple[tup
 def _remove_from_file(
     context: _Context, base: Path, relative: str, selected: frozenset[str], held: dict[str, str]
 ) -> _Removal:
-    work = analyse(base, relative, context.catalog, applied=context.manifest.applied)
+    work = analyse(base, relative, context.catalog, manifest=context.manifest)
     points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
     if isinstance(work, FileProblem):
         return _Removal(problem_results(work, points))
@@ -266,7 +266,8 @@ def _records_left(
     tree = ast.parse(updated)
     helpers = work.locator.recognition.helper_names
     before = FileText(module, work.tree, work.locator, work.text)
-    after = FileText(parse_file(updated), tree, FileLocator(tree, work.points, helpers, updated), updated)
+    locator = FileLocator(tree, work.points, helpers, updated, extents=manifest.extents)
+    after = FileText(parse_file(updated), tree, locator, updated)
     return refreshed(before, after, kept, work.points, manifest)
 
 
@@ -284,6 +285,14 @@ class _Plan:
 
 def _plan(work: FileWork, point: Point, context: _Context) -> _Plan:
     state = work.state(point)
+    unbounded = next((b for b in state.blocks if b.unbounded), None)
+    if unbounded is not None:  # putting the block back would guess which statements go inside it
+        message = (
+            f"{unbounded_message(unbounded)}; kept (even with --force): put the body's statements back "
+            "as apply left them, or take the point out by hand"
+        )
+        result = point_result(point, Status.KEPT, line=unbounded.line, message=message, reason=Reason.EDITED_BY_HAND)
+        return _Plan(point, result, [])
     if state.complete:
         return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(state.blocks))
     stale = stale_state(work, point, context.manifest)  # (a reworded one-line point is all stale)
@@ -334,8 +343,8 @@ def _forced_blocks(work: FileWork, point: Point) -> list[Block]:
     state = work.state(point)
     blocks = list(state.blocks)
     for edited in state.edited:
-        stmts = list(edited.stmts)
-        blocks.append(Block(point, edited.edit, stmts, stmts, exact=False))
+        for stmts in edited.fragments:  # the fork's lines inside a block stay
+            blocks.append(Block(point, edited.edit, stmts, stmts, exact=False))
     return blocks
 
 

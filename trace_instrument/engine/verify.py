@@ -53,7 +53,7 @@ def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = 
     counts: list[CallCount] = []
     facilities: collections.Counter[tuple[str, str]] = collections.Counter()
     for relative in catalog.files:
-        work = analyse(base, relative, catalog, applied=manifest.applied)
+        work = analyse(base, relative, catalog, manifest=manifest)
         if isinstance(work, FileProblem):
             if not work.missing:
                 findings.append(Finding(Check.COMPILE, relative, False, work.message))

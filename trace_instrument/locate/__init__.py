@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from trace_instrument.locate.anchors import AnchorFailure, AnchorFinder, Placement
 from trace_instrument.locate.index import FileIndex
 from trace_instrument.locate.recognize import Block, PointState, Recognition
-from trace_instrument.model import Edit, Point
+from trace_instrument.model import Edit, Extents, Point
 
 __all__ = ["AnchorFailure", "Block", "FileLocator", "Placement", "PointState"]
 
@@ -24,13 +24,15 @@ class FileLocator:
         source: str | None = None,
         markers_for: frozenset[str] | None = None,
         applied: frozenset[str] | None = None,
+        extents: Extents | None = None,
     ):
         """`source`, the text the tree was parsed from, makes some lookups faster; `markers_for`
         limits the search for hand-edited code to these points (None: all); `applied`: the points
-        the manifest says apply placed (see Recognition)."""
+        the manifest says apply placed and `extents` where the bodies their rewrites captured
+        are (see Recognition)."""
         self.tree = tree
         self.index = FileIndex(tree, source)
-        self.recognition = Recognition(self.index, points, helper_names, markers_for, applied)
+        self.recognition = Recognition(self.index, points, helper_names, markers_for, applied, extents)
         self.finder = AnchorFinder(self.index, self.recognition)
 
     def state(self, point: Point) -> PointState:

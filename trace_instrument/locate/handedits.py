@@ -4,9 +4,11 @@ Markers tell that a point's code is there (a tracing call with its stage, say);
 they do not tell how far its code reaches. A hand-edited block is the run of
 neighbouring statements around the marked ones that still look like the edit's
 template: equal to one of its statements, or an assignment to one of the
-template's own (underscore) variables. Diffs show exactly that run against the
-template, `remove --force` takes exactly that run out, and the names its
-statements bind are the point's, not the business code's.
+template's own (underscore) variables. Two runs of one edit with the fork's own
+statements between them are one block (the fork wrote lines into the point's
+code): the statements between are the fork's. Diffs show exactly that block
+against the template, `remove --force` takes its statements out but the fork's,
+and the names its statements bind are the point's, not the business code's.
 """
 
 from __future__ import annotations
@@ -26,7 +28,24 @@ class EditedBlock:
     """The statements that are one edit's code, edited by hand."""
 
     edit: Edit
-    stmts: tuple[ast.stmt, ...]
+    stmts: tuple[ast.stmt, ...]  # the whole block, the fork's lines inside it included
+    foreign: frozenset[int] = frozenset()  # ids of the fork's statements inside the block
+
+    @property
+    def own(self) -> tuple[ast.stmt, ...]:
+        """The statements that are the point's code (the fork's lines inside the block left out)."""
+        return tuple(s for s in self.stmts if id(s) not in self.foreign)
+
+    @property
+    def fragments(self) -> list[list[ast.stmt]]:
+        """The point's statements in runs of neighbours (the fork's lines cut the block)."""
+        runs: list[list[ast.stmt]] = [[]]
+        for stmt in self.stmts:
+            if id(stmt) in self.foreign:
+                runs.append([])
+            else:
+                runs[-1].append(stmt)
+        return [run for run in runs if run]
 
     @property
     def first_line(self) -> int:
@@ -47,15 +66,41 @@ def edited_runs(
     nodes = [n for n in marker_nodes if isinstance(n, ast.stmt)]
     marked = {id(n) for n in nodes}
     taken: set[int] = set()
-    blocks = []
+    blocks: list[EditedBlock] = []
     for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset)):
         if id(node) in taken:
             continue
         edit = _edit_of(point, node)
         run = _grow(index, node, edit, marked, instrumentation)
         taken.update(id(s) for s in run)
-        blocks.append(EditedBlock(edit, tuple(run)))
+        block = EditedBlock(edit, tuple(run))
+        joined = _joined(index, blocks[-1], block, instrumentation) if blocks else None
+        if joined is not None:
+            blocks[-1] = joined
+        else:
+            blocks.append(block)
     return blocks
+
+
+def _joined(
+    index: FileIndex, first: EditedBlock, second: EditedBlock, instrumentation: frozenset[int]
+) -> EditedBlock | None:
+    """One block of the two runs of one edit, when only the fork's statements stand between them
+    (no other point's code) and together they are no more statements than the template: pieces
+    of one copy of its code, not two copies."""
+    if first.edit is not second.edit:
+        return None
+    siblings = index.site(first.stmts[0]).siblings
+    if index.site(second.stmts[0]).siblings is not siblings:
+        return None
+    end, start = position(siblings, first.stmts[-1]), position(siblings, second.stmts[0])
+    between = siblings[end + 1 : start]
+    if not between or any(id(s) in instrumentation for s in between):
+        return None
+    if len(first.own) + len(second.own) > len(first.edit.template.stmts):
+        return None
+    foreign = first.foreign | second.foreign | {id(s) for s in between}
+    return EditedBlock(first.edit, (*first.stmts, *between, *second.stmts), frozenset(foreign))
 
 
 def _edit_of(point: Point, node: ast.stmt) -> Edit:

@@ -6,6 +6,7 @@ import ast
 import bisect
 import collections
 import copy
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -193,6 +194,13 @@ def header_only(stmt: StmtT) -> StmtT:
         if isinstance(getattr(shallow, name, None), list):
             setattr(shallow, name, [])
     return shallow
+
+
+def statement_print(stmt: ast.stmt) -> str:
+    """A short formatting-free digest of what a statement's own line(s) say (its nested blocks
+    left out: other points' code inside them does not change it)."""
+    text = ast.dump(header_only(stmt), annotate_fields=False, include_attributes=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def body_of(stmt: ast.stmt) -> list[ast.stmt]:

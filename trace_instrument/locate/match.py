@@ -17,7 +17,7 @@ rewrite can keep them.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
@@ -50,8 +50,20 @@ class Captures:
 
 
 class Matcher:
-    def __init__(self, skip: frozenset[int] = frozenset()):
+    def __init__(
+        self,
+        skip: frozenset[int] = frozenset(),
+        lengths: Mapping[int, int] | None = None,
+        *,
+        written_headers: bool = False,
+    ):
+        """`skip`: ids of statements that are transparent (other points' code); `lengths`: the
+        number of statements a body capture must take, by anchor index (others stretch);
+        `written_headers`: a def or class matches its header as written, not by name alone (a
+        rewrite's template: the header it wrote is the point's, an edit to it the fork's)."""
         self.skip = skip
+        self.lengths = lengths or {}
+        self.written_headers = written_headers
 
     # -- statements -----------------------------------------------------------------
 
@@ -61,6 +73,7 @@ class Matcher:
         """Does node match pattern? `rebuilt`: the pattern is a statement a rewrite replaces and
         rebuilds from its text (see `_header_fields`)."""
         caps = caps if caps is not None else Captures()
+        rebuilt = rebuilt or self.written_headers
         capture = _capture_of(pattern) if isinstance(pattern, ast.Expr) else None
         if capture is not None and capture[1] == "":
             caps.statements[capture[0]] = node
@@ -109,7 +122,7 @@ class Matcher:
         head, rest = patterns[0], patterns[1:]
         capture = _capture_of(head) if isinstance(head, ast.Expr) else None
         if capture is not None and capture[1] == "body":
-            for cut in range(len(nodes), -1, -1):
+            for cut in _cuts(self.lengths.get(capture[0]), len(nodes)):
                 trial = Captures()
                 if self.sequence(rest, nodes[cut:], trial):
                     caps.bodies[capture[0]] = nodes[:cut]
@@ -201,6 +214,13 @@ class Matcher:
         return len(pattern_splats) == len(node_splats) and all(
             self.node(p, n, caps) for p, n in zip(pattern_splats, node_splats)
         )
+
+
+def _cuts(fixed: int | None, available: int) -> Sequence[int]:
+    """The lengths a body capture may take, longest first: any, or exactly `fixed`."""
+    if fixed is None:
+        return range(available, -1, -1)
+    return [fixed] if fixed <= available else []
 
 
 def _header_fields(rebuilt: bool) -> frozenset[str]:

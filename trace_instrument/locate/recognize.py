@@ -26,10 +26,18 @@ from trace_instrument.locate.index import (
     is_block,
     position,
     statement_key,
+    statement_print,
 )
 from trace_instrument.locate.match import Captures, Matcher
-from trace_instrument.model import TRACING_NAMES, Anchor, Edit, EditKind, Point
-from trace_instrument.spec.code import DEFINITIONS, expr_pattern, is_wild_body, single_expression
+from trace_instrument.model import TRACING_NAMES, Anchor, BodyExtent, Edit, EditKind, Extents, Point
+from trace_instrument.spec.code import (
+    DEFINITIONS,
+    OpenBody,
+    expr_pattern,
+    is_wild_body,
+    single_expression,
+    unbounded_bodies,
+)
 from trace_instrument.spec.signatures import TRACKER_METHODS, signatures_in
 
 
@@ -57,6 +65,7 @@ class Block:
     expr: ast.expr | None = None  # REPLACE_EXPR: the replacement in the code
     exact: bool = True  # False for hand-edited code found by its markers: its comment lines are the user's
     departures: tuple[Departure, ...] = ()  # REWRITE: kept business code its anchor no longer matches
+    unbounded: str = ""  # REWRITE: why where a captured body begins or ends is not known ("": it is)
 
     @property
     def line(self) -> int:
@@ -105,16 +114,20 @@ class Recognition:
         helper_names: frozenset[str],
         markers_for: frozenset[str] | None = None,
         applied: frozenset[str] | None = None,
+        extents: Extents | None = None,
     ):
         """markers_for limits the marker pass to these point ids (None: all points).
 
         `applied`: the points the manifest says apply placed (None: not known). A def or class
         named like one a point inserts is that point's hand-edited code only when apply placed
         the point; otherwise it is the fork's own code of the same name (a name conflict).
+        `extents`: where the captured bodies apply recorded begin and end (see `BodyExtent`).
         """
         self.index = index
         self.helper_names = helper_names
         self.applied = applied
+        self.extents: Extents = extents or {}
+        self._prints: dict[int, str] = {}
         self.states: dict[str, PointState] = {}
         self.rank_of: dict[int, int] = {}  # instrumentation statement id -> edit rank
         self.virtual: dict[int, ast.stmt] = {}
@@ -196,8 +209,53 @@ class Recognition:
     def _find_rewrite(self, point: Point, edit: Edit) -> None:
         """The rewrite's code where the business code it keeps still matches its anchor; else its
         code around kept business code the fork edited, when that is found exactly once (never a
-        guess between two). Records it, or the edit as absent."""
-        matcher = Matcher(skip=frozenset(self.rank_of))
+        guess between two). Records it, or the edit as absent.
+
+        A template whose captured body its own code does not bound (it starts or ends the
+        template) is found by the body's recorded extent: as apply left it, else (the fork
+        edited inside the body) where its first and last statements are, when that is one
+        place. Without either, the code is still the point's, but where the body ends is not
+        known: the block says so (`unbounded`), and remove leaves it."""
+        unbounded = unbounded_bodies(edit.template.stmts) if edit.kind is EditKind.REWRITE else ()
+        if not unbounded:
+            block = self._search_rewrite(point, edit, _Bounds())
+        else:
+            block = self._bounded_rewrite(point, edit, unbounded)
+        if block is None:
+            self.states[point.id].absent.append(edit)
+        else:
+            self._adopt(block)
+
+    def _bounded_rewrite(self, point: Point, edit: Edit, unbounded: tuple[OpenBody, ...]) -> Block | None:
+        extents = self.extents.get((point.id, point.edits.index(edit)), {})
+        edges = {body: extents[body.capture] for body in unbounded if body.capture in extents}
+        if len(edges) == len(unbounded):
+            lengths = {body.capture: extent.length for body, extent in edges.items()}
+            exact = self._search_rewrite(point, edit, _Bounds(lengths, edges))
+            if exact is not None:
+                return exact
+            edged = self._search_rewrite(point, edit, _Bounds(edges=edges, unique=True))
+            if edged is not None:
+                return edged
+            # as long as the bodies, with as many statements around the region as apply left: the
+            # fork edited statements in place (had it moved one across an open edge, a count differs)
+            sized = self._search_rewrite(point, edit, _Bounds(lengths))
+            if sized is not None and self._around(sized) == _recorded_around(edges):
+                return sized
+            # its code is still the point's: taken at the recorded length, which is all that is known
+            block = sized or self._search_rewrite(point, edit, _Bounds())
+            why = self._edges_changed(block, edges) if block is not None else ""
+        else:
+            why = "where the body it captured begins or ends was not recorded when it was applied"
+            block = self._search_rewrite(point, edit, _Bounds())
+        if block is not None:
+            block.unbounded = why
+        return block
+
+    def _search_rewrite(self, point: Point, edit: Edit, bounds: _Bounds) -> Block | None:
+        # a def or class the template writes is the point's as written: a fork's edit to it is a hand edit
+        matcher = Matcher(skip=frozenset(self.rank_of), lengths=bounds.lengths, written_headers=True)
+        clean: list[Block] = []
         departed: list[Block] = []
         for scope_node in self.index.scope_nodes(point.scope):
             for site in list(self.index.sites_in(scope_node)):
@@ -206,30 +264,75 @@ class Recognition:
                 block = (
                     self._match_replaced(point, edit, site.node)
                     if edit.kind is EditKind.REPLACE_EXPR
-                    else self._match_rewrite(point, edit, matcher, site)
+                    else self._match_rewrite(point, edit, matcher, site, bounds)
                 )
-                if block is not None and not block.departures:
-                    self._adopt(block)
-                    return
-                if block is not None:
-                    departed.append(block)
+                if block is None:
+                    continue
+                (departed if block.departures else clean).append(block)
+                if clean and not bounds.unique:
+                    return clean[0]
+        if bounds.unique:
+            found = clean or departed
+            return found[0] if len(found) == 1 and (clean or _carries_tracing(edit, self.helper_names)) else None
         if len(departed) == 1 and _carries_tracing(edit, self.helper_names):
-            self._adopt(departed[0])
-            return
-        self.states[point.id].absent.append(edit)
+            return departed[0]
+        return None
+
+    def _edges_hold(self, caps: Captures, bounds: _Bounds) -> bool:
+        """Do the captured bodies begin and end, on their open sides, with the statements apply recorded?"""
+        for open_body, extent in bounds.edges.items():
+            body = caps.bodies.get(open_body.capture, [])
+            if not body:
+                if extent.length:
+                    return False
+                continue
+            if open_body.start and self._print(body[0]) != extent.first:
+                return False
+            if open_body.end and self._print(body[-1]) != extent.last:
+                return False
+        return True
+
+    def _around(self, block: Block) -> tuple[int, int]:
+        """How many statements (other points' code not counted) its list holds before and after the block."""
+        siblings = self.index.site(block.top[0]).siblings
+        start, end = position(siblings, block.top[0]), position(siblings, block.top[-1])
+        skip = self.rank_of
+        before = sum(1 for s in siblings[:start] if id(s) not in skip)
+        return before, sum(1 for s in siblings[end + 1 :] if id(s) not in skip)
+
+    def _edges_changed(self, block: Block, edges: dict[OpenBody, BodyExtent]) -> str:
+        """What differs at the open edges of the block's captured bodies from what apply recorded."""
+        caps = block.captures or Captures()
+        changed = []
+        for open_body, extent in edges.items():
+            body = caps.bodies.get(open_body.capture, [])
+            sides = [(open_body.start, 0, extent.first, "first"), (open_body.end, -1, extent.last, "last")]
+            for is_open, at, recorded, name in sides:
+                if is_open and body and self._print(body[at]) != recorded:
+                    changed.append(f"line {body[at].lineno} is not the statement apply left {name} in it")
+        detail = (
+            "; ".join(changed)
+            or f"it does not hold the {', '.join(str(e.length) for e in edges.values())} statements apply left in it"
+        )
+        return f"the body it captured was edited at its open edge ({detail})"
+
+    def _print(self, stmt: ast.stmt) -> str:
+        if id(stmt) not in self._prints:
+            self._prints[id(stmt)] = statement_print(stmt)
+        return self._prints[id(stmt)]
 
     def _adopt(self, block: Block) -> None:
         self._record(block, block.edit.rank)
         self.virtual.update(block.virtual)
 
-    def _match_rewrite(self, point: Point, edit: Edit, matcher: Matcher, site: Site) -> Block | None:
+    def _match_rewrite(self, point: Point, edit: Edit, matcher: Matcher, site: Site, bounds: _Bounds) -> Block | None:
         template = list(edit.template.stmts)
         siblings = site.siblings
         real = [s for s in siblings[site.index :] if id(s) not in matcher.skip]
         caps = None
         for count in _region_sizes(template, len(real)):
             trial = Captures()
-            if matcher.sequence(template, real[:count], trial):
+            if matcher.sequence(template, real[:count], trial) and self._edges_hold(trial, bounds):
                 caps, last = trial, real[count - 1]
                 break
         if caps is None:
@@ -278,9 +381,12 @@ class Recognition:
             for site in self._sites_of_type(type(wanted)):
                 if id(site.node) not in self.rank_of and Matcher().statement(wanted, site.node):
                     found[id(site.node)] = site
+        marked = set(found)
         for site in sorted(found.values(), key=lambda s: (s.node.lineno, s.node.col_offset)):
             if not _in_scopes(site, scopes, self.index) or id(site.node) in in_blocks or _nested_in(site, in_blocks):
                 continue
+            if _nested_in(site, marked):
+                continue  # inside another marked statement (a rewritten def's call): that one holds it
             if isinstance(site.node, DEFINITIONS) and self.applied is not None and point.id not in self.applied:
                 continue  # a namesake the fork wrote, not this point's code
             state.marker_nodes.append(site.node)
@@ -352,6 +458,23 @@ class Recognition:
     def view(self, stmt: ast.stmt) -> ast.stmt:
         """The statement as business code sees it (its pre-rewrite form)."""
         return self.virtual.get(id(stmt), stmt)
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """What a rewrite's captured bodies must be to be taken: exactly so many statements
+    (`lengths`), beginning and ending with the recorded statements (`edges`); `unique`: the
+    match must be the only one in the scope."""
+
+    lengths: dict[int, int] = field(default_factory=dict)
+    edges: dict[OpenBody, BodyExtent] = field(default_factory=dict)
+    unique: bool = False
+
+
+def _recorded_around(edges: dict[OpenBody, BodyExtent]) -> tuple[int, int] | None:
+    """The statements apply recorded before and after the region (None: no record says)."""
+    counts = {(extent.before, extent.after) for extent in edges.values()}
+    return counts.pop() if len(counts) == 1 else None
 
 
 def _carries_tracing(edit: Edit, helper_names: frozenset[str]) -> bool:

@@ -136,7 +136,7 @@ def instrumentation_node_ids(recognition: Recognition) -> frozenset[int]:
         for block in state.blocks:
             owned |= owned_ids(block)
         for edited in state.edited:
-            owned.update(id(node) for stmt in edited.stmts for node in ast.walk(stmt))
+            owned.update(id(node) for stmt in edited.own for node in ast.walk(stmt))
     return frozenset(owned)
 
 
@@ -202,7 +202,7 @@ class PointNames:
         state = self.recognition.states[point.id]
         wanted = expectations(point)
         found: dict[str, NameIssue] = {}
-        stmts = [*state.marker_nodes, *(stmt for run in state.edited for stmt in run.stmts)]
+        stmts = [*state.marker_nodes, *(stmt for run in state.edited for stmt in run.own)]
         for node in (n for stmt in stmts for n in ast.walk(stmt)):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in wanted:
                 scope = self.table.scope_of(node)

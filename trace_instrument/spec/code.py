@@ -7,6 +7,7 @@ import functools
 import hashlib
 import re
 import textwrap
+from typing import NamedTuple
 
 from trace_instrument.model import Anchor, CodePattern, EditKind, SpecSource, Template
 
@@ -105,6 +106,42 @@ def rebuilt_positions(anchor: Anchor, template: Template) -> frozenset[int]:
         return frozenset()
     whole = {index for index, role in placeholders(template.stmts) if role == ""}
     return frozenset(range(len(anchor.target.stmts))) - whole
+
+
+def _body_capture(stmt: ast.stmt) -> int | None:
+    """The anchor index of a `__anchor_N_body__` statement (None: any other statement)."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Name):
+        match = PLACEHOLDER.match(stmt.value.id)
+        if match and match.group(2) == "body":
+            return int(match.group(1))
+    return None
+
+
+class OpenBody(NamedTuple):
+    """A body capture among a template's top statements that its own code does not bound on a
+    side (`start`, `end`): nothing or another body capture is next to it there."""
+
+    capture: int  # the anchor index of the captured statement
+    start: bool
+    end: bool
+
+
+@functools.lru_cache(maxsize=4096)  # one entry per rewrite template of the catalog
+def unbounded_bodies(stmts: tuple[ast.stmt, ...]) -> tuple[OpenBody, ...]:
+    """The body captures of a template that its own code does not bound on both sides. Where
+    such a body begins or ends in the file the template does not say: apply records it (a
+    `BodyExtent`). A bounded side reaches the template's own code."""
+    found = []
+    for position, stmt in enumerate(stmts):
+        index = _body_capture(stmt)
+        if index is None:
+            continue
+        before = stmts[position - 1] if position else None
+        after = stmts[position + 1] if position + 1 < len(stmts) else None
+        start, end = (n is None or _body_capture(n) is not None for n in (before, after))
+        if start or end:
+            found.append(OpenBody(index, start, end))
+    return tuple(found)
 
 
 def bad_captures(stmts: tuple[ast.stmt, ...]) -> list[str]:
