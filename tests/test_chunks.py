@@ -1,5 +1,5 @@
-"""apply edits only the statements its placements touch (trace_instrument.edit.chunks), and
-gives exactly the text an edit of the whole module gives.
+"""apply and remove edit only the statements their changes touch (trace_instrument.edit.chunks),
+and give exactly the text an edit of the whole module gives.
 
 Each comparison runs apply twice on copies of one tree, once cutting chunks and once with
 `chunks.ENABLED` off (the whole module parsed and printed by LibCST): on every catalog file
@@ -24,6 +24,7 @@ from trace_instrument.edit import chunks
 from trace_instrument.edit.regions import split_lines
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.manifest import MANIFEST_NAME as MANIFEST
+from trace_instrument.engine.remove import remove
 from trace_instrument.model import EXTRAS, Catalog, RunResult, Selection
 from trace_instrument.spec import load_catalog
 
@@ -63,6 +64,26 @@ def _both_ways(
     return chunked, whole_files, by_chunks, whole
 
 
+def _removed_both_ways(
+    monkeypatch: pytest.MonkeyPatch, tree: Path, tmp_path: Path, catalog: Catalog, edited: bytes | None = None
+) -> tuple[dict[str, bytes], dict[str, bytes], RunResult, RunResult]:
+    """An instrumented tree's files after a remove by chunks and after one of whole modules
+    (`edited`: the target's text as the fork edited it after apply)."""
+    outputs = []
+    for enabled in (True, False):
+        checkout = copy_tree(tree, tmp_path / f"removed-{enabled}")
+        if edited is not None:
+            (checkout / TARGET).write_bytes(edited)
+        monkeypatch.setattr(chunks, "ENABLED", enabled)
+        result = remove(checkout, catalog, ALL)
+        manifest = checkout / MANIFEST
+        outputs.append(
+            (result, {**tree_bytes(checkout), MANIFEST: manifest.read_bytes() if manifest.exists() else b""})
+        )
+    (by_chunks, chunked), (whole, whole_files) = outputs
+    return chunked, whole_files, by_chunks, whole
+
+
 def _statuses(result: RunResult) -> list[tuple[str, str]]:
     return [(p.point_id, p.status.value) for p in result.points]
 
@@ -93,6 +114,14 @@ def test_chunks_give_the_whole_module_edit_on_every_release(
     assert cut == list(CUT_ON_EVERY_RELEASE)
     assert sum(serial.values()) >= len(serial) - 1, "at most one file edited whole"
 
+    serial.clear()
+    applied = tmp_path / "chunks-True"
+    chunked, whole, by_chunks, by_modules = _removed_both_ways(monkeypatch, applied, tmp_path, catalog)
+    assert _statuses(by_chunks) == _statuses(by_modules)
+    assert chunked == whole
+    cut = [name for name in CUT_ON_EVERY_RELEASE if serial.get((applied / name).read_text(encoding="utf-8"))]
+    assert cut == list(CUT_ON_EVERY_RELEASE), "remove cut them into chunks too"
+
 
 def _fixture_cases() -> list[Any]:
     cases = [*sorted(FIXTURES.glob("*/after.py")), *sorted((FIXTURES.parent / "remove").glob("*/applied.py"))]
@@ -110,9 +139,14 @@ def test_chunks_give_the_whole_module_edit_on_every_fixture(
     spec = tmp_path / "spec"
     spec.mkdir()
     shutil.copy(case / "spec.yaml", spec / "spec.yaml")
-    chunked, whole, by_chunks, by_modules = _both_ways(monkeypatch, tree, tmp_path, load_catalog([spec], shipped=False))
+    catalog = load_catalog([spec], shipped=False)
+    chunked, whole, by_chunks, by_modules = _both_ways(monkeypatch, tree, tmp_path, catalog)
     assert _statuses(by_chunks) == _statuses(by_modules)
     assert chunked == whole
+    edited = (case / "edited.py").read_bytes() if (case / "edited.py").exists() else None
+    removed = _removed_both_ways(monkeypatch, tmp_path / "chunks-True", tmp_path, catalog, edited)
+    assert _statuses(removed[2]) == _statuses(removed[3])
+    assert removed[0] == removed[1]
 
 
 # -- files made to sit on a chunk's boundaries ------------------------------------------------------

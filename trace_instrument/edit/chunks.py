@@ -24,17 +24,18 @@ from __future__ import annotations
 import ast
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from trace_instrument.edit.cstmap import CstMap, PairingError, pair
-from trace_instrument.edit.imports import ImportChanges, add_imports
-from trace_instrument.edit.regions import split_lines
+from trace_instrument.edit.imports import ImportChanges, add_imports, prune_imports
+from trace_instrument.edit.regions import Original, split_lines
 from trace_instrument.edit.transform import EditError, edit_module
-from trace_instrument.locate import Placement
+from trace_instrument.locate import Block, Placement
 from trace_instrument.locate.index import FileIndex, is_block
+from trace_instrument.model import TRACING_MODULE
 from trace_instrument.spec.code import first_line
 
 ENABLED = True  # False: every file is edited as a whole module (tests compare the two)
@@ -48,19 +49,40 @@ class Unsuitable(Exception):
     """The file or a placement cannot be cut into chunks faithfully: the whole module is edited."""
 
 
+Change = Placement | Block  # an edit to make, or a recognised block to take out
+
+
 @dataclass(eq=False)
 class _Chunk:
-    """Consecutive statements `first..last` of one statement list, and what is placed in them."""
+    """Consecutive statements `first..last` of one statement list, and what changes in them."""
 
     owner: ast.AST
     list_name: str  # the owner's field holding the statements
     first: int  # index in the list
     last: int
-    placements: list[Placement] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def placements(self) -> list[Placement]:
+        return [c for c in self.changes if isinstance(c, Placement)]
+
+    @property
+    def removals(self) -> list[Block]:
+        return [c for c in self.changes if isinstance(c, Block)]
 
     def statements(self) -> list[ast.stmt]:
         items: list[ast.stmt] = getattr(self.owner, self.list_name)
         return items[self.first : self.last + 1]
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One chunk as edited: the input lines it replaced (1-based, inclusive), the lines it put
+    there, and the prefix lines that parse them as they stand in the file."""
+
+    span: tuple[int, int]
+    prefix: str
+    text: str
 
 
 @dataclass
@@ -71,6 +93,8 @@ class ChunkedEdit:
     text: str
     indent: str
     before: CstMap = field(default_factory=CstMap)
+    originals: dict[Block, Original] = field(default_factory=dict)  # what removed rewrites held before apply
+    pieces: list[Piece] = field(default_factory=list)  # the chunks as edited, in file order
     after: dict[tuple[int, int, str], cst.CSTNode] = field(default_factory=dict)  # (line, column, kind)
 
     def module(self) -> cst.Module:
@@ -96,16 +120,19 @@ def edit_by_chunks(
     imports: ImportChanges,
     *,
     measured: bool = False,
+    removals: Sequence[Block] = (),
+    originals: Mapping[Block, Original] | None = None,
 ) -> ChunkedEdit | None:
-    """The file's text with the placements made and the imports added, by editing chunks (with
+    """The file's text with the placements made, the `removals` taken out (their `originals` put
+    back where the region is as apply left it) and the imports added, by editing chunks (with
     `measured`, also the pairings its regions are measured with); None when the file cannot be
     cut faithfully (edit the whole module then)."""
-    if "\r" in text or "\x0c" in text or text.startswith("\ufeff") or _TAB_IN_INDENT.search(text):
+    if not _chunkable(text):
         return None  # LibCST's view of such files depends on more than a chunk's own lines
     lines = split_lines(text)
     try:
-        result = ChunkedEdit(text, file_indent(tree, lines))
-        chunks = _chunks(index, placements)
+        result = ChunkedEdit(text, file_indent(tree, lines), originals=dict(originals or {}))
+        chunks = _chunks(index, [*placements, *removals])
         head = _head(tree, lines, imports)
         spans = sorted(((_span(index, lines, chunk), chunk) for chunk in chunks), key=lambda item: item[0])
         _no_overlap([span for span, _ in spans], head)
@@ -130,16 +157,22 @@ def _shift(lines: list[str], span: tuple[int, int], text: str) -> int:
 # -- where the chunks are -------------------------------------------------------------------------
 
 
-def _touched(placement: Placement) -> tuple[ast.stmt, ...]:
-    if placement.neighbor is not None:
-        return (placement.neighbor,)
-    return placement.region or placement.anchored
+def _chunkable(text: str) -> bool:
+    return not ("\r" in text or "\x0c" in text or text.startswith("\ufeff") or _TAB_IN_INDENT.search(text))
 
 
-def _chunks(index: FileIndex, placements: Sequence[Placement]) -> list[_Chunk]:
+def _touched(change: Change) -> tuple[ast.stmt, ...]:
+    if isinstance(change, Block):
+        return tuple(change.top)
+    if change.neighbor is not None:
+        return (change.neighbor,)
+    return change.region or change.anchored
+
+
+def _chunks(index: FileIndex, changes: Sequence[Change]) -> list[_Chunk]:
     """One chunk per run of touched statements; runs in one list that meet become one."""
     by_list: dict[tuple[int, str], list[_Chunk]] = {}
-    for placement in placements:
+    for placement in changes:
         touched = _touched(placement)
         if not touched:
             raise Unsuitable("a placement without statements")
@@ -148,7 +181,12 @@ def _chunks(index: FileIndex, placements: Sequence[Placement]) -> list[_Chunk]:
         owner, list_field = sites[0].owner, sites[0].field
         if any(s.owner is not owner or s.field != list_field for s in sites):
             raise Unsuitable("a placement across statement lists")
-        chunk = _Chunk(owner, list_field, min(s.index for s in sites), max(s.index for s in sites), [placement])
+        first, last = min(s.index for s in sites), max(s.index for s in sites)
+        if isinstance(placement, Block) and placement.edit.kind.inserts:
+            # statements taken out: their neighbours come too, so the chunk never ends up empty
+            # (LibCST would give it a `pass`) and the lines they hand on land where they would
+            first, last = max(first - 1, 0), min(last + 1, len(sites[0].siblings) - 1)
+        chunk = _Chunk(owner, list_field, first, last, [placement])
         by_list.setdefault((id(owner), list_field), []).append(chunk)
     return [merged for chunks in by_list.values() for merged in _merge(chunks)]
 
@@ -168,7 +206,7 @@ def _merge(chunks: list[_Chunk]) -> list[_Chunk]:
         current = merged[-1]
         if chunk.first <= current.last + 1:
             current.last = max(current.last, chunk.last)
-            current.placements.extend(chunk.placements)
+            current.changes.extend(chunk.changes)
         else:
             merged.append(chunk)
     return merged
@@ -241,12 +279,17 @@ def _edit_chunk(lines: list[str], span: tuple[int, int], chunk: _Chunk, result: 
     module = cst.parse_module(text)
     if module.default_indent != result.indent:
         raise Unsuitable("the chunk's first indentation is not the file's")
-    edited_module = edit_module(module, tree, chunk.placements)
+    removals = chunk.removals
+    originals = {b: result.originals[b] for b in removals if b in result.originals}
+    edited_module = edit_module(
+        module, tree, chunk.placements, removals, originals=originals, text=text, positions=result.text
+    )
     edited = edited_module.code
     if not edited.startswith(prefix):
         raise Unsuitable("the chunk's prefix changed")
     if shift is not None:
         _measure(module, tree, edited_module, edited, result, span[0] + shift - prefix.count(NEWLINE) - 1)
+    result.pieces.append(Piece(span, prefix, edited[len(prefix) :]))
     return edited[len(prefix) :]
 
 
@@ -298,7 +341,7 @@ class _Head:
 
 
 def _head(tree: ast.Module, lines: list[str], imports: ImportChanges) -> _Head | None:
-    if not imports.tracing_names and not imports.statements:
+    if not imports.tracing_names and not imports.statements and not imports.prune:
         return None
     body = tree.body
     position = 1 if body and _is_docstring(body[0]) else 0
@@ -344,10 +387,43 @@ def _edit_head(lines: list[str], head: _Head, imports: ImportChanges, indent: st
     module = cst.parse_module("".join(lines[: head.span[1]]) + stub)
     # the head holds no block of its own (its first indented line is the stub's, if any)
     module = module.with_changes(default_indent=indent, default_newline=NEWLINE)
-    edited = add_imports(module, imports).code
+    edited = (prune_imports(module, imports) if imports.prune else add_imports(module, imports)).code
     if not edited.endswith(stub):
         raise Unsuitable("the stub after the imports changed")
     return edited[: len(edited) - len(stub)]
+
+
+def prune_by_head(text: str, tree: ast.Module, imports: ImportChanges, *, before_line: int) -> str | None:
+    """The file's text with the imports `imports` prunes taken out, editing its head alone (the
+    docstring and import block); None when it cannot be (edit the whole module then): a file
+    LibCST must see whole, or a prunable import further down the module.
+
+    `tree`: the ast of the text before the chunks that made `text` were edited, all of which
+    start at `before_line` or below (the head and the statement after it are as the ast says)."""
+    if not imports.prune or not _chunkable(text):
+        return None
+    lines = split_lines(text)
+    try:
+        head = _head(tree, lines, imports)
+        if head is None:
+            return None
+        following = next(s for s in tree.body if first_line(s) == head.span[1] + 1)
+        if before_line <= (following.end_lineno or following.lineno):
+            return None  # a chunk edited the head or the statement after it
+        below = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom)) and s.lineno > head.span[1]]
+        if any(_prunable(s, imports) for s in below):
+            return None
+        edited = _edit_head(lines, head, imports, file_indent(tree, lines))
+    except (Unsuitable, cst.ParserSyntaxError):
+        return None
+    return _splice(lines, {head.span: edited})
+
+
+def _prunable(stmt: ast.Import | ast.ImportFrom, imports: ImportChanges) -> bool:
+    """Could pruning take this import (or names of it) out?"""
+    if isinstance(stmt, ast.ImportFrom) and stmt.module == TRACING_MODULE:
+        return True
+    return ast.dump(stmt) in {ast.dump(ast.parse(t).body[0]) for t in imports.prunable}
 
 
 # -- putting it together ----------------------------------------------------------------------------

@@ -87,18 +87,33 @@ class _Recorded:
     """The originals apply recorded for some removed blocks, given back where the file still holds
     exactly what apply made (the digest of the region's current text matches)."""
 
-    def __init__(self, module: cst.Module, mapping: CstMap, originals: Mapping[Block, Original]) -> None:
+    def __init__(
+        self,
+        module: cst.Module,
+        mapping: CstMap,
+        originals: Mapping[Block, Original],
+        text: str | None = None,
+        positions: str | None = None,
+    ) -> None:
         self.module = module
         self.mapping = mapping
         self.originals = originals
+        self._text = text
+        self._positions = positions
 
     @functools.cached_property
     def source(self) -> str:
-        return self.module.code
+        """The module's text (printed only when the caller did not give it)."""
+        return self._text if self._text is not None else self.module.code
+
+    @property
+    def positions(self) -> str:
+        """The text the ast's line and column numbers are in (a region is measured in it)."""
+        return self._positions if self._positions is not None else self.source
 
     @functools.cached_property
     def lines(self) -> list[str]:
-        return split_lines(self.source)
+        return split_lines(self.positions)
 
     def region(self, block: Block) -> str | None:
         """The original text of a rewrite's region, when the region is as apply left it."""
@@ -113,7 +128,7 @@ class _Recorded:
         original = self.originals.get(block)
         if original is None or block.expr is None:
             return None
-        return original.text if digest(expression_text(self.source, block.expr)) == original.digest else None
+        return original.text if digest(expression_text(self.positions, block.expr)) == original.digest else None
 
 
 def edit_module(
@@ -123,6 +138,9 @@ def edit_module(
     removals: Sequence[Block] = (),
     imports: ImportChanges | None = None,
     originals: Mapping[Block, Original] | None = None,
+    *,
+    text: str | None = None,
+    positions: str | None = None,
 ) -> cst.Module:
     """The module with the placements made, the removals' blocks taken out (rewrites and swaps turned
     back), and the imports changed.
@@ -130,10 +148,13 @@ def edit_module(
     `tree` is the ast of the same text: the placements and blocks name its statements. A removed
     block with an entry in `originals` gets that text back exactly when its region still holds
     what apply made; otherwise it is rebuilt from the anchor and what the placeholders captured.
+    `text`: the module's text, when the caller has it (printing a module is costly);
+    `positions`: the text the ast's positions are in, when not that (a chunk's statements keep
+    their lines in the file).
     """
     mapping = pair(module, tree)
     plan = _Plan(newline=module.default_newline)
-    recorded = _Recorded(module, mapping, originals or {})
+    recorded = _Recorded(module, mapping, originals or {}, text, positions)
     for placement in placements:
         _plan_placement(plan, mapping, placement)
     for block in removals:

@@ -11,12 +11,15 @@ reported with the command that removes them, and kept.
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import libcst as cst
 
 from trace_instrument import __version__
+from trace_instrument.edit import chunks
 from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges, prune_imports
 from trace_instrument.edit.modules import parse_file
@@ -36,6 +39,7 @@ from trace_instrument.engine.versions import verl_version
 from trace_instrument.locate import Block, FileLocator, PointState
 from trace_instrument.locate.names import BUILTINS, NameTable
 from trace_instrument.model import (
+    TRACING_MODULE,
     Catalog,
     FileError,
     FileProblemKind,
@@ -236,36 +240,35 @@ def _remove_from_file(
         blocks = [b for p in taking for b in p.blocks]
         originals = for_removal(context.manifest, blocks, in_place, {p.point.id for p in taking})
         try:
-            module, updated = _without(work, blocks, added, originals)
+            output = _without(work, blocks, added, originals)
         except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError) as exc:
             return _Removal(_failed(work, plans, exc))
-        breaking = _would_break(work, updated, taking)
+        breaking = _would_break(work, output, taking)
         if not breaking:
             break
         for plan in breaking:
             plan.keep(Reason.WOULD_BREAK, "kept: the code that stays reads names only this point's code binds")
     results = (*(p.result for p in plans.values()), *_left_behind(work, context, plans))
+    updated = output.text
     try:
         data = updated.encode(encoding_of(work.source.data))
     except UnicodeEncodeError as exc:
         error = FileError(FileProblemKind.ENCODING, f"cannot encode in the file's encoding: {exc}")
         return _Removal(FileResult(work.path, results, original=work.text, error=error))
     leaving = {p.point.id for p in plans.values() if p.blocks}
-    replaced = _records_left(work, module, updated, leaving, context.manifest)
+    replaced = _records_left(work, output, leaving, context.manifest)
     result = FileResult(work.path, results, original=work.text, updated=updated)
     return _Removal(result, data, work.source.data, replaced)
 
 
-def _records_left(
-    work: FileWork, module: cst.Module, updated: str, leaving: set[str], manifest: Manifest
-) -> dict[str, Replacements]:
+def _records_left(work: FileWork, output: _Output, leaving: set[str], manifest: Manifest) -> dict[str, Replacements]:
     """The records of the points that stay, brought up to date where their region changed."""
     kept = [p for p in work.points if p.id not in leaving and p.id in manifest.replaced]
     if not kept:
         return {}
-    tree = ast.parse(updated)
+    tree, updated = output.tree, output.text
     helpers = work.locator.recognition.helper_names
-    before = FileText(module, work.tree, work.locator, work.text)
+    before = FileText(parse_file(work.source.data), work.tree, work.locator, work.text)
     locator = FileLocator(tree, work.points, helpers, updated, extents=manifest.extents)
     after = FileText(parse_file(updated), tree, locator, updated)
     return refreshed(before, after, kept, work.points, manifest)
@@ -360,40 +363,165 @@ def _failed(work: FileWork, plans: dict[str, _Plan], exc: Exception) -> FileResu
     )
 
 
+@dataclass
+class _Output:
+    """The text a removal gives, its ast parsed only when asked for (a long file's second ast is
+    most of the memory a removal would need), and which of some names its code still reads."""
+
+    text: str
+    path: str
+    _tree: ast.Module | None = None
+
+    @property
+    def tree(self) -> ast.Module:
+        if self._tree is None:
+            self._tree = ast.parse(self.text, filename=self.path)
+        return self._tree
+
+
 def _without(
     work: FileWork, blocks: list[Block], added: tuple[str, ...] | None, originals: dict[Block, Original]
-) -> tuple[cst.Module, str]:
-    """The file's LibCST module, and its text with the blocks taken out (the originals recorded for
-    them put back where the file still holds what apply made) and the imports only they needed pruned."""
-    module = parse_file(work.source.data)
-    edited = edit_module(module, work.tree, removals=blocks, originals=originals)
-    tree = ast.parse(edited.code, filename=work.path)  # must still be Python
+) -> _Output:
+    """The file's text with the blocks taken out (the originals recorded for them put back where
+    the file still holds what apply made) and the imports only they needed pruned.
+
+    Only the statements around the blocks, and the import block, are parsed and printed with
+    LibCST when the file allows it (`edit/chunks.py`); else the whole module is, with the same result.
+    """
     prunable = added if added is not None else tuple(dict.fromkeys(i for p in work.points for i in p.imports))
-    used = frozenset(node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
+    chunked = (
+        chunks.edit_by_chunks(
+            work.text, work.tree, work.locator.index, (), ImportChanges(), removals=blocks, originals=originals
+        )
+        if chunks.ENABLED
+        else None
+    )
+    if chunked is None:
+        module = edit_module(
+            parse_file(work.source.data), work.tree, removals=blocks, originals=originals, text=work.text
+        )
+        output = _Output(module.code, work.path)
+        used = frozenset(node.id for node in ast.walk(output.tree) if isinstance(node, ast.Name))  # must parse
+        return _pruned(output, ImportChanges(prune=True, prunable=prunable, still_used=used), module)
+    output = _Output(chunked.text, work.path)
+    candidates = _import_names(work.tree, prunable)
+    used = _still_read(work, chunked.pieces, candidates)
     changes = ImportChanges(prune=True, prunable=prunable, still_used=used)
-    return module, prune_imports(edited, changes).code
+    touched_first = min((piece.span[0] for piece in chunked.pieces), default=len(work.text))
+    pruned = chunks.prune_by_head(output.text, work.tree, changes, before_line=touched_first)
+    if pruned is None:
+        return _pruned(output, changes, None)
+    return _Output(pruned, work.path)
 
 
-def _would_break(work: FileWork, updated: str, taking: list[_Plan]) -> list[_Plan]:
+def _pruned(output: _Output, changes: ImportChanges, module: cst.Module | None) -> _Output:
+    """The output with the imports pruned, the whole module parsed with LibCST."""
+    pruned = prune_imports(module if module is not None else parse_file(output.text), changes).code
+    return output if pruned == output.text else _Output(pruned, output.path)
+
+
+def _import_names(tree: ast.Module, prunable: tuple[str, ...]) -> frozenset[str]:
+    """The names that pruning could take imports of away: the tracing names the module imports,
+    and those of the imports apply added."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == TRACING_MODULE:
+            names.update(alias.asname or alias.name for alias in node.names)
+    for text in prunable:
+        for node in ast.parse(text).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+    return frozenset(names)
+
+
+def _still_read(work: FileWork, pieces: list[chunks.Piece], names: frozenset[str]) -> frozenset[str]:
+    """Which of `names` the code after a chunked removal still names: in the chunks as edited
+    (parsed, which also proves they are still Python), and elsewhere on the input's lines that
+    say them (those lines are unchanged, so the input's ast tells)."""
+    read: set[str] = set()
+    for piece in pieces:
+        tree = ast.parse(piece.prefix + piece.text, filename=work.path)
+        read.update(n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in names)
+    spans = [piece.span for piece in pieces]
+    for name in names - read:
+        lines = [
+            line
+            for line in work.locator.index.lines_with((name,))
+            if not any(start <= line <= end for start, end in spans)
+        ]
+        if lines and _read_on(work.tree, name, lines):
+            read.add(name)
+    return frozenset(read)
+
+
+def _read_on(tree: ast.Module, name: str, lines: list[int]) -> bool:
+    """Is `name` there as a name (not an import's, an attribute's or a keyword's) on one of the
+    (sorted) lines? Only the nodes around those lines are visited."""
+    wanted = frozenset(lines)
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        first = getattr(node, "lineno", None)
+        if first is not None:
+            at = bisect.bisect_left(lines, first)
+            if at == len(lines) or lines[at] > (getattr(node, "end_lineno", None) or first):
+                continue  # none of the lines is in it
+        if isinstance(node, ast.Name) and node.id == name and node.lineno in wanted:
+            return True
+        pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _would_break(work: FileWork, output: _Output, taking: list[_Plan]) -> list[_Plan]:
     """The plans whose removal takes away the binding of a name the remaining code still reads."""
-    before = _unbound_reads(NameTable(work.tree))
-    after = _unbound_reads(NameTable(ast.parse(updated)))
-    lost = {name for name, _scope in after - before}
-    if not lost:
+    updated = output.text
+    bound = {plan.point.id: _bound_by(plan) for plan in taking}
+    # a name read after the removal is in its text: one the blocks bind and the text never says is lost to none
+    said = {name for names in bound.values() for name in names if re.search(rf"\b{re.escape(name)}\b", updated)}
+    if not said:
         return []
-    return [plan for plan in taking if _bound_by(plan) & lost]
+    before = _unbound_reads(NameTable(work.tree, source=work.text))
+    after = _unbound_reads(NameTable(output.tree, source=updated))
+    lost = {name for name, _scope in after - before}
+    return [plan for plan in taking if bound[plan.point.id] & lost]
 
 
 def _bound_by(plan: _Plan) -> set[str]:
-    """Names the plan's blocks bind (assignments, loop targets, definitions, imports)."""
+    """Names the plan's blocks bind in their scope and take away with them (assignments, loop
+    targets, definitions): not the business code a rewrite keeps (its captured statements and
+    bodies stay bound), nor names local to a comprehension, lambda or def inside the blocks."""
     names: set[str] = set()
     for block in plan.blocks:
+        caps = block.captures
+        kept = {id(s) for s in caps.statements.values()} if caps is not None else set()
+        if caps is not None:
+            kept.update(id(s) for body in caps.bodies.values() for s in body)
         for stmt in block.top:
-            for node in ast.walk(stmt):
-                if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-                    names.add(node.id)
-                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    names.add(node.name)
+            if id(stmt) not in kept:
+                names.update(_scope_bindings(stmt, kept))
+    return names
+
+
+def _scope_bindings(node: ast.AST, kept: set[int]) -> set[str]:
+    """The names a statement binds in the scope it runs in (statements in `kept` left out)."""
+    names: set[str] = set()
+    pending: list[ast.AST] = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(current.name)
+            pending.extend([*current.decorator_list, *getattr(current, "bases", [])])
+            continue  # what its body binds is its own
+        if isinstance(current, ast.Lambda):
+            continue  # what it binds is its own
+        if isinstance(current, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            # its loop variables are its own; a walrus in it binds in the scope around it
+            walrus = (n.target for n in ast.walk(current) if isinstance(n, ast.NamedExpr))
+            names.update(t.id for t in walrus if isinstance(t, ast.Name))
+            continue
+        if isinstance(current, ast.Name) and not isinstance(current.ctx, ast.Load):
+            names.add(current.id)
+        pending.extend(child for child in ast.iter_child_nodes(current) if id(child) not in kept)
     return names
 
 

@@ -105,6 +105,13 @@ class FileIndex:
         first = bisect.bisect_left(found, node.lineno - 1)
         return first < len(found) and found[first] < end
 
+    def lines_with(self, names: tuple[str, ...]) -> list[int]:
+        """The (1-based, sorted) numbers of the lines whose text holds one of the names (a plain
+        substring search); every line when the source is unknown."""
+        if self.lines is None:
+            return list(range(1, max((s.end_lineno or s.lineno for s in self.tree.body), default=0) + 1))
+        return [line + 1 for line in self._lines_with(names)]
+
     def _lines_with(self, names: tuple[str, ...]) -> list[int]:
         """The (0-based, sorted) numbers of the lines holding one of the names: the file searched once
         per name (a plain substring search; the lines of a block are its statements' lines too)."""
