@@ -16,6 +16,8 @@ from trace_instrument.model import (
     TRACING_NAMES,
     TRAJECTORY_LINE_KEYS,
     TURN_KEYS,
+    Confidence,
+    PortStatus,
     Reason,
     RunErrorKind,
     Status,
@@ -80,6 +82,12 @@ def test_the_json_schemas_list_every_status_and_reason():
     assert point["reason"]["anyOf"][0]["enum"] == [r.value for r in Reason]
 
 
+def test_the_port_schema_lists_every_port_status_and_confidence():
+    point = schema("port")["properties"]["points"]["items"]["properties"]
+    assert point["status"]["enum"] == [s.value for s in PortStatus]
+    assert point["confidence"]["enum"] == [*(c.value for c in Confidence), None]
+
+
 def test_the_json_schemas_list_every_run_error_kind():
     """Every error object a command's JSON carries (report's twice: its own and verify's) names the
     kinds of RunErrorKind, and where the run stopped."""
@@ -94,7 +102,7 @@ def test_the_json_schemas_list_every_run_error_kind():
             return [properties]
         return [found for value in node.values() for found in errors(value)]
 
-    for name, count in (("run", 1), ("check", 1), ("verify", 1), ("report", 2)):
+    for name, count in (("run", 1), ("check", 1), ("verify", 1), ("report", 2), ("port", 1)):
         found = errors(schema(name))
         assert len(found) == count, name
         for properties in found:

@@ -428,6 +428,61 @@ def remove(
     raise typer.Exit(code)
 
 
+class Confidence(str, Enum):
+    exact = "exact"
+    likely = "likely"
+    guess = "guess"
+
+
+@app.command()
+def port(
+    path: PathArg,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Where the overrides go (default: PATH/.trace-instrument/anchors/)."),
+    ] = None,
+    min_confidence: Annotated[
+        Confidence, typer.Option("--min-confidence", help="Write only the places found at least this sure.")
+    ] = Confidence.likely,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Find and prove the places, write nothing.")] = False,
+    facility: FacilityOpt = None,
+    only: OnlyOpt = None,
+    skip: SkipOpt = None,
+    extras: ExtrasOpt = None,
+    anchors: AnchorsOpt = None,
+    fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
+) -> None:
+    """Find where the points that lost their anchors belong in this verl; write them as overrides.
+
+    Writes no verl source: review with `apply --dry-run --anchors DIR`, then `apply --anchors DIR`.
+    """
+    from trace_instrument.engine.port import DEFAULT_OUT
+    from trace_instrument.engine.port import port as run_port  # LibCST: apply proves each place
+    from trace_instrument.model import Confidence as Sure
+
+    catalog = _catalog(anchors)
+    selection = _selection(catalog, facility, only, skip, extras)
+    folder = (out if out is not None else path / DEFAULT_OUT).resolve()
+    kept = [a for a in anchors or [] if a.resolve() != folder]  # its own earlier output is rewritten, not read twice
+
+    def reload(overrides: Path) -> Catalog:
+        return load_catalog(anchors_dirs=[*kept, overrides])
+
+    result = run_port(
+        path, catalog, selection, reload, out=out, min_confidence=Sure(min_confidence.value), write=not dry_run
+    )
+    code = exits.port_exit(result)
+    if fmt is Format.json:
+        from trace_instrument.render import jsonout
+
+        _print_raw(jsonout.dumps(jsonout.port(result, dry_run=dry_run)))
+        raise typer.Exit(code)
+    if result.error is not None:
+        _fail(result.error.message)
+    _print(text.port_lines(result, written=not dry_run))
+    raise typer.Exit(code)
+
+
 @app.command()
 def report(
     path: PathArg,

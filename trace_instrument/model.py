@@ -618,3 +618,60 @@ class VerifyResult:
     def ok(self) -> bool:
         """The run finished and every finding holds."""
         return self.error is None and all(f.ok for f in self.findings)
+
+
+# -- port: carrying the catalog to a verl it was not validated on ----------------------------------
+
+
+class Confidence(str, enum.Enum):
+    """How sure port is of a place it found for a point (most sure first)."""
+
+    EXACT = "exact"  # the anchors' statements verbatim in one place, and the point's neighbours agree
+    LIKELY = "likely"  # one place, chosen with the neighbours' help (or against one of them)
+    GUESS = "guess"  # a place that looks right, not proven to be the only one
+
+    @property
+    def rank(self) -> int:
+        return list(Confidence).index(self)
+
+    def at_least(self, other: Confidence) -> bool:
+        """As sure as `other` or surer."""
+        return self.rank <= other.rank
+
+
+class PortStatus(str, enum.Enum):
+    """What port did for one point."""
+
+    PORTED = "ported"  # a place found and proven; its override written (or, in a dry run, would be)
+    UNSURE = "unsure"  # a place found, below --min-confidence: listed, not written
+    TIE = "tie"  # two or more places fit equally: never broken by line order
+    NOT_FOUND = "not-found"  # no place in the file fits (the feature may not exist in this verl)
+    REFUSED = "refused"  # a place found, but apply's proofs refuse the point there
+
+
+@dataclass(frozen=True)
+class PortSuggestion:
+    """One point port looked for: where it goes now (as an override of its scope and anchors)."""
+
+    point_id: str
+    file: str
+    status: PortStatus
+    old_scope: str
+    new_scope: str = ""  # "" when none was found
+    anchors: tuple[str, ...] = ()  # per edit: its new anchor text ("" where the old one stays)
+    confidence: Confidence | None = None
+    line: int = 0  # where its first edit goes in the new place
+    evidence: str = ""  # why this place
+    runners_up: tuple[str, ...] = ()  # the other scopes that fit (a tie's, or those set aside)
+    message: str = ""  # why it was not written, when it was not
+
+
+@dataclass(frozen=True)
+class PortResult:
+    """A port run: a suggestion per point that was not in place, and the override files written."""
+
+    root: str
+    suggestions: tuple[PortSuggestion, ...]
+    out: str = ""  # the folder the overrides go in
+    written: tuple[str, ...] = ()  # the override files written (paths under `out`)
+    error: RunError | None = None

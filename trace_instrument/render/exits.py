@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trace_instrument.model import RunResult, RuntimeStatus, Status, VerifyResult
+from trace_instrument.model import PortResult, PortStatus, RunResult, RuntimeStatus, Status, VerifyResult
 from trace_instrument.render.items import CLEAN, check_items
 
 if TYPE_CHECKING:
@@ -56,3 +56,10 @@ def report_exit(report: Report) -> int:
     if report.error is not None:
         return ERROR
     return OK if report.ok else FAILED
+
+
+def port_exit(result: PortResult) -> int:
+    """0 every point that was not in place is ported, 1 some are left for a person, 2 an error."""
+    if result.error is not None:
+        return ERROR
+    return OK if all(s.status is PortStatus.PORTED for s in result.suggestions) else FAILED

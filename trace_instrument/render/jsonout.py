@@ -12,6 +12,7 @@ from trace_instrument.model import (
     FileError,
     NameIssue,
     PointResult,
+    PortResult,
     RunError,
     RunResult,
     RuntimeFile,
@@ -23,7 +24,7 @@ from trace_instrument.render.items import check_items, summarise
 if TYPE_CHECKING:
     from trace_instrument.engine.report import Report
 
-SCHEMAS = ("run", "check", "verify", "report", "points")
+SCHEMAS = ("run", "check", "verify", "report", "points", "port")
 
 
 def schema(name: str) -> dict[str, Any]:
@@ -200,4 +201,33 @@ def points(catalog: Catalog) -> dict[str, Any]:
             }
             for p in catalog.points
         ],
+    }
+
+
+def port(result: PortResult, *, dry_run: bool) -> dict[str, Any]:
+    """port: a suggestion per point that was not in place, the override files and the exit code."""
+    return {
+        "command": "port",
+        "root": result.root,
+        "dry_run": dry_run,
+        "error": _error(result.error),
+        "out": result.out,
+        "written": list(result.written),
+        "points": [
+            {
+                "id": s.point_id,
+                "file": s.file,
+                "status": s.status.value,
+                "old_scope": s.old_scope,
+                "new_scope": s.new_scope,
+                "anchors": list(s.anchors),
+                "confidence": s.confidence.value if s.confidence is not None else None,
+                "line": s.line,
+                "evidence": s.evidence,
+                "runners_up": list(s.runners_up),
+                "message": s.message,
+            }
+            for s in result.suggestions
+        ],
+        "exit_code": exits.port_exit(result),
     }

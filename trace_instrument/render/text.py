@@ -17,6 +17,9 @@ from trace_instrument.model import (
     FACILITIES,
     Catalog,
     PointResult,
+    PortResult,
+    PortStatus,
+    PortSuggestion,
     Reason,
     RunResult,
     RuntimeStatus,
@@ -240,4 +243,61 @@ def facility_lines(result: RunResult) -> list[RenderableType]:
         counts = {s: n for (f, s), n in by_facility.items() if f == facility}
         if counts:
             lines.append(Text(f"  {facility:<12} " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))))
+    return lines
+
+
+_PORT_STYLE = {"ported": "green", "unsure": "yellow", "tie": "yellow", "not-found": "red", "refused": "red"}
+
+
+def port_lines(result: PortResult, *, written: bool) -> list[RenderableType]:
+    """port: where each point it looked for goes and why (the points a scope's move takes along,
+    together), and what was written."""
+    lines: list[RenderableType] = []
+    moves: dict[tuple[str, str, str], list[PortSuggestion]] = {}
+    for s in result.suggestions:
+        if s.status is PortStatus.PORTED and not any(s.anchors) and s.confidence is not None:
+            moves.setdefault((s.old_scope, s.new_scope, s.confidence.value), []).append(s)
+    shown: set[str] = set()
+    for (old, new, confidence), group in moves.items():
+        if len(group) < 2:
+            continue
+        head = Text("  ported     ", style=_PORT_STYLE["ported"])
+        head.append(f"{len(group)} points of {old} -> {new} ({confidence}), {group[0].file}")
+        lines.append(head)
+        lines.append(Text(f"      {group[0].evidence}", style="dim"))
+        lines.append(Text("      " + ", ".join(f"{s.point_id}:{s.line}" for s in group)))
+        shown.update(s.point_id for s in group)
+    for s in result.suggestions:
+        if s.point_id not in shown:
+            lines += _suggestion_lines(s)
+    counts: dict[str, int] = {}
+    for s in result.suggestions:
+        counts[s.status.value] = counts.get(s.status.value, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "every selected point is in place"
+    if written and result.written:
+        lines.append(Text(f"overrides written: {', '.join(result.written)}"))
+        lines.append(Text(f"review: trace-instrument apply --dry-run --anchors {result.out} {result.root}"))
+    elif not written and counts.get(PortStatus.PORTED.value):
+        lines.append(Text(f"dry run: nothing written (the overrides would go in {result.out})"))
+    lines.append(Text(f"port: {summary}"))
+    return lines
+
+
+def _suggestion_lines(s: PortSuggestion) -> list[RenderableType]:
+    where = f"{s.file}:{s.line}" if s.line else s.file
+    head = Text(f"  {s.status.value:<10} ", style=_PORT_STYLE[s.status.value])
+    head.append(f"{s.point_id:<42} {where}")
+    lines: list[RenderableType] = [head]
+    if s.new_scope:
+        confidence = f" ({s.confidence.value})" if s.confidence is not None else ""
+        lines.append(Text(f"      {s.old_scope} -> {s.new_scope}{confidence}"))
+    for number, anchor in enumerate(s.anchors, 1):
+        if anchor:
+            lines.append(Text(f"      edit {number}: new anchor {anchor.splitlines()[0]!r}"))
+    if s.evidence:
+        lines.append(Text(f"      {s.evidence}", style="dim"))
+    if s.message:
+        lines.append(Text(f"      {s.message}"))
+    if s.runners_up:
+        lines.append(Text(f"      also fits: {', '.join(s.runners_up)}", style="dim"))
     return lines

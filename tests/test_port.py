@@ -1,0 +1,309 @@
+"""port finds where lost points belong, proves the place with apply, and writes overrides.
+
+The refactors are text edits that apply alike to a pristine tree and to the tree apply made of
+it (the oracle): port + apply --anchors on the refactored pristine tree must give the files,
+and the manifest, of the refactor applied to the instrumented tree. The synthetic cases pin
+each mechanism: a tie left for a person, context breaking a tie, confidence classes, a place
+the proofs refuse, a point with no place.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from support import copy_tree, tree_bytes
+from typer.testing import CliRunner
+
+from trace_instrument.cli import app
+from trace_instrument.engine.apply import apply
+from trace_instrument.engine.check import check
+from trace_instrument.engine.manifest import MANIFEST_NAME
+from trace_instrument.engine.port import DEFAULT_OUT, PORT_HEADER, override_file_name, port
+from trace_instrument.engine.verify import verify
+from trace_instrument.model import Catalog, Confidence, PortStatus, Selection, Status
+from trace_instrument.render import exits, jsonout
+from trace_instrument.spec import load_catalog
+
+RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
+AGENT_LOOP = "verl/experimental/agent_loop/agent_loop.py"
+
+
+@pytest.fixture(scope="module")
+def instrumented(verl_090: Path, catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """verl 0.9.0 after one apply (copied by each test)."""
+    tree = copy_tree(verl_090, tmp_path_factory.mktemp("instrumented") / "checkout")
+    assert exits.apply_exit(apply(tree, catalog)) == exits.OK
+    return tree
+
+
+def _shipped_reload(folder: Path) -> Catalog:
+    return load_catalog([folder])
+
+
+def _refactor(tree: Path, relative: str, pattern: str, replacement: str, count: int) -> None:
+    """A text edit of one file, made alike on every tree it is given (`count`: the matches it expects)."""
+    path = tree / relative
+    text = path.read_text(encoding="utf-8")
+    assert len(re.findall(pattern, text, flags=re.MULTILINE)) == count, f"{relative}: {pattern!r}"
+    path.write_text(re.sub(pattern, replacement, text, flags=re.MULTILINE), encoding="utf-8")
+
+
+REFACTORS = {
+    # the training loop's method renamed: its 24 points move with it, and the point anchored
+    # before `def fit` is anchored before `def fit_loop`
+    "rename-a-method": (RAY_TRAINER, r"^    def fit\(self", "    def fit_loop(self", 1, 25),
+    # the agent-loop worker's class renamed where the code names it (the tracing strings keep theirs)
+    "rename-a-class": (
+        AGENT_LOOP,
+        r"(?<=^class )AgentLoopWorker\b|(?<=ray\.remote\()AgentLoopWorker\b",
+        "RolloutWorker",
+        2,
+        6,
+    ),
+}
+
+
+def _oracle(instrumented: Path, tmp_path: Path, case: str) -> tuple[dict[str, bytes], dict[str, object]]:
+    """The refactor made on the instrumented tree: its files, and its manifest but for the business
+    code's fingerprints (those are of the tree apply read, before the refactor)."""
+    relative, pattern, replacement, count, _ = REFACTORS[case]
+    expected = copy_tree(instrumented, tmp_path / "expected")
+    _refactor(expected, relative, pattern, replacement, count)
+    return tree_bytes(expected), _without_baselines(instrumented / MANIFEST_NAME)
+
+
+def _without_baselines(manifest: Path) -> dict[str, object]:
+    body = json.loads(manifest.read_text(encoding="utf-8"))
+    body.pop("baselines")
+    return body
+
+
+@pytest.mark.parametrize("case", sorted(REFACTORS))
+def test_port_then_apply_gives_the_refactored_instrumented_tree(
+    case: str, verl_090: Path, instrumented: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    relative, pattern, replacement, count, lost = REFACTORS[case]
+    tree = copy_tree(verl_090, tmp_path / "fork")
+    _refactor(tree, relative, pattern, replacement, count)
+    before = check(tree, catalog)
+    assert sum(p.status is Status.ANCHOR_LOST for p in before.points) == lost
+
+    result = port(tree, catalog, Selection(), _shipped_reload)
+    assert result.error is None
+    assert {s.status for s in result.suggestions} == {PortStatus.PORTED}
+    assert len(result.suggestions) == lost
+    assert exits.port_exit(result) == exits.OK
+    folder = tree / DEFAULT_OUT
+    assert result.written == (str(folder / override_file_name(relative)),)
+    ported = load_catalog([folder])
+    assert exits.apply_exit(apply(tree, ported)) == exits.OK
+    files, manifest = _oracle(instrumented, tmp_path, case)
+    assert tree_bytes(tree) == files
+    assert _without_baselines(tree / MANIFEST_NAME) == manifest
+    assert exits.check_exit(check(tree, ported)) == exits.OK
+    assert verify(tree, ported).ok
+
+
+def test_port_writes_no_verl_source_and_runs_twice_alike(verl_090: Path, catalog: Catalog, tmp_path: Path) -> None:
+    relative, pattern, replacement, count, _ = REFACTORS["rename-a-method"]
+    tree = copy_tree(verl_090, tmp_path / "fork")
+    _refactor(tree, relative, pattern, replacement, count)
+    sources = tree_bytes(tree)
+    first = port(tree, catalog, Selection(), _shipped_reload)
+    assert tree_bytes(tree) == sources, "port writes overrides, never verl sources"
+    written = Path(first.written[0]).read_bytes()
+    assert written.startswith(PORT_HEADER.encode())
+    second = port(tree, catalog, Selection(), _shipped_reload)
+    assert Path(second.written[0]).read_bytes() == written, "the same tree, the same overrides"
+    # with its overrides given, every point is in place: nothing to port, the file stays
+    in_place = port(tree, load_catalog([tree / DEFAULT_OUT]), Selection(), _shipped_reload)
+    assert in_place.suggestions == () and in_place.written == ()
+    assert Path(first.written[0]).read_bytes() == written
+
+
+def test_a_renamed_def_in_an_anchor_is_likely_and_exact_moves_are_exact(
+    verl_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    relative, pattern, replacement, count, _ = REFACTORS["rename-a-method"]
+    tree = copy_tree(verl_090, tmp_path / "fork")
+    _refactor(tree, relative, pattern, replacement, count)
+    result = port(tree, catalog, Selection(), _shipped_reload, min_confidence=Confidence.EXACT)
+    by_id = {s.point_id: s for s in result.suggestions}
+    fetch = by_id.pop("progress.v0.fetch-method")
+    assert (fetch.status, fetch.confidence) == (PortStatus.UNSURE, Confidence.LIKELY)
+    assert fetch.anchors == ("def fit_loop(self): ...",)
+    assert {(s.status, s.confidence, s.new_scope) for s in by_id.values()} == {
+        (PortStatus.PORTED, Confidence.EXACT, "RayPPOTrainer.fit_loop")
+    }
+    assert exits.port_exit(result) == exits.FAILED
+    entries = yaml.safe_load(Path(result.written[0]).read_text(encoding="utf-8"))["points"]
+    assert "progress.v0.fetch-method" not in {e["overrides"] for e in entries}
+
+
+# -- synthetic trees: one mechanism each --------------------------------------------------------------
+
+SPEC = """\
+file: verl/target.py
+points:
+  - id: t.first
+    facility: progress
+    title: after the batch is made
+    scope: Worker.run
+    after: |
+      batch = make(data)
+    code: |
+      log_progress('made')
+  - id: t.second
+    facility: progress
+    title: after the batch is scored
+    scope: Worker.run
+    after: |
+      score = judge(batch)
+    code: |
+      log_progress('scored')
+"""
+
+
+def _case(tmp_path: Path, source: str, spec: str = SPEC) -> tuple[Path, Catalog, Path]:
+    specs = tmp_path / "spec"
+    specs.mkdir()
+    (specs / "spec.yaml").write_text(spec, encoding="utf-8")
+    tree = tmp_path / "tree"
+    (tree / "verl").mkdir(parents=True)
+    (tree / "verl" / "target.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    return tree, load_catalog([specs], shipped=False), specs
+
+
+def _reload(specs: Path):  # type: ignore[no-untyped-def]
+    return lambda folder: load_catalog([specs, folder], shipped=False)
+
+
+def test_two_places_that_fit_alike_are_a_tie_and_nothing_is_written(tmp_path: Path) -> None:
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class Worker:
+            def train(self, data):
+                batch = make(data)
+                score = judge(batch)
+
+            def validate(self, data):
+                batch = make(data)
+                score = judge(batch)
+        """,
+    )
+    result = port(tree, catalog, Selection(), _reload(specs))
+    assert {s.status for s in result.suggestions} == {PortStatus.TIE}
+    assert all(s.runners_up == ("Worker.train", "Worker.validate") for s in result.suggestions)
+    assert result.written == () and not (tree / DEFAULT_OUT).exists()
+    assert exits.port_exit(result) == exits.FAILED
+
+
+def test_the_other_lost_points_of_a_scope_break_a_tie(tmp_path: Path) -> None:
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class Worker:
+            def train(self, data):
+                batch = make(data)
+                score = judge(batch)
+
+            def validate(self, data):
+                batch = make(data)
+        """,
+    )
+    result = port(tree, catalog, Selection(), _reload(specs))
+    by_id = {s.point_id: s for s in result.suggestions}
+    assert (by_id["t.second"].status, by_id["t.second"].confidence) == (PortStatus.PORTED, Confidence.EXACT)
+    first = by_id["t.first"]
+    assert (first.status, first.confidence, first.new_scope) == (PortStatus.PORTED, Confidence.LIKELY, "Worker.train")
+    assert first.runners_up == ("Worker.validate",)
+    placed = apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))
+    assert exits.apply_exit(placed) == exits.OK
+    text = (tree / "verl" / "target.py").read_text(encoding="utf-8")
+    assert text.index("log_progress('made')") < text.index("def validate")
+
+
+def test_a_place_the_proofs_refuse_is_not_written(tmp_path: Path) -> None:
+    # the old Worker.run had a `rollout_n`; the method its statements are in now has none
+    spec = SPEC.replace("log_progress('scored')", "log_progress(f'scored {rollout_n}')")
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class Worker:
+            def train(self, data):
+                batch = make(data)
+                score = judge(batch)
+        """,
+        spec,
+    )
+    result = port(tree, catalog, Selection(), _reload(specs))
+    by_id = {s.point_id: s for s in result.suggestions}
+    assert by_id["t.second"].status is PortStatus.REFUSED
+    assert "rollout_n" in by_id["t.second"].message
+    assert by_id["t.first"].status is PortStatus.PORTED
+    entries = yaml.safe_load(Path(result.written[0]).read_text(encoding="utf-8"))["points"]
+    assert [e["overrides"] for e in entries] == ["t.first"]
+
+
+def test_a_point_whose_statements_are_nowhere_is_not_found(tmp_path: Path) -> None:
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class Worker:
+            def train(self, data):
+                batch = build(data)
+        """,
+    )
+    result = port(tree, catalog, Selection(), _reload(specs))
+    assert {s.status for s in result.suggestions} == {PortStatus.NOT_FOUND}
+    assert all("no scope of verl/target.py holds" in s.message for s in result.suggestions)
+
+
+def test_an_override_file_port_did_not_write_is_left_alone(tmp_path: Path) -> None:
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class Worker:
+            def train(self, data):
+                batch = make(data)
+                score = judge(batch)
+        """,
+    )
+    mine = tree / DEFAULT_OUT / override_file_name("verl/target.py")
+    mine.parent.mkdir(parents=True)
+    mine.write_text("# my own overrides\n", encoding="utf-8")
+    result = port(tree, catalog, Selection(), _reload(specs))
+    assert result.error is not None and "not written by port" in result.error.message
+    assert mine.read_text(encoding="utf-8") == "# my own overrides\n"
+
+
+def test_the_command_writes_json_of_its_schema_and_exits_by_the_result(tmp_path: Path) -> None:
+    tree, _catalog, specs = _case(
+        tmp_path,
+        """
+        class Worker:
+            def train(self, data):
+                batch = make(data)
+                score = judge(batch)
+
+            def validate(self, data):
+                batch = make(data)
+        """,
+    )
+    runner = CliRunner()
+    outcome = runner.invoke(app, ["port", str(tree), "--anchors", str(specs), "--format", "json", "--dry-run"])
+    body = json.loads(outcome.output)
+    jsonschema.validate(body, jsonout.schema("port"), cls=jsonschema.Draft202012Validator)
+    assert outcome.exit_code == exits.OK and body["exit_code"] == exits.OK
+    assert body["written"] == [] and not (tree / DEFAULT_OUT).exists()
+    assert {p["id"]: p["confidence"] for p in body["points"]} == {"t.first": "likely", "t.second": "exact"}
+    text = runner.invoke(app, ["port", str(tree), "--anchors", str(specs), "--min-confidence", "exact"])
+    assert text.exit_code == exits.FAILED
+    assert "2 points of Worker.run" not in text.output and "unsure" in text.output

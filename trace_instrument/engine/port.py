@@ -1,0 +1,417 @@
+"""port: find where the points that lost their place in this verl belong now, and write overrides.
+
+A point is looked for by its content, not by its scope's name: the statements of each edit's
+anchor, anywhere in its file. A scope where every edit of the point finds its place exactly
+once (the innermost such scope) is a place the point fits. Context decides between places and
+grades them: the other lost points of the same old scope (a renamed or moved method takes its
+points along), and a def that its own points show was renamed (an anchor naming it is renamed
+too). A tie is reported, never broken by line order. Every place written passes the proofs apply
+runs (names, control context, zero intrusion): the overrides are loaded as a user would load
+them and apply is run on them without writing.
+
+The overrides go in one YAML file per verl file (the `overrides:` language of docs/anchors.md):
+same ids, same templates, so check, verify and remove follow.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
+from trace_instrument.engine.apply import apply
+from trace_instrument.engine.check import check
+from trace_instrument.engine.files import CheckoutError, checkout_root
+from trace_instrument.engine.manifest import Manifest
+from trace_instrument.locate import Placement
+from trace_instrument.locate.match import Captures, Matcher
+from trace_instrument.model import (
+    Anchor,
+    Catalog,
+    Confidence,
+    Edit,
+    EditKind,
+    Point,
+    PointResult,
+    PortResult,
+    PortStatus,
+    PortSuggestion,
+    RunError,
+    RunErrorKind,
+    Selection,
+    Status,
+)
+from trace_instrument.spec.code import DEFINITIONS, parse_pattern
+
+LOST = (Status.ANCHOR_LOST, Status.AMBIGUOUS)
+DEFAULT_OUT = Path(".trace-instrument") / "anchors"
+PORT_HEADER = "# written by `trace-instrument port`: overrides that re-anchor points in this verl\n"
+
+Reload = Callable[[Path], Catalog]  # the catalog with the override folder given added
+
+
+def port(
+    root: str | Path,
+    catalog: Catalog,
+    selection: Selection,
+    reload: Reload,
+    *,
+    out: Path | None = None,
+    min_confidence: Confidence = Confidence.LIKELY,
+    write: bool = True,
+) -> PortResult:
+    """Find a place for every selected point that is `anchor-lost` or `ambiguous`, prove it, and
+    write the overrides of those at `min_confidence` or surer into `out` (default: the checkout's
+    `.trace-instrument/anchors/`). `reload(folder)`: the catalog with that folder's specs added."""
+    try:
+        base = checkout_root(root)
+        manifest = Manifest.load(base)
+    except CheckoutError as exc:
+        return PortResult(str(root), (), error=exc.as_run_error())
+    folder = out if out is not None else base / DEFAULT_OUT
+    checked = check(base, catalog, selection)
+    if checked.error is not None:
+        return PortResult(str(base), (), str(folder), error=checked.error)
+    lost = [r for r in checked.points if r.status in LOST]
+    suggestions: list[PortSuggestion] = []
+    for file in dict.fromkeys(r.file for r in lost):
+        results = [r for r in lost if r.file == file]
+        work = analyse(base, file, catalog, manifest=manifest)
+        if isinstance(work, FileProblem):
+            suggestions += [_not_found(catalog.point(r.point_id), r, work.message) for r in results]
+            continue
+        suggestions += _suggest(work, [catalog.point(r.point_id) for r in results], results)
+    proven = _proven(base, folder, catalog, selection, reload, suggestions)
+    final = tuple(_graded(s, min_confidence) for s in proven)
+    writing = [s for s in final if s.status is PortStatus.PORTED]
+    try:
+        written = _write(folder, catalog, writing) if write and writing else ()
+    except (CheckoutError, OSError) as exc:
+        error = exc.as_run_error() if isinstance(exc, CheckoutError) else RunError(RunErrorKind.WRITE_FAILED, str(exc))
+        return PortResult(str(base), final, str(folder), error=error)
+    return PortResult(str(base), final, str(folder), written)
+
+
+# -- where a point fits --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """A scope where every edit of the point finds its place exactly once."""
+
+    scope: str
+    anchors: tuple[str, ...]  # per edit: the new anchor text ("" where the point's own is kept)
+    placements: tuple[Placement, ...]
+    renamed: str = ""  # the renames its anchors were adapted to, as evidence says them
+
+
+def _suggest(work: FileWork, points: list[Point], results: list[PointResult]) -> list[PortSuggestion]:
+    fits = {p.id: _fits(work, p, {}) for p in points}
+    renames = _renames(work, points, fits)
+    for point in points:
+        if not fits[point.id] and renames:
+            fits[point.id] = _fits(work, point, renames)
+    consensus = _consensus(points, fits)
+    return [
+        _decide(point, result, fits[point.id], consensus.get(point.scope)) for point, result in zip(points, results)
+    ]
+
+
+def _fits(work: FileWork, point: Point, renames: dict[str, str]) -> list[_Fit]:
+    """The innermost scopes where the point (its anchors' defs renamed as `renames` says) fits."""
+    texts = tuple(_renamed_anchor(point, edit, renames) for edit in point.edits)
+    moved = _with_anchors(point, texts)
+    found: list[_Fit] = []
+    for scope in sorted(_scopes_holding(work, moved)):
+        placed = [work.locator.place(replace(moved, scope=scope), edit) for edit in moved.edits]
+        placements = [p for p in placed if isinstance(p, Placement)]
+        if len(placements) == len(placed):
+            note = ", ".join(f"{old} was renamed {new}" for old, new in renames.items()) if any(texts) else ""
+            found.append(_Fit(scope, texts, tuple(placements), note))
+    # a class fits wherever one of its methods does: the method is the place
+    return [f for f in found if not any(o.scope.startswith(f.scope + ".") for o in found)]
+
+
+def _scopes_holding(work: FileWork, point: Point) -> set[str]:
+    """The scopes (and the scopes around them) holding every edit's first anchor statement."""
+    index, recognition = work.locator.index, work.locator.recognition
+    common: set[str] | None = None
+    for edit in point.edits:
+        scopes: set[str] = set()
+        for anchor in edit.anchors:
+            wanted = anchor.target.stmts[0]
+            for site in index.sites:
+                node = recognition.view(site.node)
+                if type(node) is not type(wanted) or not Matcher().statement(wanted, node, Captures()):
+                    continue
+                scopes.update(_enclosing(site.scope))
+                if isinstance(node, DEFINITIONS) and anchor.kind in (EditKind.BODY_START, EditKind.BODY_END):
+                    scopes.add(node.name if site.scope == "<module>" else f"{site.scope}.{node.name}")
+        common = scopes if common is None else common & scopes
+    return common or set()
+
+
+def _enclosing(scope: str) -> list[str]:
+    """A scope and every scope around it (`A.b.c`: `A.b.c`, `A.b`, `A`, the module)."""
+    if scope == "<module>":
+        return ["<module>"]
+    parts = scope.split(".")
+    return [".".join(parts[:n]) for n in range(len(parts), 0, -1)] + ["<module>"]
+
+
+# -- renamed defs --------------------------------------------------------------------------------
+
+
+def _renames(work: FileWork, points: list[Point], fits: dict[str, list[_Fit]]) -> dict[str, str]:
+    """Defs the points show were renamed: a scope the file no longer has whose points all fit one
+    scope with the same parent (`RayPPOTrainer.fit` -> `RayPPOTrainer.fit_loop`)."""
+    renames: dict[str, str] = {}
+    for old in dict.fromkeys(p.scope for p in points):
+        if work.locator.index.scope_nodes(old):
+            continue  # still there: its points' code moved, not the def
+        new = {f.scope for p in points if p.scope == old for f in fits[p.id] if len(fits[p.id]) == 1}
+        if len(new) == 1:
+            (target,) = new
+            if target.rpartition(".")[0] == old.rpartition(".")[0] and target != old:
+                renames[old] = target
+    return renames
+
+
+_DEF_NAME = re.compile(r"^(\s*(?:async\s+)?(?:def|class)\s+)([A-Za-z_][A-Za-z0-9_]*)\b", re.MULTILINE)
+
+
+def _renamed_anchor(point: Point, edit: Edit, renames: dict[str, str]) -> str:
+    """The edit's first anchor with the defs it names renamed ("" when none is)."""
+    if not renames:
+        return ""
+    anchor = edit.anchors[0]
+    scope = renames.get(point.scope, point.scope)
+    changed = False
+
+    def rename(match: re.Match[str]) -> str:
+        nonlocal changed
+        name = match.group(2)
+        for holder in (point.scope, scope):
+            qualified = name if holder == "<module>" else f"{holder}.{name}"
+            if qualified in renames:
+                changed = True
+                return match.group(1) + renames[qualified].rpartition(".")[2]
+        return match.group(0)
+
+    text = _DEF_NAME.sub(rename, anchor.target.text)
+    return text if changed else ""
+
+
+def _with_anchors(point: Point, texts: Sequence[str]) -> Point:
+    """The point with the first anchor of each edit whose text is given replaced by it."""
+    if not any(texts):
+        return point
+    edits = []
+    for edit, text in zip(point.edits, texts):
+        if not text:
+            edits.append(edit)
+            continue
+        first = edit.anchors[0]
+        anchor = replace(first, target=parse_pattern(text, first.source))
+        edits.append(replace(edit, anchors=(anchor,)))
+    return replace(point, edits=tuple(edits))
+
+
+# -- deciding --------------------------------------------------------------------------------------
+
+
+def _consensus(points: list[Point], fits: dict[str, list[_Fit]]) -> dict[str, str | None]:
+    """Per old scope: the one new scope its points that fit one place agree on (None: they disagree)."""
+    agreed: dict[str, set[str]] = {}
+    for point in points:
+        if len(fits[point.id]) == 1:
+            agreed.setdefault(point.scope, set()).add(fits[point.id][0].scope)
+    return {old: next(iter(new)) if len(new) == 1 else None for old, new in agreed.items()}
+
+
+def _decide(point: Point, result: PointResult, fits: list[_Fit], consensus: str | None) -> PortSuggestion:
+    if not fits:
+        return _not_found(point, result, "")
+    scopes = [f.scope for f in fits]
+    if len(fits) > 1:
+        chosen = next((f for f in fits if f.scope == consensus), None)
+        if chosen is None:
+            return PortSuggestion(
+                point.id,
+                point.file,
+                PortStatus.TIE,
+                point.scope,
+                runners_up=tuple(scopes),
+                message=f"fits {len(fits)} places equally ({', '.join(scopes)}); nothing tells them apart",
+            )
+        others = tuple(s for s in scopes if s != chosen.scope)
+        evidence = f"fits {len(fits)} places; the other lost points of {point.scope} moved to {chosen.scope}"
+        return _ported(point, chosen, Confidence.LIKELY, evidence, others)
+    fit = fits[0]
+    if fit.renamed:
+        evidence = f"its anchor names a def that moved ({fit.renamed}: that def's points fit there alone)"
+        return _ported(point, fit, Confidence.LIKELY, evidence + f"; renamed so, it fits {fit.scope} alone", ())
+    where = f"its anchors' statements, found verbatim in {fit.scope} alone"
+    if consensus is None:
+        evidence = f"{where}; the other lost points of {point.scope} went elsewhere"
+        return _ported(point, fit, Confidence.LIKELY, evidence, ())
+    return _ported(point, fit, Confidence.EXACT, f"{where}, where the other lost points of its scope went", ())
+
+
+def _ported(point: Point, fit: _Fit, confidence: Confidence, evidence: str, others: tuple[str, ...]) -> PortSuggestion:
+    line = min(p.line for p in fit.placements)
+    return PortSuggestion(
+        point.id,
+        point.file,
+        PortStatus.PORTED,
+        point.scope,
+        fit.scope,
+        fit.anchors,
+        confidence,
+        line,
+        evidence,
+        others,
+    )
+
+
+def _not_found(point: Point, result: PointResult, why: str) -> PortSuggestion:
+    message = why or f"no scope of {point.file} holds its anchors' statements ({result.message})"
+    return PortSuggestion(point.id, point.file, PortStatus.NOT_FOUND, point.scope, message=message)
+
+
+def _graded(suggestion: PortSuggestion, min_confidence: Confidence) -> PortSuggestion:
+    confidence = suggestion.confidence
+    if suggestion.status is not PortStatus.PORTED or confidence is None or confidence.at_least(min_confidence):
+        return suggestion
+    message = f"{confidence.value}, below --min-confidence {min_confidence.value}: not written"
+    return replace(suggestion, status=PortStatus.UNSURE, message=message)
+
+
+# -- proving: the overrides loaded and applied as a user would -------------------------------------
+
+
+def _proven(
+    base: Path, folder: Path, catalog: Catalog, selection: Selection, reload: Reload, suggestions: list[PortSuggestion]
+) -> list[PortSuggestion]:
+    """The suggestions, those apply refuses at their new place marked refused."""
+    ported = [s for s in suggestions if s.status is PortStatus.PORTED]
+    if not ported:
+        return suggestions
+    with tempfile.TemporaryDirectory(prefix="trace-instrument-port-") as scratch:
+        for name, text in _override_files(folder, catalog, ported).items():
+            (Path(scratch) / name).write_text(text, encoding="utf-8")
+        planned = apply(base, reload(Path(scratch)), selection, write=False)
+    outcome = {r.point_id: r for r in planned.points}
+    proven = []
+    for suggestion in suggestions:
+        result = outcome.get(suggestion.point_id)
+        if suggestion.status is PortStatus.PORTED and (result is None or result.status is not Status.APPLIED):
+            why = f"{result.status.value}: {result.message}" if result is not None else "not planned"
+            message = f"apply refuses it at its new place ({why})"
+            suggestion = replace(suggestion, status=PortStatus.REFUSED, message=message)
+        proven.append(suggestion)
+    return proven
+
+
+# -- writing ------------------------------------------------------------------------------------------
+
+
+def override_file_name(verl_file: str) -> str:
+    """The override file port writes for a verl file (`verl/trainer/x.py` -> `verl.trainer.x.yaml`)."""
+    return verl_file.removesuffix(".py").replace("/", ".") + ".yaml"
+
+
+def _override_files(folder: Path, catalog: Catalog, suggestions: Iterable[PortSuggestion]) -> dict[str, str]:
+    """The text of each override file: the entries port wrote there before (for other points) kept."""
+    by_file: dict[str, list[PortSuggestion]] = {}
+    for suggestion in suggestions:
+        by_file.setdefault(suggestion.file, []).append(suggestion)
+    files = {}
+    for verl_file, entries in by_file.items():
+        name = override_file_name(verl_file)
+        new = {s.point_id: _entry(catalog.point(s.point_id), s) for s in entries}
+        kept = [e for e in _earlier_entries(folder / name) if e.get("overrides") not in new]
+        body = {"file": verl_file, "points": [*kept, *new.values()]}
+        files[name] = PORT_HEADER + yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+    return files
+
+
+def _entry(point: Point, suggestion: PortSuggestion) -> dict[str, object]:
+    """The override of one point: its new scope and, where an anchor changed, every edit's anchors."""
+    entry: dict[str, object] = {"overrides": suggestion.point_id}
+    if suggestion.new_scope != point.scope:
+        entry["scope"] = suggestion.new_scope
+    if not any(suggestion.anchors):
+        return entry
+    edits = [_anchors_entry(edit, text) for edit, text in zip(point.edits, suggestion.anchors)]
+    if len(edits) == 1:
+        entry.update(edits[0])
+    else:
+        entry["edits"] = edits
+    return entry
+
+
+def _anchors_entry(edit: Edit, text: str) -> dict[str, object]:
+    """An edit's anchors as the spec language writes them: the first (its text replaced by `text`
+    when given; its alternatives then go: they were not what matched) and its alternatives."""
+    first, *others = edit.anchors
+    entry = _anchor_keys(first, text or first.target.text)
+    if not text and others:
+        entry["alternatives"] = [_anchor_keys(a, a.target.text) for a in others]
+    return entry
+
+
+def _anchor_keys(anchor: Anchor, text: str) -> dict[str, object]:
+    keys: dict[str, object] = {anchor.kind.value: text.rstrip("\n") + "\n"}
+    if anchor.inside is not None:
+        keys["inside"] = anchor.inside.text.rstrip("\n") + "\n"
+    if anchor.expr is not None:
+        keys["expr"] = anchor.expr.text
+    return keys
+
+
+class _Dumper(yaml.SafeDumper):
+    """Code as literal blocks (`|`), as a person writes a spec."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+
+
+_Dumper.add_representer(str, _represent_text)
+
+
+def _earlier_entries(path: Path) -> list[dict[str, object]]:
+    """The entries of an override file port wrote before (none from a file it did not write)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    if not text.startswith(PORT_HEADER):
+        return []
+    data = yaml.safe_load(text)
+    points = data.get("points", []) if isinstance(data, dict) else []
+    return [p for p in points if isinstance(p, dict)]
+
+
+def _write(folder: Path, catalog: Catalog, suggestions: list[PortSuggestion]) -> tuple[str, ...]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in _override_files(folder, catalog, suggestions).items():
+        target = folder / name
+        if target.exists() and not target.read_text(encoding="utf-8").startswith(PORT_HEADER):
+            raise CheckoutError(
+                f"{target}: not written by port; move it away or choose another --out",
+                run_kind=RunErrorKind.WRITE_FAILED,
+            )
+        staging = target.with_name(f".{name}.{os.getpid()}.tmp")
+        staging.write_text(text, encoding="utf-8")
+        staging.replace(target)
+        written.append(str(target))
+    return tuple(written)
