@@ -287,7 +287,7 @@ RESHAPED = {
     "templates-not-a-list": ".templates: expected a list of strings, found a string",
     "baseline-not-packed": "not a packed list of fingerprints",
     "replaced-without-digest": ".digest: expected a string, found null",
-    "body-extent-too-short": ".bodies.1: expected a capture number and [length, first, last, before, after]",
+    "body-extent-too-short": ".bodies.1: expected a capture number and [length, first, last, before, after, beyond_first, beyond_last]",
     "a-list-at-the-top": "the top level: expected an object, found a list",
 }
 

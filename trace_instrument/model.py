@@ -289,8 +289,9 @@ class Edit:
 @dataclass(frozen=True)
 class BodyExtent:
     """Where a body a rewrite captured ended up, as apply moved it: how many statements it holds
-    and the digests of its first and last (`statement_print`), and how many statements its list
-    held before and after the rewritten region (other points' code never counted). Recorded for
+    and the digests of its first and last (`statement_print`), how many statements its list held
+    before and after the rewritten region and the digests of the two next to it (other points'
+    code never counted). Recorded for
     the bodies the template's own code does not bound (see `unbounded_bodies`)."""
 
     length: int
@@ -298,6 +299,13 @@ class BodyExtent:
     last: str
     before: int
     after: int
+    beyond_first: str = ""  # the digest of the statement just before the region ("": none)
+    beyond_last: str = ""  # ... and of the one just after it
+
+    @property
+    def prints(self) -> frozenset[str]:
+        """Every statement digest the record names."""
+        return frozenset(p for p in (self.first, self.last, self.beyond_first, self.beyond_last) if p)
 
 
 # (point id, edit index) -> anchor index of each captured body -> its extent

@@ -353,9 +353,19 @@ def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
             return [s for a in stmts for s in expand(mapping.statement(a))]
 
         # other points' code that sat inside the rewritten region goes back in front of the
-        # anchored statement it preceded; what preceded template-only code goes before the last one
-        orphans = kept(s for key, items in caps.attached.items() if key not in captured_ids for s in items)
+        # anchored statement it preceded (inside a captured body: in front of the body's statement);
+        # what preceded template-only code goes before the last one, or ends the last body
+        in_bodies = {id(s) for stmts in caps.bodies.values() for s in stmts}
+        tails = {id(s) for stmts in caps.tails.values() for s in stmts}
+        orphans = kept(
+            s
+            for key, items in caps.attached.items()
+            if key not in captured_ids | in_bodies
+            for s in items
+            if id(s) not in tails
+        )
         last_index = max([*caps.statements, *caps.values], default=0)
+        whole_only = not caps.statements and not caps.values  # nothing but bodies to travel with
 
         def travelling(node: ast.stmt, index: int) -> Statements:
             own_lead = kept(caps.attached.get(id(node), []))
@@ -367,7 +377,13 @@ def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
         for i, (_value, holder) in caps.values.items():
             values[i] = _captured_value(updated_of(mapping.statement(holder)))
             around[i] = (travelling(holder, i), [])
-        bodies = {i: kept(stmts) for i, stmts in caps.bodies.items()}
+        bodies = {
+            i: kept([*(s for stmt in stmts for s in [*caps.attached.get(id(stmt), []), stmt]), *caps.tails.get(i, [])])
+            for i, stmts in caps.bodies.items()
+        }
+        if whole_only and orphans and bodies:
+            last_body = max(bodies, key=lambda i: _template_position(block, i))
+            bodies[last_body] = [*bodies[last_body], *orphans]
         footers = _footers_handed_down(block, mapping, region, updated_of)
         captured = Captured(statements, values, bodies, around, footers)
         restored = restore_originals(pattern_statements(anchor.target), captured)
@@ -381,6 +397,12 @@ def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
     plan.targets.update(id(line) for line in region)
     for holder in [h for _, h in caps.values.values()]:
         plan.targets.add(id(mapping.statement(holder)))
+
+
+def _template_position(block: Block, index: int) -> int:
+    """Where body capture `index` stands among the template's statements."""
+    nodes = list(template_nodes(block.edit.template))
+    return next((at for at, node in enumerate(nodes) if body_placeholder(node) == index), len(nodes))
 
 
 def _footers_handed_down(

@@ -46,7 +46,8 @@ class Replaced:
             body["within"] = list(self.within)
         if self.bodies:
             body["bodies"] = {
-                str(i): [e.length, e.first, e.last, e.before, e.after] for i, e in sorted(self.bodies.items())
+                str(i): [e.length, e.first, e.last, e.before, e.after, e.beyond_first, e.beyond_last]
+                for i, e in sorted(self.bodies.items())
             }
         return body
 
@@ -190,10 +191,20 @@ def _bodies(value: object, where: str) -> dict[int, BodyExtent]:
     for index, item in _object(value, where).items():
         at = f"{where}.{index}"
         match item:
-            case [int(length), str(first), str(last), int(before), int(after)] if index.isdecimal():
-                extents[int(index)] = BodyExtent(length, first, last, before, after)
+            case [
+                int(length),
+                str(first),
+                str(last),
+                int(before),
+                int(after),
+                str(b_first),
+                str(b_last),
+            ] if index.isdecimal():
+                extents[int(index)] = BodyExtent(length, first, last, before, after, b_first, b_last)
             case _:
-                raise _Shape(f"{at}: expected a capture number and [length, first, last, before, after]")
+                raise _Shape(
+                    f"{at}: expected a capture number and [length, first, last, before, after, beyond_first, beyond_last]"
+                )
     return extents
 
 

@@ -47,13 +47,14 @@ def placed_extents(
             continue
         siblings = locator.index.site(placement.region[0]).siblings
         start, end = position(siblings, placement.region[0]), position(siblings, placement.region[-1])
-        before = sum(1 for s in siblings[:start] if id(s) not in skip)
-        after = sum(1 for s in siblings[end + 1 :] if id(s) not in skip)
+        above = [s for s in siblings[:start] if id(s) not in skip]
+        below = [s for s in siblings[end + 1 :] if id(s) not in skip]
+        beyond = (statement_print(above[-1]) if above else "", statement_print(below[0]) if below else "")
         for index, _start, _end in unbounded_bodies(edit.template.stmts):
             body = [s for s in body_of(placement.anchored[index]) if id(s) not in skip]
             first, last = (statement_print(body[0]), statement_print(body[-1])) if body else ("", "")
             key = (placement.point.id, edit_index(placement.point, edit))
-            found.setdefault(key, {})[index] = BodyExtent(len(body), first, last, before, after)
+            found.setdefault(key, {})[index] = BodyExtent(len(body), first, last, len(above), len(below), *beyond)
     return found
 
 
@@ -181,7 +182,8 @@ def refreshed(
     """The records of points a run left in place, brought up to date where the run changed their
     region (another point's code put in or taken out): a record that matched before the run
     describes the region after it. One that did not match stays as it was (remove rebuilds);
-    one whose original holds code of a point the run took out is dropped. `points`: all of the file's."""
+    one whose original holds code of a point the run took out is dropped (but for where its
+    captured bodies are, kept with a digest nothing matches). `points`: all of the file's."""
     updates: dict[str, Replacements] = {}
     after_in_place = after.in_place(points)
     for point in kept:
@@ -196,6 +198,10 @@ def refreshed(
                 fresh[index] = record
                 continue
             if not set(record.within) <= after_in_place:
+                # its original holds code the run took out: never put back (no digest matches ""),
+                # but where its bodies are stays known
+                if record.bodies:
+                    fresh[index] = replace(record, digest="", inside=after.inside(new, points))
                 continue
             fresh[index] = replace(record, digest=digest(after.region_text(new)), inside=after.inside(new, points))
         if fresh != records:

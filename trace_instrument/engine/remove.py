@@ -52,6 +52,7 @@ from trace_instrument.model import (
     Selection,
     Status,
 )
+from trace_instrument.spec.code import first_line
 
 
 def remove(
@@ -244,10 +245,18 @@ def _remove_from_file(
         except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError) as exc:
             return _Removal(_failed(work, plans, exc))
         breaking = _would_break(work, output, taking)
-        if not breaking:
-            break
         for plan in breaking:
             plan.keep(Reason.WOULD_BREAK, "kept: the code that stays reads names only this point's code binds")
+        moving = [] if breaking else _would_move(work, output, taking, context.manifest)
+        for plan, moved in moving:
+            together = " ".join(f"--only {i}" for i in [plan.point.id, *moved])
+            message = (
+                f"kept: taking its rewrite out would leave {', '.join(moved)} out of place (their code sits "
+                f"next to the code it replaced); remove them together: {together}"
+            )
+            plan.keep(Reason.WOULD_BREAK, message)
+        if not breaking and not moving:
+            break
     results = (*(p.result for p in plans.values()), *_left_behind(work, context, plans))
     updated = output.text
     try:
@@ -462,6 +471,8 @@ def _read_on(tree: ast.Module, name: str, lines: list[int]) -> bool:
     while pending:
         node = pending.pop()
         first = getattr(node, "lineno", None)
+        if first is not None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            first = first_line(node)  # its decorators are above its `def` line
         if first is not None:
             at = bisect.bisect_left(lines, first)
             if at == len(lines) or lines[at] > (getattr(node, "end_lineno", None) or first):
@@ -470,6 +481,30 @@ def _read_on(tree: ast.Module, name: str, lines: list[int]) -> bool:
             return True
         pending.extend(ast.iter_child_nodes(node))
     return False
+
+
+def _would_move(
+    work: FileWork, output: _Output, taking: list[_Plan], manifest: Manifest
+) -> list[tuple[_Plan, list[str]]]:
+    """The plans taking out a rewrite after which points that stay, in place before, would not be
+    where their anchors put them (code of theirs next to the rewritten region stays outside the
+    block the removal rebuilds), with those points."""
+    rewriting = [plan for plan in taking if any(records_edit(b.edit) for b in plan.blocks)]
+    leaving = {plan.point.id for plan in taking}
+    staying = [p for p in work.points if p.id not in leaving and _in_place(work.locator, p)]
+    if not rewriting or not staying:
+        return []
+    after = FileLocator(
+        output.tree, work.points, work.locator.recognition.helper_names, output.text, extents=manifest.extents
+    )
+    moved = [p.id for p in staying if not _in_place(after, p)]
+    return [(plan, moved) for plan in rewriting] if moved else []
+
+
+def _in_place(locator: FileLocator, point: Point) -> bool:
+    """Is all the point's code there, and where its anchors put it?"""
+    state = locator.state(point)
+    return state.complete and all(locator.finder.misplaced(point, block) is None for block in state.blocks)
 
 
 def _would_break(work: FileWork, output: _Output, taking: list[_Plan]) -> list[_Plan]:
@@ -488,7 +523,7 @@ def _would_break(work: FileWork, output: _Output, taking: list[_Plan]) -> list[_
 
 def _bound_by(plan: _Plan) -> set[str]:
     """Names the plan's blocks bind in their scope and take away with them (assignments, loop
-    targets, definitions): not the business code a rewrite keeps (its captured statements and
+    targets, definitions, imports, match captures, `except ... as`): not the business code a rewrite keeps (its captured statements and
     bodies stay bound), nor names local to a comprehension, lambda or def inside the blocks."""
     names: set[str] = set()
     for block in plan.blocks:
@@ -521,6 +556,14 @@ def _scope_bindings(node: ast.AST, kept: set[int]) -> set[str]:
             continue
         if isinstance(current, ast.Name) and not isinstance(current.ctx, ast.Load):
             names.add(current.id)
+        elif isinstance(current, (ast.Import, ast.ImportFrom)):
+            names.update(alias.asname or alias.name.split(".")[0] for alias in current.names if alias.name != "*")
+        elif isinstance(current, (ast.MatchAs, ast.MatchStar)) and current.name is not None:
+            names.add(current.name)
+        elif isinstance(current, ast.MatchMapping) and current.rest is not None:
+            names.add(current.rest)
+        elif isinstance(current, ast.ExceptHandler) and current.name is not None:
+            names.add(current.name)
         pending.extend(child for child in ast.iter_child_nodes(current) if id(child) not in kept)
     return names
 

@@ -47,6 +47,7 @@ class Captures:
     # skipped statements, keyed by the id of the real statement they precede (0 = end of list)
     attached: dict[int, list[ast.stmt]] = field(default_factory=dict)
     holders: dict[int, ast.stmt] = field(default_factory=dict)  # real statements matched by template statements
+    tails: dict[int, list[ast.stmt]] = field(default_factory=dict)  # skipped statements ending body N
 
 
 class Matcher:
@@ -242,6 +243,7 @@ def _merge(into: Captures, other: Captures) -> None:
     into.values.update(other.values)
     into.bodies.update(other.bodies)
     into.holders.update(other.holders)
+    into.tails.update(other.tails)
     for key, items in other.attached.items():
         into.attached.setdefault(key, []).extend(items)
 

@@ -233,15 +233,19 @@ class Recognition:
             lengths = {body.capture: extent.length for body, extent in edges.items()}
             exact = self._search_rewrite(point, edit, _Bounds(lengths, edges))
             if exact is not None:
-                return exact
+                return self._with_edge_code(exact, edges)
             edged = self._search_rewrite(point, edit, _Bounds(edges=edges, unique=True))
             if edged is not None:
-                return edged
+                return self._with_edge_code(edged, edges)
             # as long as the bodies, with as many statements around the region as apply left: the
             # fork edited statements in place (had it moved one across an open edge, a count differs)
             sized = self._search_rewrite(point, edit, _Bounds(lengths))
-            if sized is not None and self._around(sized) == _recorded_around(edges):
-                return sized
+            if (
+                sized is not None
+                and self._around(sized) == _recorded_around(edges)
+                and self._edited_in_place(sized, edges)
+            ):
+                return self._with_edge_code(sized, edges)
             # its code is still the point's: taken at the recorded length, which is all that is known
             block = sized or self._search_rewrite(point, edit, _Bounds())
             why = self._edges_changed(block, edges) if block is not None else ""
@@ -290,6 +294,72 @@ class Recognition:
                 return False
             if open_body.end and self._print(body[-1]) != extent.last:
                 return False
+        return True
+
+    def _with_edge_code(self, block: Block, edges: dict[OpenBody, BodyExtent]) -> Block:
+        """The block with the other points' code next to an open edge of a body that is anchored
+        on the body (`before` its first statement, `after` its last): that code is inside the
+        body, and goes back into the block remove rebuilds. Code anchored on the statements
+        outside the region stays outside."""
+        caps = block.captures
+        if caps is None:
+            return block
+        siblings = self.index.site(block.top[0]).siblings
+        for open_body in edges:
+            body = caps.bodies.get(open_body.capture, [])
+            if not body:
+                continue
+            if open_body.start:
+                at = position(siblings, body[0])
+                taken = self._anchored_on(_skipped_at_end(siblings[:at], self.rank_of), body, EditKind.BEFORE)
+                caps.attached[id(body[0])] = [*taken, *caps.attached.get(id(body[0]), [])]
+                first = position(siblings, block.top[0])
+                if taken and position(siblings, taken[0]) < first:
+                    block.top[:0] = siblings[position(siblings, taken[0]) : first]
+            if open_body.end:
+                at = position(siblings, body[-1])
+                taken = self._anchored_on(_skipped_at_start(siblings[at + 1 :], self.rank_of), body, EditKind.AFTER)
+                caps.tails[open_body.capture] = taken
+                last = position(siblings, block.top[-1])
+                if taken and position(siblings, taken[-1]) > last:
+                    block.top.extend(siblings[last + 1 : position(siblings, taken[-1]) + 1])
+        return block
+
+    def _anchored_on(self, run: list[ast.stmt], body: list[ast.stmt], kind: EditKind) -> list[ast.stmt]:
+        """The part of a run of other points' statements next to a body edge whose blocks are
+        anchored on the body: `before` its first statements, or `after` its last (the part
+        nearest the body: what is beyond a block anchored outside stays outside)."""
+        owner = {id(s): b for state in self.states.values() for b in state.blocks for s in b.top}
+        ordered = run if kind is EditKind.AFTER else list(reversed(run))
+        taken: list[ast.stmt] = []
+        for stmt in ordered:
+            found = owner.get(id(stmt))
+            if found is None or not any(self._anchors_body(a, body, kind) for a in found.edit.anchors):
+                break
+            taken.append(stmt)
+        return taken if kind is EditKind.AFTER else list(reversed(taken))
+
+    def _anchors_body(self, anchor: Anchor, body: list[ast.stmt], kind: EditKind) -> bool:
+        """Does an insert's anchor (of `kind`) match the body's statements at that edge?"""
+        pattern = list(anchor.target.stmts)
+        if anchor.kind is not kind or len(pattern) > len(body):
+            return False
+        run = body[: len(pattern)] if kind is EditKind.BEFORE else body[-len(pattern) :]
+        matcher = Matcher(skip=frozenset(self.rank_of))
+        return all(matcher.statement(p, self.view(s)) for p, s in zip(pattern, run))
+
+    def _edited_in_place(self, block: Block, edges: dict[OpenBody, BodyExtent]) -> bool:
+        """Is each open edge statement that differs from the record new code, not a statement the
+        record names (one moved across the edge: from outside the region, or from the next body)?"""
+        recorded = frozenset(p for extent in edges.values() for p in extent.prints)
+        caps = block.captures or Captures()
+        for open_body, extent in edges.items():
+            body = caps.bodies.get(open_body.capture, [])
+            sides = [(open_body.start, 0, extent.first), (open_body.end, -1, extent.last)]
+            for is_open, at, expected in sides:
+                found = self._print(body[at]) if body else ""
+                if is_open and body and found != expected and found in recorded:
+                    return False
         return True
 
     def _around(self, block: Block) -> tuple[int, int]:
@@ -469,6 +539,26 @@ class _Bounds:
     lengths: dict[int, int] = field(default_factory=dict)
     edges: dict[OpenBody, BodyExtent] = field(default_factory=dict)
     unique: bool = False
+
+
+def _skipped_at_end(stmts: list[ast.stmt], skip: dict[int, int]) -> list[ast.stmt]:
+    """The statements ending `stmts` that are all other points' code."""
+    run: list[ast.stmt] = []
+    for stmt in reversed(stmts):
+        if id(stmt) not in skip:
+            break
+        run.insert(0, stmt)
+    return run
+
+
+def _skipped_at_start(stmts: list[ast.stmt], skip: dict[int, int]) -> list[ast.stmt]:
+    """The statements starting `stmts` that are all other points' code."""
+    run: list[ast.stmt] = []
+    for stmt in stmts:
+        if id(stmt) not in skip:
+            break
+        run.append(stmt)
+    return run
 
 
 def _recorded_around(edges: dict[OpenBody, BodyExtent]) -> tuple[int, int] | None:

@@ -223,6 +223,13 @@ class PointNames:
             scope = self.table.scope_of(node)
             outer = scope.parent if scope is not None else None
             return self._binding_issues(node.name, node.lineno, outer) if outer is not None else ()
+        if isinstance(node, ast.alias) and node.name != "*":  # an import in the point's code binds its name
+            scope = self.table.scope_of(node)
+            name = node.asname or node.name.split(".")[0]
+            return self._binding_issues(name, node.lineno, scope) if scope is not None else ()
+        if isinstance(node, (ast.MatchAs, ast.MatchStar, ast.ExceptHandler)) and node.name is not None:
+            scope = self.table.scope_of(node)
+            return self._binding_issues(node.name, node.lineno, scope) if scope is not None else ()
         return ()
 
     def _use_issues(self, node: ast.Name, scope: Scope, wanted: dict[str, Expectation]) -> list[NameIssue]:
