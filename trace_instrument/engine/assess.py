@@ -119,8 +119,9 @@ class FileAssessor:
                 return Assessment(point, _unanchored(point, block.line, moved))
             if moved is not None:
                 found, expected = moved
+                where = f"line {expected}" if expected != found else f"line {expected} of another block"
                 message = (
-                    f"its code is at line {found}, but its anchor puts it at line {expected}; "
+                    f"its code is at line {found}, but its anchor puts it at {where}; "
                     "move it back (or `remove --only` then `apply --only` this point)"
                 )
                 result = point_result(point, Status.MOVED, line=found, message=message, expected_line=expected)

@@ -411,10 +411,11 @@ def _without(
         )
         output = _Output(module.code, work.path)
         used = frozenset(node.id for node in ast.walk(output.tree) if isinstance(node, ast.Name))  # must parse
+        used |= _exported(work.tree)
         return _pruned(output, ImportChanges(prune=True, prunable=prunable, still_used=used), module)
     output = _Output(chunked.text, work.path)
     candidates = _import_names(work.tree, prunable)
-    used = _still_read(work, chunked.pieces, candidates)
+    used = _still_read(work, chunked.pieces, candidates) | (_exported(work.tree) & candidates)
     changes = ImportChanges(prune=True, prunable=prunable, still_used=used)
     touched_first = min((piece.span[0] for piece in chunked.pieces), default=len(work.text))
     pruned = chunks.prune_by_head(output.text, work.tree, changes, before_line=touched_first)
@@ -427,6 +428,20 @@ def _pruned(output: _Output, changes: ImportChanges, module: cst.Module | None) 
     """The output with the imports pruned, the whole module parsed with LibCST."""
     pruned = prune_imports(module if module is not None else parse_file(output.text), changes).code
     return output if pruned == output.text else _Output(pruned, output.path)
+
+
+def _exported(tree: ast.Module) -> frozenset[str]:
+    """The names the module's `__all__` lists: `from module import *` needs them bound (an import
+    of one is still used)."""
+    names: set[str] = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        value = getattr(node, "value", None)
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and isinstance(
+            value, (ast.List, ast.Tuple)
+        ):
+            names.update(e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return frozenset(names)
 
 
 def _import_names(tree: ast.Module, prunable: tuple[str, ...]) -> frozenset[str]:
