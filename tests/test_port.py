@@ -307,3 +307,35 @@ def test_the_command_writes_json_of_its_schema_and_exits_by_the_result(tmp_path:
     text = runner.invoke(app, ["port", str(tree), "--anchors", str(specs), "--min-confidence", "exact"])
     assert text.exit_code == exits.FAILED
     assert "2 points of Worker.run" not in text.output and "unsure" in text.output
+
+
+def test_an_anchor_written_otherwise_here_is_a_guess_written_only_when_asked(tmp_path: Path) -> None:
+    """The statement the point is anchored on reads `data` here, `items` in the tree: the most
+    alike statement, clearly ahead of the others, is a guess; guesses are written only with
+    --min-confidence guess, and then apply places the point there."""
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class Worker:
+            def run(self, items):
+                batch = make(items)
+                score = judge(batch)
+                report(score)
+        """,
+    )
+    result = port(tree, catalog, Selection(), _reload(specs))
+    by_id = {s.point_id: s for s in result.suggestions}
+    guess = by_id["t.first"]
+    assert (guess.status, guess.confidence) == (PortStatus.UNSURE, Confidence.GUESS)
+    assert guess.anchors == ("batch = make(items)",)
+    assert "line 4" in guess.evidence
+    assert set(by_id) == {"t.first"}, "t.second's anchor is found: it is not lost"
+    assert result.written == ()
+    asked = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS)
+    assert {s.point_id for s in asked.suggestions if s.status is PortStatus.PORTED} == {"t.first"}
+    placed = apply(
+        tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False), Selection(only=frozenset({"t.first"}))
+    )
+    assert exits.apply_exit(placed) == exits.OK
+    text = (tree / "verl" / "target.py").read_text(encoding="utf-8")
+    assert text.index("batch = make(items)") < text.index("log_progress('made')") < text.index("score = judge(batch)")

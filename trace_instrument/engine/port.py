@@ -15,6 +15,9 @@ same ids, same templates, so check, verify and remove follow.
 
 from __future__ import annotations
 
+import ast
+import copy
+import difflib
 import os
 import re
 import tempfile
@@ -47,7 +50,7 @@ from trace_instrument.model import (
     Selection,
     Status,
 )
-from trace_instrument.spec.code import DEFINITIONS, parse_pattern
+from trace_instrument.spec.code import DEFINITIONS, is_wild_body, parse_pattern
 
 LOST = (Status.ANCHOR_LOST, Status.AMBIGUOUS)
 DEFAULT_OUT = Path(".trace-instrument") / "anchors"
@@ -109,6 +112,7 @@ class _Fit:
     anchors: tuple[str, ...]  # per edit: the new anchor text ("" where the point's own is kept)
     placements: tuple[Placement, ...]
     renamed: str = ""  # the renames its anchors were adapted to, as evidence says them
+    nearest: str = ""  # for a fit by similar statements: what differs, as evidence says it
 
 
 def _suggest(work: FileWork, points: list[Point], results: list[PointResult]) -> list[PortSuggestion]:
@@ -118,6 +122,11 @@ def _suggest(work: FileWork, points: list[Point], results: list[PointResult]) ->
         if not fits[point.id] and renames:
             fits[point.id] = _fits(work, point, renames)
     consensus = _consensus(points, fits)
+    for point in points:
+        if not fits[point.id]:
+            scope = renames.get(point.scope, point.scope)
+            near = _nearest_fit(work, point, scope) if work.locator.index.scope_nodes(scope) else None
+            fits[point.id] = [near] if near is not None else []
     return [
         _decide(point, result, fits[point.id], consensus.get(point.scope)) for point, result in zip(points, results)
     ]
@@ -163,6 +172,80 @@ def _enclosing(scope: str) -> list[str]:
         return ["<module>"]
     parts = scope.split(".")
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)] + ["<module>"]
+
+
+# -- similar statements ---------------------------------------------------------------------------
+
+NEAR_ENOUGH = 0.6  # the least similarity (difflib's ratio of the statements' text) a guess may have
+CLEAR_LEAD = 0.05  # by how much the nearest must beat the next to be the one
+
+
+def _nearest_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
+    """The point in `scope`, each edit whose anchor is not found there anchored on the statements
+    most like its anchor's, when one run of statements is clearly the most like it (a guess)."""
+    moved = replace(point, scope=scope)
+    texts: list[str] = []
+    notes: list[str] = []
+    for edit in moved.edits:
+        found = work.locator.place(moved, edit)
+        if isinstance(found, Placement):
+            texts.append("")
+            continue
+        if found.status is not Status.ANCHOR_LOST:
+            return None  # ambiguous or crowded: a similar statement would not settle it
+        near = _nearest_run(work, scope, edit.anchors[0])
+        if near is None:
+            return None
+        text, ratio, line = near
+        texts.append(text)
+        notes.append(f"line {line} ({ratio:.0%} alike)")
+    if not notes:
+        return None
+    adapted = _with_anchors(moved, texts)
+    placed = [work.locator.place(adapted, edit) for edit in adapted.edits]
+    placements = [p for p in placed if isinstance(p, Placement)]
+    if len(placements) != len(placed):
+        return None
+    return _Fit(scope, tuple(texts), tuple(placements), nearest=", ".join(notes))
+
+
+def _nearest_run(work: FileWork, scope: str, anchor: Anchor) -> tuple[str, float, int] | None:
+    """The run of statements in the scope most like the anchor's (the same kinds of statement,
+    text alike), as an anchor text, with its similarity and line; None unless it is clearly first."""
+    pattern = list(anchor.target.stmts)
+    wanted = [_text(p, p) for p in pattern]
+    skip = work.locator.recognition.instrumentation
+    scored: list[tuple[float, list[ast.stmt]]] = []
+    for node in work.locator.index.scope_nodes(scope):
+        for _owner, _field, body in work.locator.index.bodies_in(node):
+            business = [s for s in body if id(s) not in skip]
+            for start in range(len(business) - len(pattern) + 1):
+                run = business[start : start + len(pattern)]
+                if any(type(p) is not type(s) for p, s in zip(pattern, run)):
+                    continue
+                ratios = [
+                    difflib.SequenceMatcher(None, w, _text(p, s)).ratio() for w, p, s in zip(wanted, pattern, run)
+                ]
+                scored.append((sum(ratios) / len(ratios), run))
+    scored.sort(key=lambda item: -item[0])
+    if not scored or scored[0][0] < NEAR_ENOUGH:
+        return None
+    if len(scored) > 1 and scored[1][0] > scored[0][0] - CLEAR_LEAD:
+        return None
+    ratio, run = scored[0]
+    return "\n".join(_text(p, s) for p, s in zip(pattern, run)), ratio, run[0].lineno
+
+
+def _text(pattern: ast.stmt, stmt: ast.stmt) -> str:
+    """A statement as an anchor writes it: a block whose pattern's body is `...` by its header."""
+    if is_wild_body(getattr(pattern, "body", None)):
+        head = copy.copy(stmt)
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            if isinstance(getattr(head, name, None), list):
+                setattr(head, name, [])
+        head.body = [ast.Expr(ast.Constant(...))]  # type: ignore[attr-defined]  # a block (same type as the pattern)
+        return ast.unparse(head)
+    return ast.unparse(stmt)
 
 
 # -- renamed defs --------------------------------------------------------------------------------
@@ -254,6 +337,9 @@ def _decide(point: Point, result: PointResult, fits: list[_Fit], consensus: str 
         evidence = f"fits {len(fits)} places; the other lost points of {point.scope} moved to {chosen.scope}"
         return _ported(point, chosen, Confidence.LIKELY, evidence, others)
     fit = fits[0]
+    if fit.nearest:
+        evidence = f"not found word for word; the nearest statements in {fit.scope}: {fit.nearest}"
+        return _ported(point, fit, Confidence.GUESS, evidence, ())
     if fit.renamed:
         evidence = f"its anchor names a def that moved ({fit.renamed}: that def's points fit there alone)"
         return _ported(point, fit, Confidence.LIKELY, evidence + f"; renamed so, it fits {fit.scope} alone", ())
