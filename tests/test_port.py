@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from trace_instrument.spec import load_catalog
 
 RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
 AGENT_LOOP = "verl/experimental/agent_loop/agent_loop.py"
+TOOL_LOOP = "verl/experimental/agent_loop/tool_agent_loop.py"
 
 
 @pytest.fixture(scope="module")
@@ -339,3 +341,40 @@ def test_an_anchor_written_otherwise_here_is_a_guess_written_only_when_asked(tmp
     assert exits.apply_exit(placed) == exits.OK
     text = (tree / "verl" / "target.py").read_text(encoding="utf-8")
     assert text.index("batch = make(items)") < text.index("log_progress('made')") < text.index("score = judge(batch)")
+
+
+def test_a_refactor_merged_into_an_instrumented_tree_ports_onto_the_code_in_place(
+    instrumented: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    """After apply, upstream renames a method the tracing sits in: the points' code moved with it
+    (present there, lost by its scope). port proves the place with the code already in place."""
+    tree = copy_tree(instrumented, tmp_path / "fork")
+    shutil.copy(instrumented / MANIFEST_NAME, tree / MANIFEST_NAME)
+    _refactor(tree, TOOL_LOOP, r"\b_call_tool\b", "_invoke_tool", 2)
+    lost = [p.point_id for p in check(tree, catalog).points if p.status is Status.ANCHOR_LOST]
+    assert lost
+    result = port(tree, catalog, Selection(), _shipped_reload)
+    assert {s.point_id: s.status for s in result.suggestions} == dict.fromkeys(lost, PortStatus.PORTED)
+    assert exits.check_exit(check(tree, load_catalog([tree / DEFAULT_OUT]))) == exits.OK
+
+
+def test_a_place_outside_a_scope_that_is_still_there_is_likely_not_exact(tmp_path: Path) -> None:
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class Mixin:
+            def step(self, data):
+                batch = make(data)
+                score = judge(batch)
+
+
+        class Worker(Mixin):
+            def run(self, data):
+                return self.step(data)
+        """,
+    )
+    result = port(tree, catalog, Selection(), _reload(specs))
+    assert {(s.status, s.confidence, s.new_scope) for s in result.suggestions} == {
+        (PortStatus.PORTED, Confidence.LIKELY, "Mixin.step")
+    }
+    assert all("Worker.run is still in the file" in s.evidence for s in result.suggestions)

@@ -128,7 +128,10 @@ def _suggest(work: FileWork, points: list[Point], results: list[PointResult]) ->
             near = _nearest_fit(work, point, scope) if work.locator.index.scope_nodes(scope) else None
             fits[point.id] = [near] if near is not None else []
     return [
-        _decide(point, result, fits[point.id], consensus.get(point.scope)) for point, result in zip(points, results)
+        _decide(
+            point, result, fits[point.id], consensus.get(point.scope), bool(work.locator.index.scope_nodes(point.scope))
+        )
+        for point, result in zip(points, results)
     ]
 
 
@@ -318,7 +321,11 @@ def _consensus(points: list[Point], fits: dict[str, list[_Fit]]) -> dict[str, st
     return {old: next(iter(new)) if len(new) == 1 else None for old, new in agreed.items()}
 
 
-def _decide(point: Point, result: PointResult, fits: list[_Fit], consensus: str | None) -> PortSuggestion:
+def _decide(
+    point: Point, result: PointResult, fits: list[_Fit], consensus: str | None, scope_kept: bool
+) -> PortSuggestion:
+    """The suggestion for one point from the places it fits (`consensus`: where the other lost
+    points of its scope agree to go; `scope_kept`: its old scope is still in the file)."""
     if not fits:
         return _not_found(point, result, "")
     scopes = [f.scope for f in fits]
@@ -346,6 +353,10 @@ def _decide(point: Point, result: PointResult, fits: list[_Fit], consensus: str 
     where = f"its anchors' statements, found verbatim in {fit.scope} alone"
     if consensus is None:
         evidence = f"{where}; the other lost points of {point.scope} went elsewhere"
+        return _ported(point, fit, Confidence.LIKELY, evidence, ())
+    if fit.scope != point.scope and scope_kept:
+        # its scope is still here: the code moved out of it, and where the point belongs is a choice
+        evidence = f"{where}; {point.scope} is still in the file (the code moved out of it)"
         return _ported(point, fit, Confidence.LIKELY, evidence, ())
     return _ported(point, fit, Confidence.EXACT, f"{where}, where the other lost points of its scope went", ())
 
@@ -397,7 +408,7 @@ def _proven(
     proven = []
     for suggestion in suggestions:
         result = outcome.get(suggestion.point_id)
-        if suggestion.status is PortStatus.PORTED and (result is None or result.status is not Status.APPLIED):
+        if suggestion.status is PortStatus.PORTED and (result is None or not result.status.in_place):
             why = f"{result.status.value}: {result.message}" if result is not None else "not planned"
             message = f"apply refuses it at its new place ({why})"
             suggestion = replace(suggestion, status=PortStatus.REFUSED, message=message)
