@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -273,17 +274,31 @@ class AnchorFinder:
             return Placement(point, edit, line, neighbor=prev_stmt, after=True)
         return Placement(point, edit, line, neighbor=next_stmt, after=False, take_leading=before_kind)
 
+    # A rewrite's own code bounds a gap as business code does: an insert anchored on a statement a
+    # rewrite kept goes next to that statement, where apply puts it when both are placed in one run.
+
     def _next_business(self, body: list[ast.stmt], start: int) -> int:
         index = start
-        while index < len(body) and id(body[index]) in self.skip:
+        while index < len(body) and id(body[index]) in self.skip and id(body[index]) not in self._rewritten:
             index += 1
         return index
 
     def _previous_business_end(self, body: list[ast.stmt], end: int) -> int:
         index = end
-        while index > 0 and id(body[index - 1]) in self.skip:
+        while index > 0 and id(body[index - 1]) in self.skip and id(body[index - 1]) not in self._rewritten:
             index -= 1
         return index
+
+    @functools.cached_property
+    def _rewritten(self) -> frozenset[int]:
+        """The statements rewrites wrote (their template's own code, not the code they keep)."""
+        return frozenset(
+            id(stmt)
+            for state in self.recognition.states.values()
+            for block in state.blocks
+            if not block.edit.kind.inserts
+            for stmt in block.instrumentation
+        )
 
     # -- when the anchor is lost -------------------------------------------------------------
 
