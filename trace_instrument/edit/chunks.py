@@ -94,6 +94,7 @@ class ChunkedEdit:
     indent: str
     before: CstMap = field(default_factory=CstMap)
     originals: dict[Block, Original] = field(default_factory=dict)  # what removed rewrites held before apply
+    headers: dict[Block, str] = field(default_factory=dict)  # ... exact or not (see edit_module)
     pieces: list[Piece] = field(default_factory=list)  # the chunks as edited, in file order
     after: dict[tuple[int, int, str], cst.CSTNode] = field(default_factory=dict)  # (line, column, kind)
 
@@ -122,6 +123,7 @@ def edit_by_chunks(
     measured: bool = False,
     removals: Sequence[Block] = (),
     originals: Mapping[Block, Original] | None = None,
+    headers: Mapping[Block, str] | None = None,
 ) -> ChunkedEdit | None:
     """The file's text with the placements made, the `removals` taken out (their `originals` put
     back where the region is as apply left it) and the imports added, by editing chunks (with
@@ -131,7 +133,9 @@ def edit_by_chunks(
         return None  # LibCST's view of such files depends on more than a chunk's own lines
     lines = split_lines(text)
     try:
-        result = ChunkedEdit(text, file_indent(tree, lines), originals=dict(originals or {}))
+        result = ChunkedEdit(
+            text, file_indent(tree, lines), originals=dict(originals or {}), headers=dict(headers or {})
+        )
         chunks = _chunks(index, [*placements, *removals])
         head = _head(tree, lines, imports)
         spans = sorted(((_span(index, lines, chunk), chunk) for chunk in chunks), key=lambda item: item[0])
@@ -282,7 +286,14 @@ def _edit_chunk(lines: list[str], span: tuple[int, int], chunk: _Chunk, result: 
     removals = chunk.removals
     originals = {b: result.originals[b] for b in removals if b in result.originals}
     edited_module = edit_module(
-        module, tree, chunk.placements, removals, originals=originals, text=text, positions=result.text
+        module,
+        tree,
+        chunk.placements,
+        removals,
+        originals=originals,
+        text=text,
+        positions=result.text,
+        headers={b: result.headers[b] for b in removals if b in result.headers},
     )
     edited = edited_module.code
     if not edited.startswith(prefix):

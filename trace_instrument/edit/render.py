@@ -180,7 +180,12 @@ def restore_originals(
         elif index in captured.bodies:
             # the pattern's body is `...`; the captured statements make the real block
             footer = captured.footers.get(index, ())
-            restored.append(pattern.with_changes(body=cst.IndentedBlock(body=captured.bodies[index], footer=footer)))
+            # the header line's comment (`with ...:  # why`) is the block's header whitespace
+            suite = getattr(pattern, "body", None)
+            block = cst.IndentedBlock(body=captured.bodies[index], footer=footer)
+            if isinstance(suite, cst.IndentedBlock):
+                block = block.with_changes(header=suite.header)
+            restored.append(pattern.with_changes(body=block))
         else:
             restored.append(pattern)
     return restored

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -42,8 +43,8 @@ from trace_instrument.edit.render import (
     with_leading,
 )
 from trace_instrument.locate import Block, Placement
-from trace_instrument.locate.match import canonical
-from trace_instrument.model import EditKind, Template
+from trace_instrument.locate.match import Matcher, canonical
+from trace_instrument.model import Anchor, EditKind, Template
 from trace_instrument.spec.code import expr_pattern, placeholders
 
 _NodeT = TypeVar("_NodeT", bound=cst.CSTNode)
@@ -94,10 +95,12 @@ class _Recorded:
         originals: Mapping[Block, Original],
         text: str | None = None,
         positions: str | None = None,
+        headers: Mapping[Block, str] | None = None,
     ) -> None:
         self.module = module
         self.mapping = mapping
         self.originals = originals
+        self.headers = headers or {}  # what rewritten regions held before apply, exact or not
         self._text = text
         self._positions = positions
 
@@ -141,6 +144,7 @@ def edit_module(
     *,
     text: str | None = None,
     positions: str | None = None,
+    headers: Mapping[Block, str] | None = None,
 ) -> cst.Module:
     """The module with the placements made, the removals' blocks taken out (rewrites and swaps turned
     back), and the imports changed.
@@ -150,11 +154,13 @@ def edit_module(
     what apply made; otherwise it is rebuilt from the anchor and what the placeholders captured.
     `text`: the module's text, when the caller has it (printing a module is costly);
     `positions`: the text the ast's positions are in, when not that (a chunk's statements keep
-    their lines in the file).
+    their lines in the file). `headers`: what a removed rewrite's region held before apply, when
+    it cannot go back whole: the statements it rebuilds take their headers from it (a fork's
+    comment or quotes on a rebuilt line stay), where it still matches the anchor.
     """
     mapping = pair(module, tree)
     plan = _Plan(newline=module.default_newline)
-    recorded = _Recorded(module, mapping, originals or {}, text, positions)
+    recorded = _Recorded(module, mapping, originals or {}, text, positions, headers)
     for placement in placements:
         _plan_placement(plan, mapping, placement)
     for block in removals:
@@ -322,7 +328,7 @@ def _plan_removal(plan: _Plan, mapping: CstMap, block: Block, recorded: _Recorde
     else:
         exact = recorded.region(block)
         if exact is None:
-            _plan_unrewrite(plan, mapping, block)
+            _plan_unrewrite(plan, mapping, block, recorded.headers.get(block))
         else:
             _plan_restore(plan, mapping, block, exact)
 
@@ -340,7 +346,7 @@ def _plan_restore(plan: _Plan, mapping: CstMap, block: Block, text: str) -> None
     plan.targets.update(id(stmt) for stmt in region)
 
 
-def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
+def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block, before_apply: str | None = None) -> None:
     region = [mapping.statement(s) for s in block.top]
     caps = block.captures
     assert caps is not None  # a rewrite block is recognised by what its placeholders captured
@@ -386,7 +392,8 @@ def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
             bodies[last_body] = [*bodies[last_body], *orphans]
         footers = _footers_handed_down(block, mapping, region, updated_of)
         captured = Captured(statements, values, bodies, around, footers)
-        restored = restore_originals(pattern_statements(anchor.target), captured)
+        patterns = _as_written(anchor, before_apply) or pattern_statements(anchor.target)
+        restored = restore_originals(patterns, captured)
         if id(block.top[0]) in captured_ids | {id(s) for body in caps.bodies.values() for s in body}:
             return restored  # the lines above the region lead captured code: they came back with it
         first = updated_of(region[0])
@@ -397,6 +404,27 @@ def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block) -> None:
     plan.targets.update(id(line) for line in region)
     for holder in [h for _, h in caps.values.values()]:
         plan.targets.add(id(mapping.statement(holder)))
+
+
+def _as_written(anchor: Anchor, text: str | None) -> tuple[Statement, ...] | None:
+    """The anchored statements as the region held them before apply (`text`), when it holds them
+    alone and each still matches the anchor: rebuilt from these, a header keeps its comment and
+    its quotes. None: rebuild from the anchor's text."""
+    if not text:
+        return None
+    flush = textwrap.dedent(text)
+    try:
+        module = cst.parse_module(flush)
+        tree = ast.parse(flush).body
+    except (cst.ParserSyntaxError, SyntaxError, ValueError):
+        return None  # (a string at column 0 in the region: it does not dedent)
+    statements = [s for s in module.body if isinstance(s, (cst.SimpleStatementLine, cst.BaseCompoundStatement))]
+    pattern = list(anchor.target.stmts)
+    if not (len(statements) == len(tree) == len(pattern)):
+        return None  # other points' code was in it too
+    if not all(Matcher().statement(p, t, rebuilt=True) for p, t in zip(pattern, tree)):
+        return None
+    return tuple(s.with_changes(leading_lines=()) for s in statements)
 
 
 def _template_position(block: Block, index: int) -> int:

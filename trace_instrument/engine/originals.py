@@ -76,6 +76,19 @@ def for_removal(
     return originals
 
 
+def before_apply(manifest: Manifest, blocks: Iterable[Block]) -> dict[Block, str]:
+    """What the regions of the rewrites among `blocks` held before apply, as recorded (exact or
+    not: a rebuilt statement takes its header from it where it still matches the anchor)."""
+    found: dict[Block, str] = {}
+    for block in blocks:
+        if block.edit.kind is not EditKind.REWRITE:
+            continue
+        record = manifest.replaced.get(block.point.id, {}).get(edit_index(block.point, block.edit))
+        if record is not None and record.text and not record.within:
+            found[block] = record.text
+    return found
+
+
 @dataclass
 class FileText:
     """One version of a file as the records need it: LibCST module, ast, recognised points."""

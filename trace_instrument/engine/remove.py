@@ -31,7 +31,7 @@ from trace_instrument.engine.assess import drift_message, stale_state, unbounded
 from trace_instrument.engine.check import unexpected_calls, unexpected_elsewhere
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked
 from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacements
-from trace_instrument.engine.originals import FileText, for_removal, records_edit, refreshed
+from trace_instrument.engine.originals import FileText, before_apply, for_removal, records_edit, refreshed
 from trace_instrument.engine.ownership import OURS
 from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import internal_error, point_result, problem_results
@@ -241,7 +241,7 @@ def _remove_from_file(
         blocks = [b for p in taking for b in p.blocks]
         originals = for_removal(context.manifest, blocks, in_place, {p.point.id for p in taking})
         try:
-            output = _without(work, blocks, added, originals)
+            output = _without(work, blocks, added, originals, before_apply(context.manifest, blocks))
         except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError) as exc:
             return _Removal(_failed(work, plans, exc))
         breaking = _would_break(work, output, taking)
@@ -389,7 +389,11 @@ class _Output:
 
 
 def _without(
-    work: FileWork, blocks: list[Block], added: tuple[str, ...] | None, originals: dict[Block, Original]
+    work: FileWork,
+    blocks: list[Block],
+    added: tuple[str, ...] | None,
+    originals: dict[Block, Original],
+    headers: dict[Block, str] | None = None,
 ) -> _Output:
     """The file's text with the blocks taken out (the originals recorded for them put back where
     the file still holds what apply made) and the imports only they needed pruned.
@@ -400,14 +404,26 @@ def _without(
     prunable = added if added is not None else tuple(dict.fromkeys(i for p in work.points for i in p.imports))
     chunked = (
         chunks.edit_by_chunks(
-            work.text, work.tree, work.locator.index, (), ImportChanges(), removals=blocks, originals=originals
+            work.text,
+            work.tree,
+            work.locator.index,
+            (),
+            ImportChanges(),
+            removals=blocks,
+            originals=originals,
+            headers=headers,
         )
         if chunks.ENABLED
         else None
     )
     if chunked is None:
         module = edit_module(
-            parse_file(work.source.data), work.tree, removals=blocks, originals=originals, text=work.text
+            parse_file(work.source.data),
+            work.tree,
+            removals=blocks,
+            originals=originals,
+            text=work.text,
+            headers=headers,
         )
         output = _Output(module.code, work.path)
         used = frozenset(node.id for node in ast.walk(output.tree) if isinstance(node, ast.Name))  # must parse
