@@ -68,12 +68,16 @@ class AnchorFinder:
             rebuilt = rebuilt_positions(anchor, edit.template)
             matches = [m for node in scope_nodes for m in self._matches(anchor, node, rebuilt)]
             if len(matches) > 1:
-                lines = ", ".join(str(m.stmts[0].lineno) for m in matches)
+                # each match with the function it is in, where that is not the point's scope itself
+                lines = ", ".join(
+                    f"{m.stmts[0].lineno}" + (f" in {m.site.scope}" if m.site.scope != point.scope else "")
+                    for m in matches
+                )
                 return AnchorFailure(
                     Status.AMBIGUOUS,
                     Reason.SEVERAL_MATCHES,
                     f"anchor matches {len(matches)} places in {point.scope} (lines {lines}); refusing to guess",
-                    tuple(Candidate(m.stmts[0].lineno, _header(m.stmts[0]), 1.0) for m in matches),
+                    tuple(Candidate(m.stmts[0].lineno, _in_scope(m, point), 1.0) for m in matches),
                     line=matches[0].stmts[0].lineno,
                 )
             if matches:
@@ -332,6 +336,12 @@ class AnchorFinder:
 def _scope_line(scope_node: ast.AST) -> int:
     """The line a lost anchor is reported on: its scope's def (1 for the module)."""
     return getattr(scope_node, "lineno", 1)
+
+
+def _in_scope(match: _Match, point: Point) -> str:
+    """A match's first statement, with the function it is in when that is not the point's scope."""
+    header = _header(match.stmts[0])
+    return header if match.site.scope == point.scope else f"{header}  (in {match.site.scope})"
 
 
 def _crowded(stmt: ast.stmt) -> AnchorFailure:
