@@ -378,3 +378,40 @@ def test_a_place_outside_a_scope_that_is_still_there_is_likely_not_exact(tmp_pat
         (PortStatus.PORTED, Confidence.LIKELY, "Mixin.step")
     }
     assert all("Worker.run is still in the file" in s.evidence for s in result.suggestions)
+
+
+def test_what_goes_into_a_class_that_stays_is_a_guess_when_its_anchor_moved_out(tmp_path: Path) -> None:
+    """A method the point is inserted before moved into a mixin; its old class is still there.
+    The mixin is where the anchor is, but the class may be where the point belongs: a guess."""
+    spec = """\
+file: verl/target.py
+points:
+  - id: t.helper
+    facility: progress
+    title: a helper method before run
+    scope: Worker
+    before: |
+      def run(self, data): ...
+    code: |
+      def _traced(self):
+          log_progress('helper')
+"""
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class Mixin:
+            def run(self, data):
+                return data
+
+
+        class Worker(Mixin):
+            def other(self):
+                pass
+        """,
+        spec,
+    )
+    result = port(tree, catalog, Selection(), _reload(specs))
+    assert [(s.status, s.confidence, s.new_scope) for s in result.suggestions] == [
+        (PortStatus.UNSURE, Confidence.GUESS, "Mixin")
+    ]
+    assert result.written == ()

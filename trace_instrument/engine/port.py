@@ -128,9 +128,7 @@ def _suggest(work: FileWork, points: list[Point], results: list[PointResult]) ->
             near = _nearest_fit(work, point, scope) if work.locator.index.scope_nodes(scope) else None
             fits[point.id] = [near] if near is not None else []
     return [
-        _decide(
-            point, result, fits[point.id], consensus.get(point.scope), bool(work.locator.index.scope_nodes(point.scope))
-        )
+        _decide(point, result, fits[point.id], consensus.get(point.scope), _kept_scope(work, point.scope))
         for point, result in zip(points, results)
     ]
 
@@ -321,11 +319,19 @@ def _consensus(points: list[Point], fits: dict[str, list[_Fit]]) -> dict[str, st
     return {old: next(iter(new)) if len(new) == 1 else None for old, new in agreed.items()}
 
 
+def _kept_scope(work: FileWork, scope: str) -> str:
+    """What the point's old scope is, when the file still has it: "class", "def" ("" when gone)."""
+    nodes = work.locator.index.scope_nodes(scope)
+    if not nodes:
+        return ""
+    return "class" if all(isinstance(n, ast.ClassDef) for n in nodes) else "def"
+
+
 def _decide(
-    point: Point, result: PointResult, fits: list[_Fit], consensus: str | None, scope_kept: bool
+    point: Point, result: PointResult, fits: list[_Fit], consensus: str | None, scope_kept: str
 ) -> PortSuggestion:
     """The suggestion for one point from the places it fits (`consensus`: where the other lost
-    points of its scope agree to go; `scope_kept`: its old scope is still in the file)."""
+    points of its scope agree to go; `scope_kept`: what its old scope is, when still in the file)."""
     if not fits:
         return _not_found(point, result, "")
     scopes = [f.scope for f in fits]
@@ -355,9 +361,11 @@ def _decide(
         evidence = f"{where}; the other lost points of {point.scope} went elsewhere"
         return _ported(point, fit, Confidence.LIKELY, evidence, ())
     if fit.scope != point.scope and scope_kept:
-        # its scope is still here: the code moved out of it, and where the point belongs is a choice
+        # its scope is still here: the code moved out of it, and where the point belongs is a choice;
+        # a class that stays keeps what is inserted into it (a method moved to a mixin takes no more)
         evidence = f"{where}; {point.scope} is still in the file (the code moved out of it)"
-        return _ported(point, fit, Confidence.LIKELY, evidence, ())
+        confidence = Confidence.GUESS if scope_kept == "class" else Confidence.LIKELY
+        return _ported(point, fit, confidence, evidence, ())
     return _ported(point, fit, Confidence.EXACT, f"{where}, where the other lost points of its scope went", ())
 
 
