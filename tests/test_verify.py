@@ -91,3 +91,29 @@ def test_a_lost_manifest_is_written_again_by_apply(checkout_090, catalog):
     result = apply(checkout_090, catalog)
     assert manifest.exists() and result.written
     assert verify(checkout_090, catalog).ok
+
+
+def test_an_extra_not_asked_for_is_never_verified_and_skipped_points_are_not_proven(tmp_path, catalog):
+    """verl 0.7.1 has its own `slowest = np.argmax(...)` line, the code of the opt-in extra
+    extra.reward-score.aggregate: not selected nor applied, the extra is not verified (it failed
+    verify on every 0.6.1-0.7.1 tree). A skipped point is not proven either."""
+    import pytest
+    from support import copy_tree
+
+    from trace_instrument.model import Selection
+    from trace_instrument.wheels import WheelError, verl_tree
+
+    try:
+        pristine = verl_tree("0.7.1")
+    except WheelError as exc:
+        pytest.fail(f"verl 0.7.1 is needed for this test and could not be had: {exc}", pytrace=False)
+    text = (pristine / "verl/experimental/agent_loop/agent_loop.py").read_text(encoding="utf-8")
+    assert "slowest = np.argmax(t_generate_sequences + t_tool_calls)" in text, "verl's own line the extra's code equals"
+    tree = copy_tree(pristine, tmp_path / "v071")
+    apply(tree, catalog)
+    every = verify(tree, catalog)
+    assert not [f for f in _failures(every) if "reward-score" in f.message]
+    lost = "traj.c0.tracker"
+    assert [f for f in _failures(every, "points") if lost in f.message]
+    skipped = verify(tree, catalog, Selection(skip=frozenset({lost})))
+    assert not [f for f in skipped.findings if lost in f.message]

@@ -361,6 +361,10 @@ def verify(
             "instead of the business code as of the last apply.",
         ),
     ] = None,
+    facility: FacilityOpt = None,
+    only: OnlyOpt = None,
+    skip: SkipOpt = None,
+    extras: ExtrasOpt = None,
     anchors: AnchorsOpt = None,
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
 ) -> None:
@@ -368,7 +372,8 @@ def verify(
     from trace_instrument.engine.verify import verify as run_verify
 
     catalog = _catalog(anchors)
-    result = run_verify(path, catalog, baseline=baseline)
+    selection = _selection(catalog, facility, only, skip, extras)
+    result = run_verify(path, catalog, selection, baseline=baseline)
     code = exits.verify_exit(result)
     if fmt is Format.json:
         from trace_instrument.render import jsonout

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import collections
 import difflib
+from dataclasses import replace
 from pathlib import Path
 
 from trace_instrument.engine import runtime
@@ -34,6 +35,7 @@ from trace_instrument.model import (
     Check,
     Finding,
     Point,
+    Selection,
     VerifyResult,
 )
 from trace_instrument.selfcheck import runtime_self_check
@@ -41,14 +43,23 @@ from trace_instrument.selfcheck import runtime_self_check
 COUNTED_CALLS = ("trace_flow", "log_progress")
 
 
-def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = None) -> VerifyResult:
-    """Every proof for the checkout; `baseline` is a folder or git ref to prove zero intrusion against."""
+def verify(
+    root: str | Path, catalog: Catalog, selection: Selection = Selection(), *, baseline: str | Path | None = None
+) -> VerifyResult:
+    """Every proof for the checkout; `baseline` is a folder or git ref to prove zero intrusion against.
+
+    The point proofs (in place, counts, names, control context) are about the selected points
+    and the extras apply placed: an opt-in extra neither selected nor placed is never counted or
+    verified (verl's own code that equals its code fails nothing). Every point's code stays
+    tracing code for the zero-intrusion proof, as for the baseline apply recorded.
+    """
     try:
         base = checkout_root(root)
         manifest = Manifest.load(base)
         start = baseline_from(baseline, base, manifest)
     except CheckoutError as exc:
         return VerifyResult(str(root), (), error=exc.as_run_error())
+    wanted = frozenset(p.id for p in catalog.points if _wanted(p, selection, manifest))
     findings: list[Finding] = []
     counts: list[CallCount] = []
     facilities: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -58,15 +69,15 @@ def verify(root: str | Path, catalog: Catalog, *, baseline: str | Path | None = 
             if not work.missing:
                 findings.append(Finding(Check.COMPILE, relative, False, work.message))
             continue
-        expected_points = [p for p in work.points if _expected_here(work, p)]  # anchor search once per point
+        expected_points = [p for p in work.points if p.id in wanted and _expected_here(work, p)]  # searched once
         file_counts = _counts(work, expected_points)
         counts.extend(file_counts)
         findings.extend(_count_findings(file_counts))
-        findings.extend(_point_findings(work))
+        findings.extend(_point_findings(work, wanted))
         facilities.update(_facility_tally(work, expected_points))
         findings.extend(_import_findings(work))
-        findings.extend(_name_findings(work, catalog, manifest))
-        findings.extend(_context_findings(work))
+        findings.extend(_name_findings(work, catalog, manifest, wanted))
+        findings.extend(_context_findings(work, wanted))
         findings.append(_compile_finding(relative, work.source.data))
         findings.extend(_intrusion_findings(work, catalog, start))
     findings.extend(_facility_findings(facilities))
@@ -119,9 +130,17 @@ def _count_findings(counts: list[CallCount]) -> list[Finding]:
     ]
 
 
-def _point_findings(work: FileWork) -> list[Finding]:
+def _wanted(point: Point, selection: Selection, manifest: Manifest) -> bool:
+    """Is the point's code proven by this run? A selected point, or an extra apply placed whose
+    facility and id the selection keeps."""
+    if selection.wants(point):
+        return True
+    return point.extra is not None and point.id in manifest.points and selection.wants(replace(point, extra=None))
+
+
+def _point_findings(work: FileWork, wanted: frozenset[str]) -> list[Finding]:
     findings = []
-    for point in work.points:
+    for point in (p for p in work.points if p.id in wanted):
         state = work.state(point)
         if point.extra is not None and state.untouched:
             continue  # an extra not asked for
@@ -195,11 +214,11 @@ def _import_findings(work: FileWork) -> list[Finding]:
     return findings
 
 
-def _name_findings(work: FileWork, catalog: Catalog, manifest: Manifest) -> list[Finding]:
+def _name_findings(work: FileWork, catalog: Catalog, manifest: Manifest, wanted: frozenset[str]) -> list[Finding]:
     """Every point in place can run (its names mean what its template means), and no import the
     tool adds rebinds a name the business code binds otherwise."""
     findings = []
-    present = [p for p in work.points if work.state(p).complete]
+    present = [p for p in work.points if p.id in wanted and work.state(p).complete]
     checks = work.names.checks(work.points)
     for point in present:
         for issue in work.names.issues(point) + checks.name_issues(point):
@@ -213,10 +232,10 @@ def _name_findings(work: FileWork, catalog: Catalog, manifest: Manifest) -> list
     return findings
 
 
-def _context_findings(work: FileWork) -> list[Finding]:
+def _context_findings(work: FileWork, wanted: frozenset[str]) -> list[Finding]:
     """Every point in place runs where it must: what it sets up for other code, on every path to
     that code; what it reads of a block's result, after the block."""
-    present = [p for p in work.points if work.state(p).complete]
+    present = [p for p in work.points if p.id in wanted and work.state(p).complete]
     checks = work.names.checks(work.points)
     findings = []
     for point in present:
