@@ -415,3 +415,26 @@ points:
         (PortStatus.UNSURE, Confidence.GUESS, "Mixin")
     ]
     assert result.written == ()
+
+
+def test_overrides_that_do_not_load_prove_nothing(tmp_path: Path) -> None:
+    from trace_instrument.model import SpecSource
+    from trace_instrument.spec.errors import SpecError, SpecProblem
+
+    tree, catalog, _specs = _case(
+        tmp_path,
+        """
+        class Worker:
+            def train(self, data):
+                batch = make(data)
+                score = judge(batch)
+        """,
+    )
+
+    def broken(folder: Path) -> Catalog:
+        raise SpecError([SpecProblem(SpecSource(str(folder / "x.yaml"), 1), "a problem")])
+
+    result = port(tree, catalog, Selection(), broken)
+    assert {s.status for s in result.suggestions} == {PortStatus.REFUSED}
+    assert all("does not load" in s.message for s in result.suggestions)
+    assert result.written == () and exits.port_exit(result) == exits.FAILED

@@ -50,6 +50,7 @@ from trace_instrument.model import (
     Selection,
     Status,
 )
+from trace_instrument.spec import SpecError
 from trace_instrument.spec.code import DEFINITIONS, is_wild_body, parse_pattern
 
 LOST = (Status.ANCHOR_LOST, Status.AMBIGUOUS)
@@ -411,7 +412,12 @@ def _proven(
     with tempfile.TemporaryDirectory(prefix="trace-instrument-port-") as scratch:
         for name, text in _override_files(folder, catalog, ported).items():
             (Path(scratch) / name).write_text(text, encoding="utf-8")
-        planned = apply(base, reload(Path(scratch)), selection, write=False)
+        try:
+            planned = apply(base, reload(Path(scratch)), selection, write=False)
+        except SpecError as exc:  # the overrides port wrote do not load: none is proven
+            why = "; ".join(str(p) for p in exc.problems)
+            message = f"the override does not load ({why})"
+            return [replace(s, status=PortStatus.REFUSED, message=message) if s in ported else s for s in suggestions]
     outcome = {r.point_id: r for r in planned.points}
     proven = []
     for suggestion in suggestions:
