@@ -70,10 +70,15 @@ def for_removal(
     for block in blocks:
         if not records_edit(block.edit):
             continue
-        record = manifest.replaced.get(block.point.id, {}).get(edit_index(block.point, block.edit))
+        record = _record(manifest, block)
         if record is not None and record.exact_when(staying):
             originals[block] = Original(record.text, record.digest)
     return originals
+
+
+def _record(manifest: Manifest, block: Block) -> Replaced | None:
+    """What the manifest recorded of the region the block's edit replaced."""
+    return manifest.replaced.get(block.point.id, {}).get(edit_index(block.point, block.edit))
 
 
 def before_apply(manifest: Manifest, blocks: Iterable[Block]) -> dict[Block, str]:
@@ -83,7 +88,7 @@ def before_apply(manifest: Manifest, blocks: Iterable[Block]) -> dict[Block, str
     for block in blocks:
         if block.edit.kind is not EditKind.REWRITE:
             continue
-        record = manifest.replaced.get(block.point.id, {}).get(edit_index(block.point, block.edit))
+        record = _record(manifest, block)
         if record is not None and record.text and not record.within:
             found[block] = record.text
     return found

@@ -16,7 +16,6 @@ same ids, same templates, so check, verify and remove follow.
 from __future__ import annotations
 
 import ast
-import copy
 import difflib
 import os
 import re
@@ -33,6 +32,7 @@ from trace_instrument.engine.check import check
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.locate import Placement
+from trace_instrument.locate.index import header_only
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import (
     Anchor,
@@ -241,10 +241,7 @@ def _nearest_run(work: FileWork, scope: str, anchor: Anchor) -> tuple[str, float
 def _text(pattern: ast.stmt, stmt: ast.stmt) -> str:
     """A statement as an anchor writes it: a block whose pattern's body is `...` by its header."""
     if is_wild_body(getattr(pattern, "body", None)):
-        head = copy.copy(stmt)
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            if isinstance(getattr(head, name, None), list):
-                setattr(head, name, [])
+        head = header_only(stmt)
         head.body = [ast.Expr(ast.Constant(...))]  # type: ignore[attr-defined]  # a block (same type as the pattern)
         return ast.unparse(head)
     return ast.unparse(stmt)

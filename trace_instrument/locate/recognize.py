@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from trace_instrument.locate.handedits import EditedBlock, edited_runs
@@ -284,17 +284,9 @@ class Recognition:
 
     def _edges_hold(self, caps: Captures, bounds: _Bounds) -> bool:
         """Do the captured bodies begin and end, on their open sides, with the statements apply recorded?"""
-        for open_body, extent in bounds.edges.items():
-            body = caps.bodies.get(open_body.capture, [])
-            if not body:
-                if extent.length:
-                    return False
-                continue
-            if open_body.start and self._print(body[0]) != extent.first:
-                return False
-            if open_body.end and self._print(body[-1]) != extent.last:
-                return False
-        return True
+        if any(extent.length and not caps.bodies.get(body.capture) for body, extent in bounds.edges.items()):
+            return False
+        return all(self._print(stmt) == recorded for _side, stmt, recorded in _open_edges(caps, bounds.edges))
 
     def _with_edge_code(self, block: Block, edges: dict[OpenBody, BodyExtent]) -> Block:
         """The block with the other points' code next to an open edge of a body that is anchored
@@ -352,15 +344,10 @@ class Recognition:
         """Is each open edge statement that differs from the record new code, not a statement the
         record names (one moved across the edge: from outside the region, or from the next body)?"""
         recorded = frozenset(p for extent in edges.values() for p in extent.prints)
-        caps = block.captures or Captures()
-        for open_body, extent in edges.items():
-            body = caps.bodies.get(open_body.capture, [])
-            sides = [(open_body.start, 0, extent.first), (open_body.end, -1, extent.last)]
-            for is_open, at, expected in sides:
-                found = self._print(body[at]) if body else ""
-                if is_open and body and found != expected and found in recorded:
-                    return False
-        return True
+        return all(
+            (now := self._print(stmt)) == expected or now not in recorded
+            for _side, stmt, expected in _open_edges(block.captures, edges)
+        )
 
     def _around(self, block: Block) -> tuple[int, int]:
         """How many statements (other points' code not counted) its list holds before and after the block."""
@@ -372,14 +359,11 @@ class Recognition:
 
     def _edges_changed(self, block: Block, edges: dict[OpenBody, BodyExtent]) -> str:
         """What differs at the open edges of the block's captured bodies from what apply recorded."""
-        caps = block.captures or Captures()
-        changed = []
-        for open_body, extent in edges.items():
-            body = caps.bodies.get(open_body.capture, [])
-            sides = [(open_body.start, 0, extent.first, "first"), (open_body.end, -1, extent.last, "last")]
-            for is_open, at, recorded, name in sides:
-                if is_open and body and self._print(body[at]) != recorded:
-                    changed.append(f"line {body[at].lineno} is not the statement apply left {name} in it")
+        changed = [
+            f"line {stmt.lineno} is not the statement apply left {side} in it"
+            for side, stmt, recorded in _open_edges(block.captures, edges)
+            if self._print(stmt) != recorded
+        ]
         detail = (
             "; ".join(changed)
             or f"it does not hold the {', '.join(str(e.length) for e in edges.values())} statements apply left in it"
@@ -539,6 +523,17 @@ class _Bounds:
     lengths: dict[int, int] = field(default_factory=dict)
     edges: dict[OpenBody, BodyExtent] = field(default_factory=dict)
     unique: bool = False
+
+
+def _open_edges(caps: Captures | None, edges: dict[OpenBody, BodyExtent]) -> Iterator[tuple[str, ast.stmt, str]]:
+    """("first" or "last", the statement there, the digest apply recorded for it) at each open
+    edge of each captured body that holds statements."""
+    for open_body, extent in edges.items():
+        body = caps.bodies.get(open_body.capture, []) if caps is not None else []
+        if body and open_body.start:
+            yield "first", body[0], extent.first
+        if body and open_body.end:
+            yield "last", body[-1], extent.last
 
 
 def _skipped_at_end(stmts: list[ast.stmt], skip: dict[int, int]) -> list[ast.stmt]:
