@@ -30,7 +30,7 @@ from trace_instrument.cli_traces import register as register_trace_commands
 from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
 from trace_instrument.engine.patch import patch_bytes, unified_patch
-from trace_instrument.model import EXTRAS, FACILITIES, Catalog, RunResult, Selection, Status, VerifyResult
+from trace_instrument.model import EXTRAS, FACILITIES, Catalog, Confidence, RunResult, Selection, Status, VerifyResult
 from trace_instrument.render import exits, text  # (ci and jsonout: where their formats are asked for)
 from trace_instrument.render.items import counts_line
 from trace_instrument.spec import SpecError, load_catalog
@@ -433,12 +433,6 @@ def remove(
     raise typer.Exit(code)
 
 
-class Confidence(str, Enum):
-    exact = "exact"
-    likely = "likely"
-    guess = "guess"
-
-
 @app.command()
 def port(
     path: PathArg,
@@ -448,7 +442,7 @@ def port(
     ] = None,
     min_confidence: Annotated[
         Confidence, typer.Option("--min-confidence", help="Write only the places found at least this sure.")
-    ] = Confidence.likely,
+    ] = Confidence.LIKELY,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Find and prove the places, write nothing.")] = False,
     facility: FacilityOpt = None,
     only: OnlyOpt = None,
@@ -463,7 +457,6 @@ def port(
     """
     from trace_instrument.engine.port import DEFAULT_OUT
     from trace_instrument.engine.port import port as run_port  # LibCST: apply proves each place
-    from trace_instrument.model import Confidence as Sure
 
     catalog = _catalog(anchors)
     selection = _selection(catalog, facility, only, skip, extras)
@@ -473,9 +466,7 @@ def port(
     def reload(overrides: Path) -> Catalog:
         return load_catalog(anchors_dirs=[*kept, overrides])
 
-    result = run_port(
-        path, catalog, selection, reload, out=out, min_confidence=Sure(min_confidence.value), write=not dry_run
-    )
+    result = run_port(path, catalog, selection, reload, out=out, min_confidence=min_confidence, write=not dry_run)
     code = exits.port_exit(result)
     if fmt is Format.json:
         from trace_instrument.render import jsonout
