@@ -117,3 +117,30 @@ def test_an_extra_not_asked_for_is_never_verified_and_skipped_points_are_not_pro
     assert [f for f in _failures(every, "points") if lost in f.message]
     skipped = verify(tree, catalog, Selection(skip=frozenset({lost})))
     assert not [f for f in skipped.findings if lost in f.message]
+
+
+def test_verl_code_equal_to_an_extra_is_never_taken_for_it(tmp_path, catalog):
+    """The extra's code calls nothing of the runtime: only the manifest's record makes it the
+    tool's. remove never rewrites verl 0.7.1's own `slowest = ...` line back into the extra's
+    anchor (which reads `t_compute_score`), and check with the extra asked for finds it absent."""
+    import pytest
+    from support import copy_tree
+
+    from trace_instrument.engine.check import check
+    from trace_instrument.engine.remove import remove
+    from trace_instrument.model import Selection, Status
+    from trace_instrument.wheels import WheelError, verl_tree
+
+    try:
+        pristine = verl_tree("0.7.1")
+    except WheelError as exc:
+        pytest.fail(f"verl 0.7.1 is needed for this test and could not be had: {exc}", pytrace=False)
+    agent_loop = "verl/experimental/agent_loop/agent_loop.py"
+    tree = copy_tree(pristine, tmp_path / "v071")
+    apply(tree, catalog)
+    asked = Selection(extras=frozenset({"reward-score-metric"}))
+    statuses = {r.point_id: r.status for r in check(tree, catalog, asked).points}
+    assert statuses["extra.reward-score.aggregate"] is not Status.PRESENT
+    for selection in (Selection(), asked):
+        remove(tree, catalog, selection)
+        assert (tree / agent_loop).read_bytes() == (pristine / agent_loop).read_bytes()

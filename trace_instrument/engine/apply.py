@@ -568,7 +568,12 @@ def _check_output(
     # only the points found edited by hand in the input can carry markers in the output
     touched = frozenset(p.id for p in work.points if work.state(p).marker_nodes)
     helpers = work.locator.recognition.helper_names
-    locator = FileLocator(tree, work.points, helpers, updated, markers_for=touched, extents=extents)
+    # what apply placed now is the tool's code, whatever the manifest said before
+    placed = frozenset(p.point.id for p in [*inserting, *repairing])
+    unrecognisable = work.locator.recognition.unrecognisable - placed
+    locator = FileLocator(
+        tree, work.points, helpers, updated, markers_for=touched, extents=extents, unrecognisable=unrecognisable
+    )
     for plan in inserting:
         if not locator.state(plan.point).complete:
             raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")

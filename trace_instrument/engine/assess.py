@@ -465,6 +465,13 @@ def stale_state(work: FileWork, point: Point, manifest: Manifest) -> PointState 
         return None
     others = [p for p in work.points if p.id != point.id]
     recognition = work.locator.recognition
-    locator = FileLocator(work.tree, [*others, old], recognition.helper_names, work.text, extents=recognition.extents)
+    locator = FileLocator(
+        work.tree,
+        [*others, old],
+        recognition.helper_names,
+        work.text,
+        extents=recognition.extents,
+        unrecognisable=recognition.unrecognisable - {point.id},
+    )
     state = locator.state(old)
     return state if state.complete else None

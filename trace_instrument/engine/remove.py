@@ -278,7 +278,14 @@ def _records_left(work: FileWork, output: _Output, leaving: set[str], manifest: 
     tree, updated = output.tree, output.text
     helpers = work.locator.recognition.helper_names
     before = FileText(parse_file(work.source.data), work.tree, work.locator, work.text)
-    locator = FileLocator(tree, work.points, helpers, updated, extents=manifest.extents)
+    locator = FileLocator(
+        tree,
+        work.points,
+        helpers,
+        updated,
+        extents=manifest.extents,
+        unrecognisable=work.locator.recognition.unrecognisable,
+    )
     after = FileText(parse_file(updated), tree, locator, updated)
     return refreshed(before, after, kept, work.points, manifest)
 
@@ -525,8 +532,14 @@ def _would_move(
     staying = [p for p in work.points if p.id not in leaving and _in_place(work.locator, p)]
     if not rewriting or not staying:
         return []
+    recognition = work.locator.recognition
     after = FileLocator(
-        output.tree, work.points, work.locator.recognition.helper_names, output.text, extents=manifest.extents
+        output.tree,
+        work.points,
+        recognition.helper_names,
+        output.text,
+        extents=manifest.extents,
+        unrecognisable=recognition.unrecognisable,
     )
     moved = [p.id for p in staying if not _in_place(after, p)]
     return [(plan, moved) for plan in rewriting] if moved else []

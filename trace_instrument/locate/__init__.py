@@ -25,14 +25,16 @@ class FileLocator:
         markers_for: frozenset[str] | None = None,
         applied: frozenset[str] | None = None,
         extents: Extents | None = None,
+        unrecognisable: frozenset[str] | None = None,
     ):
         """`source`, the text the tree was parsed from, makes some lookups faster; `markers_for`
         limits the search for hand-edited code to these points (None: all); `applied`: the points
         the manifest says apply placed and `extents` where the bodies their rewrites captured
-        are (see Recognition)."""
+        are (see Recognition); `unrecognisable`: the points whose code is not looked for (None:
+        decided from `applied`; an edit's result is judged as its input was)."""
         self.tree = tree
         self.index = FileIndex(tree, source)
-        self.recognition = Recognition(self.index, points, helper_names, markers_for, applied, extents)
+        self.recognition = Recognition(self.index, points, helper_names, markers_for, applied, extents, unrecognisable)
         self.finder = AnchorFinder(self.index, self.recognition)
 
     def state(self, point: Point) -> PointState:

@@ -115,6 +115,7 @@ class Recognition:
         markers_for: frozenset[str] | None = None,
         applied: frozenset[str] | None = None,
         extents: Extents | None = None,
+        unrecognisable: frozenset[str] | None = None,
     ):
         """markers_for limits the marker pass to these point ids (None: all points).
 
@@ -122,6 +123,7 @@ class Recognition:
         named like one a point inserts is that point's hand-edited code only when apply placed
         the point; otherwise it is the fork's own code of the same name (a name conflict).
         `extents`: where the captured bodies apply recorded begin and end (see `BodyExtent`).
+        `unrecognisable`: the points whose code is not looked for (None: see `_recognisable`).
         """
         self.index = index
         self.helper_names = helper_names
@@ -138,9 +140,16 @@ class Recognition:
         self._calls: list[tuple[str, ast.Call, Site]] | None = None
         names = sorted(TRACING_NAMES | TRACKER_METHODS | helper_names)
         self._mention = tuple(names)
-        points = list(points)
-        for point in points:
+        every = list(points)
+        for point in every:
             self.states[point.id] = PointState(point)
+        if unrecognisable is None:
+            unrecognisable = frozenset(p.id for p in every if not self._recognisable(p))
+        self.unrecognisable = unrecognisable
+        points = [p for p in every if p.id not in unrecognisable]
+        for point in every:
+            if point.id in unrecognisable:
+                self.states[point.id].absent.extend(point.edits)
         for point in points:
             for edit in point.edits:
                 if edit.kind.inserts:
@@ -160,6 +169,18 @@ class Recognition:
         # every point's marked statements are known: now each hand-edited block can grow to its edges
         for point in marked:
             self._grow_edited(point)
+
+    def _recognisable(self, point: Point) -> bool:
+        """Can code in the file be this point's? Code that calls nothing of the runtime is told
+        from the fork's own only by the manifest: an opt-in extra's (verl 0.7's own
+        `slowest = np.argmax(...)` is one's code, word for word) is the point's only where the
+        manifest records apply placed it; a core point's, unless the manifest records others
+        and not it (an empty manifest or none records nothing: the tree may be instrumented)."""
+        if point.tracing_names:
+            return True
+        if self.applied:
+            return point.id in self.applied
+        return point.extra is None
 
     # -- pass 1: inserted statements ---------------------------------------------------
 
