@@ -312,15 +312,16 @@ def test_the_command_writes_json_of_its_schema_and_exits_by_the_result(tmp_path:
 
 
 def test_an_anchor_written_otherwise_here_is_a_guess_written_only_when_asked(tmp_path: Path) -> None:
-    """The statement the point is anchored on reads `data` here, `items` in the tree: the most
-    alike statement, clearly ahead of the others, is a guess; guesses are written only with
-    --min-confidence guess, and then apply places the point there."""
+    """The statement the point is anchored on is `make(data)` here, `make(data, fast=True)` in
+    the tree (more than a name differs): the most alike statement, clearly ahead of the others,
+    is a guess; guesses are written only with --min-confidence guess, and then apply places the
+    point there."""
     tree, catalog, specs = _case(
         tmp_path,
         """
         class Worker:
-            def run(self, items):
-                batch = make(items)
+            def run(self, data):
+                batch = make(data, fast=True)
                 score = judge(batch)
                 report(score)
         """,
@@ -329,7 +330,7 @@ def test_an_anchor_written_otherwise_here_is_a_guess_written_only_when_asked(tmp
     by_id = {s.point_id: s for s in result.suggestions}
     guess = by_id["t.first"]
     assert (guess.status, guess.confidence) == (PortStatus.UNSURE, Confidence.GUESS)
-    assert guess.anchors == ("batch = make(items)",)
+    assert guess.anchors == ("batch = make(data, fast=True)",)
     assert "line 4" in guess.evidence
     assert set(by_id) == {"t.first"}, "t.second's anchor is found: it is not lost"
     assert result.written == ()
@@ -340,7 +341,7 @@ def test_an_anchor_written_otherwise_here_is_a_guess_written_only_when_asked(tmp
     )
     assert exits.apply_exit(placed) == exits.OK
     text = (tree / "verl" / "target.py").read_text(encoding="utf-8")
-    assert text.index("batch = make(items)") < text.index("log_progress('made')") < text.index("score = judge(batch)")
+    assert text.index("batch = make(data, fast=True)") < text.index("log_progress('made')") < text.index("score =")
 
 
 def test_a_refactor_merged_into_an_instrumented_tree_ports_onto_the_code_in_place(

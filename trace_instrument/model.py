@@ -331,6 +331,7 @@ class Point:
     source: SpecSource
     must_run: bool = False  # declared: its code runs on every normal way out of its function
     after_blocks: tuple[CodePattern, ...] = ()  # declared: blocks that must have run before its code
+    bindings: tuple[tuple[str, str], ...] = ()  # `bind`: (name, expression) its code reads instead of the name
 
     @property
     def tracing_names(self) -> frozenset[str]:
@@ -672,6 +673,7 @@ class PortSuggestion:
     evidence: str = ""  # why this place
     runners_up: tuple[str, ...] = ()  # the other scopes that fit (a tie's, or those set aside)
     message: str = ""  # why it was not written, when it was not
+    bindings: tuple[tuple[str, str], ...] = ()  # `bind`: (name its code reads, this tree's spelling)
 
 
 @dataclass(frozen=True)

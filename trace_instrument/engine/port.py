@@ -21,7 +21,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -32,6 +32,7 @@ from trace_instrument.engine.check import check
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.locate import Placement
+from trace_instrument.locate.align import aligned, pure_read
 from trace_instrument.locate.index import header_only
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import (
@@ -45,12 +46,14 @@ from trace_instrument.model import (
     PortResult,
     PortStatus,
     PortSuggestion,
+    Reason,
     RunError,
     RunErrorKind,
     Selection,
     Status,
 )
 from trace_instrument.spec import SpecError
+from trace_instrument.spec.binding import names_read
 from trace_instrument.spec.code import DEFINITIONS, is_wild_body, parse_pattern
 
 LOST = (Status.ANCHOR_LOST, Status.AMBIGUOUS)
@@ -83,15 +86,26 @@ def port(
     if checked.error is not None:
         return PortResult(str(base), (), str(folder), error=checked.error)
     lost = [r for r in checked.points if r.status in LOST]
+    unbound = {r.point_id: _unbound(r) for r in checked.points if _unbound(r)}
     suggestions: list[PortSuggestion] = []
-    for file in dict.fromkeys(r.file for r in lost):
+    known = _Spellings()
+    for file in dict.fromkeys(r.file for r in checked.points if r.status in LOST or r.point_id in unbound):
         results = [r for r in lost if r.file == file]
         work = analyse(base, file, catalog, manifest=manifest)
         if isinstance(work, FileProblem):
             suggestions += [_not_found(catalog.point(r.point_id), r, work.message) for r in results]
             continue
-        suggestions += _suggest(work, [catalog.point(r.point_id) for r in results], results)
-    proven = _proven(base, folder, catalog, selection, reload, suggestions)
+        known.works[file] = work
+        suggestions += _suggest(work, [catalog.point(r.point_id) for r in results], results, known)
+    suggestions += [
+        _in_place(catalog.point(r.point_id), r)
+        for r in checked.points
+        if r.point_id in unbound and r.file in known.works
+    ]
+    proven, names = _proven(base, folder, catalog, selection, reload, suggestions)
+    rebound = [_rebound(s, {**unbound, **names}.get(s.point_id, ()), known) for s in proven]
+    if rebound != proven:
+        proven, _ = _proven(base, folder, catalog, selection, reload, rebound)
     final = tuple(_graded(s, min_confidence) for s in proven)
     writing = [s for s in final if s.status is PortStatus.PORTED]
     try:
@@ -114,9 +128,29 @@ class _Fit:
     placements: tuple[Placement, ...]
     renamed: str = ""  # the renames its anchors were adapted to, as evidence says them
     nearest: str = ""  # for a fit by similar statements: what differs, as evidence says it
+    spelled: tuple[tuple[str, str], ...] = ()  # for a fit by aligned statements: how the tree spells names
+    bindings: tuple[tuple[str, str], ...] = ()  # of those, the names the point's code reads (its `bind`)
 
 
-def _suggest(work: FileWork, points: list[Point], results: list[PointResult]) -> list[PortSuggestion]:
+@dataclass
+class _Spellings:
+    """What the points' anchors showed of how this tree spells names, per file and scope: name ->
+    (the tree's code, the point whose anchor showed it, how sure that point's place is)."""
+
+    works: dict[str, FileWork] = field(default_factory=dict)
+    by_scope: dict[tuple[str, str], dict[str, tuple[str, str, Confidence]]] = field(default_factory=dict)
+
+    def learn(self, point: Point, fit: _Fit, confidence: Confidence) -> None:
+        known = self.by_scope.setdefault((point.file, fit.scope), {})
+        for name, code in fit.spelled:
+            known.setdefault(name, (code, point.id, confidence))
+
+
+def _suggest(
+    work: FileWork, points: list[Point], results: list[PointResult], known: _Spellings
+) -> list[PortSuggestion]:
+    """A suggestion per point of one file (each in the order given); the spellings its aligned
+    anchors show are learnt into `known`."""
     fits = {p.id: _fits(work, p, {}) for p in points}
     renames = _renames(work, points, fits)
     for point in points:
@@ -126,12 +160,19 @@ def _suggest(work: FileWork, points: list[Point], results: list[PointResult]) ->
     for point in points:
         if not fits[point.id]:
             scope = renames.get(point.scope, point.scope)
-            near = _nearest_fit(work, point, scope) if work.locator.index.scope_nodes(scope) else None
+            near = None
+            if work.locator.index.scope_nodes(scope):
+                near = _aligned_fit(work, point, scope) or _nearest_fit(work, point, scope)
             fits[point.id] = [near] if near is not None else []
-    return [
+    decided = [
         _decide(point, result, fits[point.id], consensus.get(point.scope), _kept_scope(work, point.scope))
         for point, result in zip(points, results)
     ]
+    for point, suggestion in zip(points, decided):
+        spelled = [f for f in fits[point.id] if f.spelled]
+        if spelled and suggestion.confidence is not None:
+            known.learn(point, spelled[0], suggestion.confidence)
+    return decided
 
 
 def _fits(work: FileWork, point: Point, renames: dict[str, str]) -> list[_Fit]:
@@ -176,6 +217,78 @@ def _enclosing(scope: str) -> list[str]:
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)] + ["<module>"]
 
 
+# -- statements that spell some names otherwise ------------------------------------------------------
+
+
+def _aligned_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
+    """The point in `scope`, each edit whose anchor is not found there anchored on the one run of
+    statements that is its anchor but for names spelled otherwise (the fewest such names, when
+    one run has fewer than every other); the spellings consistent across the edits."""
+    moved = replace(point, scope=scope)
+    texts: list[str] = []
+    spelled: dict[str, str] = {}
+    for edit in moved.edits:
+        found = work.locator.place(moved, edit)
+        if isinstance(found, Placement):
+            texts.append("")
+            continue
+        if found.status is not Status.ANCHOR_LOST:
+            return None
+        run = _aligned_run(work, scope, edit.anchors[0])
+        if run is None:
+            return None
+        text, mapping = run
+        if any(spelled.setdefault(name, code) != code for name, code in mapping.items()):
+            return None  # one name spelled two ways: not a rename
+        texts.append(text)
+    if not spelled:
+        return None
+    adapted = _with_anchors(moved, texts)
+    placed = [work.locator.place(adapted, edit) for edit in adapted.edits]
+    placements = [p for p in placed if isinstance(p, Placement)]
+    if len(placements) != len(placed):
+        return None
+    read = {name for edit in point.edits for name in names_read(edit.template)}
+    bindings = tuple((name, code) for name, code in sorted(spelled.items()) if name in read)
+    return _Fit(scope, tuple(texts), tuple(placements), spelled=tuple(sorted(spelled.items())), bindings=bindings)
+
+
+def _aligned_run(work: FileWork, scope: str, anchor: Anchor) -> tuple[str, dict[str, str]] | None:
+    """The run of statements in the scope that is the anchor's with the fewest names spelled
+    otherwise (as an anchor text, with the spellings); None unless exactly one has that few."""
+    pattern = list(anchor.target.stmts)
+    found: list[tuple[int, list[ast.stmt], dict[str, str]]] = []
+    for run in _runs_like(work, scope, pattern):
+        mapping: dict[str, str] | None = {}
+        for want, got in zip(pattern, run):
+            one = aligned(want, got)
+            if one is None or mapping is None or any(mapping.setdefault(k, v) != v for k, v in one.items()):
+                mapping = None
+                break
+        if mapping:
+            found.append((len(mapping), run, mapping))
+    if not found:
+        return None
+    fewest = min(n for n, _, _ in found)
+    best = [(run, mapping) for n, run, mapping in found if n == fewest]
+    if len(best) != 1:
+        return None
+    run, mapping = best[0]
+    return "\n".join(_text(p, s) for p, s in zip(pattern, run)), mapping
+
+
+def _runs_like(work: FileWork, scope: str, pattern: list[ast.stmt]) -> Iterable[list[ast.stmt]]:
+    """Every run of business statements in the scope with the pattern's kinds of statement."""
+    skip = work.locator.recognition.instrumentation
+    for node in work.locator.index.scope_nodes(scope):
+        for _owner, _field, body in work.locator.index.bodies_in(node):
+            business = [s for s in body if id(s) not in skip]
+            for start in range(len(business) - len(pattern) + 1):
+                run = business[start : start + len(pattern)]
+                if all(type(p) is type(s) for p, s in zip(pattern, run)):
+                    yield run
+
+
 # -- similar statements ---------------------------------------------------------------------------
 
 NEAR_ENOUGH = 0.6  # the least similarity (difflib's ratio of the statements' text) a guess may have
@@ -216,19 +329,10 @@ def _nearest_run(work: FileWork, scope: str, anchor: Anchor) -> tuple[str, float
     text alike), as an anchor text, with its similarity and line; None unless it is clearly first."""
     pattern = list(anchor.target.stmts)
     wanted = [_text(p, p) for p in pattern]
-    skip = work.locator.recognition.instrumentation
     scored: list[tuple[float, list[ast.stmt]]] = []
-    for node in work.locator.index.scope_nodes(scope):
-        for _owner, _field, body in work.locator.index.bodies_in(node):
-            business = [s for s in body if id(s) not in skip]
-            for start in range(len(business) - len(pattern) + 1):
-                run = business[start : start + len(pattern)]
-                if any(type(p) is not type(s) for p, s in zip(pattern, run)):
-                    continue
-                ratios = [
-                    difflib.SequenceMatcher(None, w, _text(p, s)).ratio() for w, p, s in zip(wanted, pattern, run)
-                ]
-                scored.append((sum(ratios) / len(ratios), run))
+    for run in _runs_like(work, scope, pattern):
+        ratios = [difflib.SequenceMatcher(None, w, _text(p, s)).ratio() for w, p, s in zip(wanted, pattern, run)]
+        scored.append((sum(ratios) / len(ratios), run))
     scored.sort(key=lambda item: -item[0])
     if not scored or scored[0][0] < NEAR_ENOUGH:
         return None
@@ -348,6 +452,11 @@ def _decide(
         evidence = f"fits {len(fits)} places; the other lost points of {point.scope} moved to {chosen.scope}"
         return _ported(point, chosen, Confidence.LIKELY, evidence, others)
     fit = fits[0]
+    if fit.spelled:
+        spellings = ", ".join(f"{name} as `{code}`" for name, code in fit.spelled)
+        evidence = f"its anchors' statements, found in {fit.scope} with {spellings}"
+        sure = fit.scope == point.scope and all(pure_read(code) for _, code in fit.bindings)
+        return _ported(point, fit, Confidence.LIKELY if sure else Confidence.GUESS, evidence, ())
     if fit.nearest:
         evidence = f"not found word for word; the nearest statements in {fit.scope}: {fit.nearest}"
         return _ported(point, fit, Confidence.GUESS, evidence, ())
@@ -380,6 +489,7 @@ def _ported(point: Point, fit: _Fit, confidence: Confidence, evidence: str, othe
         line,
         evidence,
         others,
+        bindings=fit.bindings,
     )
 
 
@@ -396,16 +506,95 @@ def _graded(suggestion: PortSuggestion, min_confidence: Confidence) -> PortSugge
     return replace(suggestion, status=PortStatus.UNSURE, message=message)
 
 
+# -- names the tree spells otherwise ------------------------------------------------------------------
+
+
+def _unbound(result: PointResult) -> tuple[str, ...]:
+    """The names a refused point's code reads that are not defined where it would go."""
+    if result.status is not Status.REFUSED or result.reason is not Reason.UNBOUND_NAME:
+        return ()
+    return tuple(dict.fromkeys(n.name for n in result.names if n.problem is Reason.UNBOUND_NAME))
+
+
+def _in_place(point: Point, result: PointResult) -> PortSuggestion:
+    """A point whose place is found but whose code reads names this tree lacks (bound later)."""
+    return PortSuggestion(
+        point.id,
+        point.file,
+        PortStatus.REFUSED,
+        point.scope,
+        point.scope,
+        confidence=Confidence.EXACT,
+        line=result.line,
+        evidence="its anchors are found where they were",
+        message=result.message,
+    )
+
+
+def _rebound(suggestion: PortSuggestion, names: tuple[str, ...], known: _Spellings) -> PortSuggestion:
+    """A suggestion refused for names its code reads, each bound to how the tree spells it: as
+    another point's anchor in the same scope showed (as sure as that point's place), else the
+    one expression of the scope that reads a key or attribute of that name (a guess)."""
+    if suggestion.status is not PortStatus.REFUSED or not names or suggestion.file not in known.works:
+        return suggestion
+    bindings = dict(suggestion.bindings)
+    confidence = suggestion.confidence or Confidence.LIKELY
+    notes = []
+    scope_known = known.by_scope.get((suggestion.file, suggestion.new_scope), {})
+    for name in names:
+        if name in scope_known:
+            code, shown_by, sure = scope_known[name]
+            note = f"{name} read as `{code}`, as the anchor of {shown_by} shows"
+            sure = sure if pure_read(code) else Confidence.GUESS
+        else:
+            found = _named_read(known.works[suggestion.file], suggestion.new_scope, name)
+            if found is None:
+                why = f"its code reads {name!r}, which {suggestion.new_scope} does not define; give the override `bind`"
+                return replace(suggestion, message=f"{suggestion.message}; {why}")
+            code, sure = found, Confidence.GUESS
+            note = f"{name} read as `{code}`, the one read of a key or attribute {name!r} in {suggestion.new_scope}"
+        bindings[name] = code
+        confidence = confidence if confidence.rank >= sure.rank else sure
+        notes.append(note)
+    evidence = "; ".join([suggestion.evidence, *notes]) if suggestion.evidence else "; ".join(notes)
+    return replace(
+        suggestion,
+        status=PortStatus.PORTED,
+        bindings=tuple(sorted(bindings.items())),
+        confidence=confidence,
+        evidence=evidence,
+        message="",
+    )
+
+
+def _named_read(work: FileWork, scope: str, name: str) -> str | None:
+    """The one expression in the scope reading a key or an attribute called `name`
+    (`batch.meta_info.get("validate", False)`, `cfg["validate"]`, `self.validate`), as code."""
+    found: set[str] = set()
+    for node in work.locator.index.scope_nodes(scope):
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "get":
+                if sub.args and isinstance(sub.args[0], ast.Constant) and sub.args[0].value == name:
+                    found.add(ast.unparse(sub))
+            elif isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant) and sub.slice.value == name:
+                if isinstance(sub.ctx, ast.Load):
+                    found.add(ast.unparse(sub))
+            elif isinstance(sub, ast.Attribute) and sub.attr == name and isinstance(sub.ctx, ast.Load):
+                found.add(ast.unparse(sub))
+    return found.pop() if len(found) == 1 else None
+
+
 # -- proving: the overrides loaded and applied as a user would -------------------------------------
 
 
 def _proven(
     base: Path, folder: Path, catalog: Catalog, selection: Selection, reload: Reload, suggestions: list[PortSuggestion]
-) -> list[PortSuggestion]:
-    """The suggestions, those apply refuses at their new place marked refused."""
+) -> tuple[list[PortSuggestion], dict[str, tuple[str, ...]]]:
+    """The suggestions, those apply refuses at their new place marked refused, and per point
+    refused for them the names its code reads that are not defined there."""
     ported = [s for s in suggestions if s.status is PortStatus.PORTED]
     if not ported:
-        return suggestions
+        return suggestions, {}
     with tempfile.TemporaryDirectory(prefix="trace-instrument-port-") as scratch:
         for name, text in _override_files(folder, catalog, ported).items():
             (Path(scratch) / name).write_text(text, encoding="utf-8")
@@ -414,7 +603,10 @@ def _proven(
         except SpecError as exc:  # the overrides port wrote do not load: none is proven
             why = "; ".join(str(p) for p in exc.problems)
             message = f"the override does not load ({why})"
-            return [replace(s, status=PortStatus.REFUSED, message=message) if s in ported else s for s in suggestions]
+            refused = [
+                replace(s, status=PortStatus.REFUSED, message=message) if s in ported else s for s in suggestions
+            ]
+            return refused, {}
     outcome = {r.point_id: r for r in planned.points}
     proven = []
     for suggestion in suggestions:
@@ -424,7 +616,8 @@ def _proven(
             message = f"apply refuses it at its new place ({why})"
             suggestion = replace(suggestion, status=PortStatus.REFUSED, message=message)
         proven.append(suggestion)
-    return proven
+    names = {point_id: _unbound(r) for point_id, r in outcome.items() if _unbound(r)}
+    return proven, names
 
 
 # -- writing ------------------------------------------------------------------------------------------
@@ -455,6 +648,8 @@ def _entry(point: Point, suggestion: PortSuggestion) -> dict[str, object]:
     entry: dict[str, object] = {"overrides": suggestion.point_id}
     if suggestion.new_scope != point.scope:
         entry["scope"] = suggestion.new_scope
+    if suggestion.bindings:
+        entry["bind"] = dict(suggestion.bindings)
     if not any(suggestion.anchors):
         return entry
     edits = [_anchors_entry(edit, text) for edit, text in zip(point.edits, suggestion.anchors)]

@@ -226,6 +226,7 @@ def port(result: PortResult, *, dry_run: bool) -> dict[str, Any]:
                 "evidence": s.evidence,
                 "runners_up": list(s.runners_up),
                 "message": s.message,
+                "bind": dict(s.bindings),
             }
             for s in result.suggestions
         ],

@@ -255,7 +255,7 @@ def port_lines(result: PortResult, *, written: bool) -> list[RenderableType]:
     lines: list[RenderableType] = []
     moves: dict[tuple[str, str, str], list[PortSuggestion]] = {}
     for s in result.suggestions:
-        if s.status is PortStatus.PORTED and not any(s.anchors) and s.confidence is not None:
+        if s.status is PortStatus.PORTED and not any(s.anchors) and not s.bindings and s.confidence is not None:
             moves.setdefault((s.old_scope, s.new_scope, s.confidence.value), []).append(s)
     shown: set[str] = set()
     for (old, new, confidence), group in moves.items():
@@ -294,6 +294,8 @@ def _suggestion_lines(s: PortSuggestion) -> list[RenderableType]:
     for number, anchor in enumerate(s.anchors, 1):
         if anchor:
             lines.append(Text(f"      edit {number}: new anchor {anchor.splitlines()[0]!r}"))
+    for name, expression in s.bindings:
+        lines.append(Text(f"      bind {name}: {expression}"))
     if s.evidence:
         lines.append(Text(f"      {s.evidence}", style="dim"))
     if s.message:

@@ -29,6 +29,7 @@ from trace_instrument.model import (
     Template,
 )
 from trace_instrument.spec import paths
+from trace_instrument.spec.binding import bind_point, read_bind
 from trace_instrument.spec.code import CodeError, parse_template
 from trace_instrument.spec.errors import SpecError
 from trace_instrument.spec.overrides import Override, apply_overrides, is_override, read_override
@@ -68,6 +69,7 @@ POINT_KEYS = EDIT_KEYS | {
     "description",
     "must_run",
     "after_block",
+    "bind",
 }
 REQUIRED_POINT_KEYS = ("id", "facility", "title", "scope")
 
@@ -270,7 +272,7 @@ def _read_point(ctx: Context, node: Node, target: str) -> Point | None:
         return None
     if any(not e.kind.inserts for e in edits) and not changes:
         ctx.problem(where, "rewrites business code: say how in 'changes_behaviour'")
-    return Point(
+    point = Point(
         id=identity,
         facility=facility,
         title=title,
@@ -287,6 +289,10 @@ def _read_point(ctx: Context, node: Node, target: str) -> Point | None:
         must_run=_read_flag(ctx, data.get("must_run"), "must_run"),
         after_blocks=_read_blocks(ctx, data.get("after_block")),
     )
+    if "bind" not in data:
+        return point
+    bindings = read_bind(ctx, data["bind"])
+    return None if bindings is None else bind_point(ctx, point, bindings, data["bind"].where("bind"))
 
 
 def _read_edits(ctx: Context, node: Node, data: dict[str, Node], target: str) -> list[Edit]:

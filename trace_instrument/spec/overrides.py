@@ -6,6 +6,9 @@ file (the `file:` of the spec file the override sits in). Everything else is
 the declared point's: id, facility, title, templates, markers, requires,
 imports, extra, and so the manifest entry and the recognition of code already
 in place. check, verify and remove work by id and template, so they follow.
+An override may also `bind` a name the point's code reads to the expression
+this tree computes it with (spec/binding.py); the code read so is recorded and
+recognised as the point's.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import difflib
 from dataclasses import dataclass, replace
 
 from trace_instrument.model import Anchor, Edit, Point, SpecSource
+from trace_instrument.spec.binding import bind_point, read_bind
 from trace_instrument.spec.reading import (
     PLACE_KEYS,
     Context,
@@ -27,7 +31,7 @@ from trace_instrument.spec.reading import (
 )
 from trace_instrument.spec.yamlnodes import Node
 
-OVERRIDE_KEYS = PLACE_KEYS | {"overrides", "scope", "edits", "description"}
+OVERRIDE_KEYS = PLACE_KEYS | {"overrides", "scope", "edits", "description", "bind"}
 _CODE_STAYS = (
     "an override keeps the point's template and code (that is how check, verify and remove recognise it); "
     "it changes only where the point goes. To insert other code, declare a point of your own"
@@ -72,6 +76,8 @@ class Override:
     scope: str | None
     places: tuple[PlacedEdit, ...] | None
     source: SpecSource
+    bindings: dict[str, str] | None = None  # `bind`: names its code reads as this tree spells them
+    bind_source: SpecSource | None = None
 
 
 def is_override(node: Node) -> bool:
@@ -89,14 +95,19 @@ def read_override(ctx: Context, node: Node, file: str) -> Override | None:
     if "description" in data:
         string(ctx, data["description"], "description")
     places = _read_edit_places(ctx, node, data)
-    if places == () and "scope" not in data:
+    bindings = read_bind(ctx, data["bind"]) if "bind" in data else None
+    if places == () and "scope" not in data and "bind" not in data:
         ctx.problem(
-            node.where("overrides"), "changes nothing: give the new anchors ('after', ... or 'edits'), 'scope', or both"
+            node.where("overrides"),
+            "changes nothing: give the new anchors ('after', ... or 'edits'), 'scope', 'bind', or several",
         )
         return None
     if target is None or ("scope" in data and where_in is None) or places is None:
         return None
-    return Override(target, file, where_in, places or None, data["overrides"].where("overrides"))
+    if "bind" in data and bindings is None:
+        return None
+    bind_source = data["bind"].where("bind") if "bind" in data else None
+    return Override(target, file, where_in, places or None, data["overrides"].where("overrides"), bindings, bind_source)
 
 
 def _read_edit_places(ctx: Context, node: Node, data: dict[str, Node]) -> tuple[PlacedEdit, ...] | None:
@@ -160,13 +171,16 @@ def _overridden(ctx: Context, point: Point, override: Override) -> Point | None:
     if override.file != point.file:
         # the point joins another file: it goes after that file's own edits in a shared gap
         edits = tuple(replace(edit, rank=ctx.take_rank(override.file)) for edit in edits)
-    return replace(
+    moved = replace(
         point,
         file=override.file,
         scope=override.scope or point.scope,
         edits=edits,
         source=SpecSource(override.source.file, override.source.line, f"overrides {point.id}"),
     )
+    if override.bindings is None or override.bind_source is None:
+        return moved
+    return bind_point(ctx, moved, override.bindings, override.bind_source)
 
 
 def _new_edits(ctx: Context, point: Point, places: tuple[PlacedEdit, ...]) -> tuple[Edit, ...] | None:

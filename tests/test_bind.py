@@ -1,0 +1,214 @@
+"""`bind`: a point's code reads a name the tree spells otherwise.
+
+The loader rewrites the templates' reads (and refuses what it cannot prove); port finds the
+spelling from the tree (an anchor whose names a fork renamed, another point's anchor in the
+same scope, a read of a key of that name) and apply, check, verify and remove follow.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from support import copy_tree
+
+import trace_instrument
+from trace_instrument.engine.apply import apply
+from trace_instrument.engine.check import check
+from trace_instrument.engine.port import DEFAULT_OUT, port
+from trace_instrument.engine.remove import remove
+from trace_instrument.model import Confidence, PortStatus, Selection, Status
+from trace_instrument.render import exits
+from trace_instrument.spec import SpecError, load_catalog
+
+SPEC = """\
+file: verl/target.py
+points:
+  - id: t.count
+    facility: progress
+    title: after the batch is made
+    scope: Worker.run
+    after: |
+      batch = make(data, n)
+    code: |
+      log_progress(f'made {n} of {len(batch)}')
+  - id: t.scored
+    facility: progress
+    title: after the batch is scored
+    scope: Worker.run
+    after: |
+      score = judge(batch)
+    code: |
+      log_progress('scored', n * 2)
+"""
+
+
+def _tree(tmp_path: Path, source: str, spec: str = SPEC) -> tuple[Path, Path]:
+    specs = tmp_path / "spec"
+    specs.mkdir()
+    (specs / "spec.yaml").write_text(spec, encoding="utf-8")
+    tree = tmp_path / "tree"
+    (tree / "verl").mkdir(parents=True)
+    (tree / "verl" / "target.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    return tree, specs
+
+
+def _override(tmp_path: Path, body: str) -> Path:
+    folder = tmp_path / "overrides"
+    folder.mkdir(exist_ok=True)
+    (folder / "o.yaml").write_text("file: verl/target.py\npoints:\n" + textwrap.dedent(body), encoding="utf-8")
+    return folder
+
+
+def _problems(specs: Path, folder: Path) -> list[str]:
+    with pytest.raises(SpecError) as caught:
+        load_catalog([specs, folder], shipped=False)
+    return [str(p) for p in caught.value.problems]
+
+
+# -- the loader --------------------------------------------------------------------------------
+
+
+def test_a_binding_rewrites_every_read_and_nothing_else(tmp_path: Path) -> None:
+    _, specs = _tree(tmp_path, "")
+    folder = _override(tmp_path, "  - overrides: t.count\n    bind: {n: self.size + 1}\n")
+    point = load_catalog([specs, folder], shipped=False).point("t.count")
+    (edit,) = point.edits
+    assert edit.template.text == "log_progress(f'made {(self.size + 1)} of {len(batch)}')\n"
+    expected = ast.parse("log_progress(f'made {self.size + 1} of {len(batch)}')")
+    assert ast.dump(ast.Module(list(edit.template.stmts), [])) == ast.dump(expected)
+    assert point.bindings == (("n", "self.size + 1"),)
+
+
+@pytest.mark.parametrize(
+    ("bind", "phrase"),
+    [
+        ("{m: self.size}", "binds 'm', which the code of t.count does not read"),
+        ("{n: 'self.size +'}", "does not parse as an expression"),
+        ("{n: '(k := 3)'}", "does more than read a value"),
+        ("{n: '(yield)'}", "does more than read a value"),
+        ("{for: x}", "is not a Python name"),
+        ("[n]", "must be a mapping"),
+    ],
+)
+def test_a_binding_that_cannot_stand_is_refused_with_its_line(tmp_path: Path, bind: str, phrase: str) -> None:
+    _, specs = _tree(tmp_path, "")
+    folder = _override(tmp_path, f"  - overrides: t.count\n    bind: {bind}\n")
+    problems = _problems(specs, folder)
+    assert any(phrase in p and "o.yaml:4" in p for p in problems), problems
+
+
+def test_a_name_the_template_binds_itself_cannot_be_bound(tmp_path: Path) -> None:
+    spec = SPEC.replace("log_progress('scored', n * 2)", "n = 2\n      log_progress('scored', n)")
+    _, specs = _tree(tmp_path, "", spec)
+    folder = _override(tmp_path, "  - overrides: t.scored\n    bind: {n: self.size}\n")
+    assert any("binds 'n' itself" in p for p in _problems(specs, folder))
+
+
+# -- port finds the spelling -----------------------------------------------------------------------
+
+RENAMED = """
+class Worker:
+    def run(self, data, count):
+        batch = make(data, count)
+        score = judge(batch)
+        report(score)
+"""
+
+
+def _reload(specs: Path):  # type: ignore[no-untyped-def]
+    return lambda folder: load_catalog([specs, folder], shipped=False)
+
+
+def test_a_renamed_local_is_bound_and_every_command_follows(tmp_path: Path) -> None:
+    """The fork calls `n` `count`: t.count's anchor is found with `n` spelled `count` (likely),
+    and t.scored, in place but reading `n`, is bound as that anchor shows. Applied, the code
+    reads `count`; check is clean; a second port has nothing to do; remove gives the tree back."""
+    tree, specs = _tree(tmp_path, RENAMED)
+    pristine = (tree / "verl/target.py").read_bytes()
+    catalog = load_catalog([specs], shipped=False)
+    statuses = {r.point_id: (r.status, r.reason) for r in check(tree, catalog).points}
+    assert statuses["t.count"][0] is Status.ANCHOR_LOST and statuses["t.scored"][0] is Status.REFUSED
+    result = port(tree, catalog, Selection(), _reload(specs))
+    by_id = {s.point_id: s for s in result.suggestions}
+    assert [(s.status, s.confidence, s.bindings) for s in (by_id["t.count"], by_id["t.scored"])] == [
+        (PortStatus.PORTED, Confidence.LIKELY, (("n", "count"),)),
+        (PortStatus.PORTED, Confidence.LIKELY, (("n", "count"),)),
+    ]
+    assert by_id["t.count"].anchors == ("batch = make(data, count)",)
+    schema = json.loads((Path(trace_instrument.__file__).parent / "spec/anchors.schema.json").read_text())
+    for written in result.written:
+        jsonschema.validate(yaml.safe_load(Path(written).read_text(encoding="utf-8")), schema)
+    ported = load_catalog([specs, tree / DEFAULT_OUT], shipped=False)
+    placed = apply(tree, ported)
+    assert exits.apply_exit(placed) == exits.OK
+    text = (tree / "verl/target.py").read_text(encoding="utf-8")
+    lines = [line.strip() for line in text.splitlines()]
+    made = lines.index("batch = make(data, count)")
+    assert lines[made + 1] == "log_progress(f'made {count} of {len(batch)}')"
+    assert lines[lines.index("score = judge(batch)") + 1] == "log_progress('scored', count * 2)"
+    assert {r.status for r in check(tree, ported).points} == {Status.PRESENT}
+    again = port(tree, ported, Selection(), _reload(specs))
+    assert again.suggestions == () and again.written == ()
+    remove(tree, ported)
+    assert (tree / "verl/target.py").read_bytes() == pristine
+
+
+def test_a_name_read_from_a_key_of_its_name_is_a_guess(tmp_path: Path) -> None:
+    spec = SPEC.replace("log_progress('scored', n * 2)", "log_progress('scored', validate)")
+    tree, specs = _tree(
+        tmp_path,
+        """
+        class Worker:
+            def run(self, data, n, batch_meta):
+                batch = make(data, n)
+                score = judge(batch)
+                report(score, batch_meta.get("validate", False))
+        """,
+        spec,
+    )
+    catalog = load_catalog([specs], shipped=False)
+    (found,) = port(tree, catalog, Selection(), _reload(specs)).suggestions
+    assert (found.point_id, found.status, found.confidence) == ("t.scored", PortStatus.UNSURE, Confidence.GUESS)
+    assert found.bindings == (("validate", "batch_meta.get('validate', False)"),)
+
+
+def test_a_name_nothing_spells_is_left_for_a_human_with_the_way_out(tmp_path: Path) -> None:
+    spec = SPEC.replace("log_progress('scored', n * 2)", "log_progress('scored', missing_thing)")
+    tree, specs = _tree(tmp_path, RENAMED.replace("count", "n"), spec)
+    (found,) = port(tree, load_catalog([specs], shipped=False), Selection(), _reload(specs)).suggestions
+    assert found.status is PortStatus.REFUSED
+    assert "reads 'missing_thing', which Worker.run does not define; give the override `bind`" in found.message
+
+
+def test_verl_071_reads_rollout_n_as_the_config_it_comes_from(tmp_path: Path, catalog) -> None:  # type: ignore[no-untyped-def]
+    """verl 0.7.1 repeats the batch by `self.config.actor_rollout_ref.rollout.n` where 0.9.0
+    names it `rollout_n`: port anchors flow.v0.traj-uid-repeat on that statement and binds the
+    name, and apply puts the code right after it, reading the config."""
+    from trace_instrument.wheels import WheelError, verl_tree
+
+    try:
+        pristine = verl_tree("0.7.1")
+    except WheelError as exc:
+        pytest.fail(f"verl 0.7.1 is needed for this test and could not be had: {exc}", pytrace=False)
+    tree = copy_tree(pristine, tmp_path / "v071")
+    trainer = tree / "verl/trainer/ppo/ray_trainer.py"
+    only = Selection(only=frozenset({"flow.v0.traj-uid-repeat"}))
+    reload = lambda folder: load_catalog([folder])
+    (found,) = port(tree, catalog, only, reload).suggestions
+    assert (found.status, found.confidence) == (PortStatus.PORTED, Confidence.LIKELY)
+    assert found.bindings == (("rollout_n", "self.config.actor_rollout_ref.rollout.n"),)
+    placed = apply(tree, load_catalog([tree / DEFAULT_OUT]), only)
+    assert exits.apply_exit(placed) == exits.OK
+    after = trainer.read_text(encoding="utf-8").splitlines()
+    # where the repeat statement ends, found by reading the file (the statement spans three lines)
+    start = next(i for i, line in enumerate(after) if "gen_batch_output = gen_batch.repeat(" in line)
+    end = next(i for i in range(start, len(after)) if after[i].strip() == ")")
+    assert after[start + 1].strip() == "repeat_times=self.config.actor_rollout_ref.rollout.n, interleave=True"
+    assert after[end + 1].lstrip().startswith("# Number each rollout")
+    assert "traj_uid" in after[end + 3] and "self.config.actor_rollout_ref.rollout.n" in after[end + 4]

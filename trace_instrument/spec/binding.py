@@ -1,0 +1,182 @@
+"""`bind`: a point's code reads a name this tree spells otherwise.
+
+`bind: {rollout_n: self.config.actor_rollout_ref.rollout.n}` makes every template of the point
+read the expression where it read the name: the text is rewritten once, at load, so apply
+inserts the tree's spelling and check, verify and remove recognise the point by the same text
+(the manifest records it). The name keeps nothing of its own: no statement binding it is added
+to the fork's function, so nothing of the fork's is shadowed.
+
+The rewrite is proven: the template's text with each read replaced must parse to the template's
+tree with each read replaced (a binding whose text would change anything else is refused), and
+a template that binds the name itself (an assignment, a parameter, a loop target, `global`)
+cannot have it bound. Whether the expression's own names exist where the code goes is the name
+proof apply runs on every point's code (`unbound-name`).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import keyword
+from collections.abc import Mapping
+from dataclasses import replace
+
+from trace_instrument.model import Point, SpecSource, Template
+from trace_instrument.spec.reading import Context
+from trace_instrument.spec.yamlnodes import Node
+
+# expressions that need no parentheses wherever a name stands (a primary or an atom)
+_PRIMARY = (ast.Name, ast.Attribute, ast.Subscript, ast.Call, ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set)
+# what an expression standing for a value may not do: bind a name, or leave the function's flow
+_NOT_A_READ = (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)
+
+
+class BindError(ValueError):
+    """A binding that cannot be made (the message says why)."""
+
+
+def read_bind(ctx: Context, node: Node) -> dict[str, str] | None:
+    """`bind:` as name -> expression text; None after a problem (each one recorded)."""
+    if not node.is_mapping or not node.items():
+        ctx.problem(node.where("bind"), "must be a mapping of names to expressions ({name: expression})")
+        return None
+    bindings: dict[str, str] = {}
+    ok = True
+    for name, value in node.items():
+        where = value.where(f"bind.{name}")
+        if not name.isidentifier() or keyword.iskeyword(name):
+            ctx.problem(where, f"{name!r} is not a Python name")
+            ok = False
+            continue
+        if not value.is_string or not value.text.strip():
+            ctx.problem(where, "must be an expression, written as a string")
+            ok = False
+            continue
+        problem = expression_problem(value.text)
+        if problem:
+            ctx.problem(where, problem)
+            ok = False
+            continue
+        bindings[name] = value.text.strip()
+    return bindings if ok else None
+
+
+def expression_problem(text: str) -> str:
+    """Why `text` cannot stand for a name's value ("" when it can)."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        return f"{text.strip()!r} does not parse as an expression: {exc.msg}"
+    bad = next((n for n in ast.walk(tree) if isinstance(n, _NOT_A_READ)), None)
+    if bad is not None:
+        return f"{text.strip()!r} does more than read a value ({type(bad).__name__.lower()})"
+    return ""
+
+
+def bind_point(ctx: Context, point: Point, bindings: Mapping[str, str], where: SpecSource) -> Point | None:
+    """The point with its templates reading each bound name's expression; None after a problem."""
+    read = {name for edit in point.edits for name in names_read(edit.template)}
+    unread = [name for name in bindings if name not in read]
+    if unread:
+        ctx.problem(where, f"binds {', '.join(map(repr, unread))}, which the code of {point.id} does not read")
+        return None
+    edits = []
+    for edit in point.edits:
+        try:
+            edits.append(replace(edit, template=bound_template(edit.template, bindings)))
+        except BindError as exc:
+            ctx.problem(where, f"{point.id}, template {edit.template.name}: {exc}")
+            return None
+    return replace(point, edits=tuple(edits), bindings=tuple(sorted(bindings.items())))
+
+
+def names_read(template: Template) -> set[str]:
+    """The names the template's code reads (loads), anywhere in it."""
+    return {
+        n.id for s in template.stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+
+
+def bound_template(template: Template, bindings: Mapping[str, str]) -> Template:
+    """The template with every read of a bound name replaced by its expression (text and tree)."""
+    used = {name: text for name, text in bindings.items() if name in names_read(template)}
+    if not used:
+        return template
+    _refuse_own_bindings(template, used)
+    source = template.text
+    tree = ast.parse(source, mode="eval") if template.expression else ast.parse(source)
+    reads = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in used and isinstance(n.ctx, ast.Load)),
+        key=lambda n: (n.lineno, n.col_offset),
+        reverse=True,
+    )
+    lines = source.splitlines(keepends=True)
+    for node in reads:  # from the end, so earlier positions stay right
+        if node.end_lineno != node.lineno or node.end_col_offset is None:
+            raise BindError(f"cannot place {node.id!r}: its position is not known")
+        raw = lines[node.lineno - 1].encode("utf-8")
+        replacement = _spelled(used[node.id]).encode("utf-8")
+        raw = raw[: node.col_offset] + replacement + raw[node.end_col_offset :]
+        lines[node.lineno - 1] = raw.decode("utf-8")
+    new_text = "".join(lines)
+    _prove(tree, new_text, used, template.expression)
+    if template.expression:
+        new_tree = ast.parse(new_text, mode="eval")
+        stmts: tuple[ast.stmt, ...] = (ast.Expr(new_tree.body),)
+    else:
+        stmts = tuple(ast.parse(new_text).body)
+    sha = hashlib.sha256(new_text.encode("utf-8")).hexdigest()[:16]
+    return replace(template, text=new_text, stmts=stmts, sha=sha)
+
+
+def _spelled(expression: str) -> str:
+    """The expression as it may stand where a name stood (parenthesised unless a primary)."""
+    node = ast.parse(expression, mode="eval").body
+    if isinstance(node, _PRIMARY) and not (isinstance(node, ast.Constant) and _signed(node)):
+        return expression
+    return f"({expression})"
+
+
+def _signed(node: ast.Constant) -> bool:
+    return isinstance(node.value, (int, float, complex)) and not isinstance(node.value, bool)
+
+
+def _refuse_own_bindings(template: Template, used: Mapping[str, str]) -> None:
+    """A name the template binds itself is the template's: binding it would change what it means."""
+    for stmt in template.stmts:
+        for node in ast.walk(stmt):
+            bound = ""
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id in used:
+                bound = node.id
+            elif isinstance(node, ast.arg) and node.arg in used:
+                bound = node.arg
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                bound = next((n for n in node.names if n in used), "")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in used:
+                bound = node.name
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound = next((n for n in (a.asname or a.name.split(".")[0] for a in node.names) if n in used), "")
+            if bound:
+                raise BindError(f"the template binds {bound!r} itself (line {getattr(node, 'lineno', '?')})")
+
+
+class _Substitute(ast.NodeTransformer):
+    def __init__(self, used: Mapping[str, str]) -> None:
+        self.used = {name: ast.parse(text, mode="eval").body for name, text in used.items()}
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.used and isinstance(node.ctx, ast.Load):
+            return copy.deepcopy(self.used[node.id])
+        return node
+
+
+def _prove(tree: ast.AST, new_text: str, used: Mapping[str, str], expression: bool) -> None:
+    """The rewritten text parses to the template's tree with the reads replaced, and to nothing else."""
+    expected = _Substitute(used).visit(copy.deepcopy(tree))
+    try:
+        got = ast.parse(new_text, mode="eval") if expression else ast.parse(new_text)
+    except SyntaxError as exc:
+        raise BindError(f"the code with the binding does not parse: {exc.msg}") from None
+    if ast.dump(expected) != ast.dump(got):
+        raise BindError("the binding would change more of the code than the name's reads")
