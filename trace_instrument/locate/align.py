@@ -42,10 +42,8 @@ def _words(pattern: ast.AST) -> int:
 
 
 def _align(pattern: ast.AST, node: ast.AST, mapping: dict[str, str]) -> bool:
-    if isinstance(pattern, ast.Call) and isinstance(pattern.func, ast.Name):
-        # what is called is the statement's meaning: a function of another name is another call
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == pattern.func.id):
-            return False
+    if isinstance(pattern, ast.Call) and isinstance(pattern.func, ast.Name) and not _same_callee(pattern.func, node):
+        return False  # what is called is the statement's meaning: a function of another name is another call
     if isinstance(pattern, ast.Name):
         return _align_name(pattern, node, mapping)
     if is_ellipsis(pattern):
@@ -58,6 +56,10 @@ def _align(pattern: ast.AST, node: ast.AST, mapping: dict[str, str]) -> bool:
         if not _align_field(getattr(pattern, name, None), getattr(node, name, None), mapping):
             return False
     return True
+
+
+def _same_callee(callee: ast.Name, node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == callee.id
 
 
 def _align_field(want: object, got: object, mapping: dict[str, str]) -> bool:
