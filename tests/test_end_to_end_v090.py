@@ -72,7 +72,7 @@ def _git(where: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
 
 
 def _other_changes(result: RunResult) -> dict[str, str | None]:
-    return {path: after for path, _before, after in result.other_changes}
+    return {change.path: change.after for change in result.other_changes}
 
 
 def test_core_patch_matches_its_snapshot(verl_090, tmp_path, catalog):

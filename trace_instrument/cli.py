@@ -121,6 +121,15 @@ AnchorsOpt = Annotated[
     typer.Option("--anchors", help="A folder of your own anchor specs (YAML), added to the catalog."),
 ]
 
+FullOpt = Annotated[
+    bool,
+    typer.Option(
+        "--full",
+        help="With --dry-run: the diff of the runtime package's files and the manifest too "
+        "(without it: one line each, with its lines and digest).",
+    ),
+]
+
 
 def main() -> None:
     """The console entry point: Ctrl-C and SIGTERM end a run cleanly, with one line and 130 / 143."""
@@ -226,6 +235,11 @@ def _tracebacks(result: RunResult) -> dict[str, str]:
     return {f.path: f.error.traceback for f in result.files if f.error is not None and f.error.traceback}
 
 
+def _full_needs_dry_run(full: bool, dry_run: bool) -> None:
+    if full and not dry_run:
+        _fail("--full goes with --dry-run (it says how much of the diff to show)")
+
+
 def _write_patch(destination: Path, patch: bytes) -> str:
     if str(destination) == "-":
         sys.stdout.flush()
@@ -247,6 +261,7 @@ def _write_patch(destination: Path, patch: bytes) -> str:
 def apply(
     path: PathArg,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff, write nothing.")] = False,
+    full: FullOpt = False,
     patch: Annotated[
         Path | None,
         typer.Option(
@@ -269,6 +284,7 @@ def apply(
     """Instrument the checkout: put every selected point in place, repair what present points need."""
     from trace_instrument.engine.apply import apply as run_apply  # LibCST: only the commands that edit load it
 
+    _full_needs_dry_run(full, dry_run)
     catalog = _catalog(anchors)
     selection = _selection(catalog, facility, only, skip, extras)
     write = not dry_run and patch is None
@@ -291,14 +307,14 @@ def apply(
         _fail(result.error.message)
     if str(patch) == "-":
         raise typer.Exit(code)  # stdout holds the patch alone
-    _print_apply(result, dry_run, write, keep_going, patch_note)
+    _print_apply(result, dry_run, full, write, keep_going, patch_note)
     raise typer.Exit(code)
 
 
-def _print_apply(result: RunResult, dry_run: bool, write: bool, keep_going: bool, patch_note: str) -> None:
+def _print_apply(result: RunResult, dry_run: bool, full: bool, write: bool, keep_going: bool, patch_note: str) -> None:
     lines: list[RenderableType] = text.note_lines(result)
     if dry_run:
-        lines += text.diff(unified_patch(result))
+        lines += text.dry_run_lines(result, full=full)
     lines.append(text.files_table(result, "written" if result.written else "would change"))
     lines += text.points_lines(result.points, show_ok=True, planned_only=not result.written, debug=_tracebacks(result))
     lines += text.runtime_lines(result, planned_only=not result.written)
@@ -390,6 +406,7 @@ def verify(
 def remove(
     path: PathArg,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the diff, write nothing.")] = False,
+    full: FullOpt = False,
     force: Annotated[
         bool, typer.Option("--force", help="Also remove points edited by hand: each hand-edited block whole.")
     ] = False,
@@ -405,6 +422,7 @@ def remove(
     """Take the instrumentation out again, restoring the original code."""
     from trace_instrument.engine.remove import remove as run_remove
 
+    _full_needs_dry_run(full, dry_run)
     catalog = _catalog(anchors)
     selection = _selection(catalog, facility, only, skip, [])
     result = run_remove(path, catalog, selection, write=not dry_run, force=force, keep_going=keep_going)
@@ -418,7 +436,7 @@ def remove(
         _fail(result.error.message)
     lines: list[RenderableType] = []
     if dry_run:
-        lines += text.diff(unified_patch(result))
+        lines += text.dry_run_lines(result, full=full)
     lines.append(text.files_table(result, "written" if result.written else "would change"))
     shown = [p for p in result.points if p.status is not Status.MISSING]
     lines += text.points_lines(shown, show_ok=False, planned_only=not result.written, debug=_tracebacks(result))
@@ -592,7 +610,7 @@ def _demo_lines(applied: RunResult, checked: RunResult, excerpt: int) -> list[Re
     lines: list[RenderableType] = [Text("\nan excerpt of the change:", style="bold")]
     lines += text.diff("\n".join(rows[start : start + excerpt]))
     lines.append(
-        Text(f"... {len(rows)} diff lines in all (`trace-instrument apply --dry-run` shows them)\n", style="dim")
+        Text(f"... {len(rows)} diff lines in all (`trace-instrument apply --dry-run --full` shows them)\n", style="dim")
     )
     lines.append(text.files_table(applied, "instrumented"))
     lines += text.facility_lines(applied)

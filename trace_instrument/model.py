@@ -529,6 +529,54 @@ class RuntimeFile:
     detail: str = ""  # NOT_OURS, STALE_BYTECODE: what is there, why it is not the tool's, the way out
 
 
+class ChangeKind(str, enum.Enum):
+    """Whose file a run's write is: a catalog file of verl's (the business change), a file of the
+    runtime package, or the manifest."""
+
+    SOURCE = "source"
+    RUNTIME = "runtime"
+    MANIFEST = "manifest"
+
+
+class ChangeState(str, enum.Enum):
+    """What a run does to one file it changes."""
+
+    NEW = "new"
+    UPDATED = "updated"
+    REMOVED = "removed"
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One file a run changes or would change: its texts before and after (None: absent), and whose it is."""
+
+    path: str
+    before: str | None
+    after: str | None
+    kind: ChangeKind
+
+    @property
+    def state(self) -> ChangeState:
+        """Does the run make the file, change it or delete it?"""
+        if self.before is None:
+            return ChangeState.NEW
+        return ChangeState.REMOVED if self.after is None else ChangeState.UPDATED
+
+
+@dataclass(frozen=True)
+class ChangeSummary:
+    """One changed file in a line, for a file whose text is the tool's own (a runtime file, the manifest):
+    the lines and digest of the text it ends with (removed: of the text that goes) and, for the
+    manifest, the points that text records."""
+
+    path: str
+    kind: ChangeKind
+    state: ChangeState
+    lines: int
+    digest: str  # as the manifest records a runtime file: engine.runtime.digest of its UTF-8 text
+    points: int | None = None  # MANIFEST: the points its text records
+
+
 class RunErrorKind(str, enum.Enum):
     """Why a whole run stopped."""
 
@@ -564,7 +612,7 @@ class RunResult:
     runtime_files: tuple[RuntimeFile, ...] = ()
     written: bool = False
     error: RunError | None = None
-    other_changes: tuple[tuple[str, str | None, str | None], ...] = ()  # (path, before, after): runtime, manifest
+    other_changes: tuple[FileChange, ...] = ()  # the runtime package's files, the manifest
     verl_version: str = ""  # the checkout's verl release ("" when it does not say)
     validated_on: tuple[str, ...] = ()  # the releases the catalog was validated on
 

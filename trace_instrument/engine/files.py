@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trace_instrument.model import FileProblemKind, RunError, RunErrorKind, RunResult
+from trace_instrument.model import ChangeKind, FileChange, FileProblemKind, RunError, RunErrorKind, RunResult
 
 LOCK_NAME = ".trace-instrument.lock"
 TEMP_SUFFIX = ".ti-tmp"
@@ -92,6 +92,7 @@ class PendingWrite:
     path: str
     data: bytes | None  # None: delete the file
     expected: bytes | None = None  # the bytes the run read; the write is refused if the file changed since
+    kind: ChangeKind = ChangeKind.SOURCE  # whose file it is (the runtime package's and the manifest's say so)
 
 
 @contextlib.contextmanager
@@ -339,15 +340,15 @@ def _stage(target: Path, data: bytes) -> Path:
 # -- a run's writes ------------------------------------------------------------------------------
 
 
-def other_changes(root: Path, writes: list[PendingWrite]) -> tuple[tuple[str, str | None, str | None], ...]:
-    """(path, before, after) texts of writes that are not edits of target files."""
+def other_changes(root: Path, writes: list[PendingWrite]) -> tuple[FileChange, ...]:
+    """The texts before and after of writes that are not edits of target files, each with its kind."""
     changes = []
     for write in writes:
         target = root / write.path
         before = target.read_text(encoding="utf-8", errors="replace") if target.is_file() else None
         after = write.data.decode("utf-8", errors="replace") if write.data is not None else None
         if before != after:
-            changes.append((write.path, before, after))
+            changes.append(FileChange(write.path, before, after, write.kind))
     return tuple(changes)
 
 

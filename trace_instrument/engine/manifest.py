@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trace_instrument.engine.files import CheckoutError, PendingWrite
-from trace_instrument.model import BodyExtent, Extents, Point, RunError, RunErrorKind
+from trace_instrument.model import BodyExtent, ChangeKind, Extents, Point, RunError, RunErrorKind
 
 MANIFEST_NAME = ".trace-instrument.json"
 
@@ -289,7 +289,7 @@ class Manifest:
 
     def write(self, tool: str) -> PendingWrite:
         if not self.points:
-            return PendingWrite(MANIFEST_NAME, None)
+            return PendingWrite(MANIFEST_NAME, None, kind=ChangeKind.MANIFEST)
         body = {
             "tool": tool,
             "note": "written by trace-instrument apply; check and verify read it",
@@ -302,7 +302,8 @@ class Manifest:
             body["replaced"] = {
                 k: {str(i): r.as_json() for i, r in sorted(v.items())} for k, v in sorted(self.replaced.items())
             }
-        return PendingWrite(MANIFEST_NAME, (json.dumps(body, indent=1, ensure_ascii=False) + "\n").encode())
+        data = (json.dumps(body, indent=1, ensure_ascii=False) + "\n").encode()
+        return PendingWrite(MANIFEST_NAME, data, kind=ChangeKind.MANIFEST)
 
 
 def templates_of(point: Point) -> tuple[str, ...]:

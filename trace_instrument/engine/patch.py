@@ -5,28 +5,42 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 
-from trace_instrument.model import RunResult
+from trace_instrument.engine.manifest import parse
+from trace_instrument.engine.runtime import digest
+from trace_instrument.model import ChangeKind, ChangeState, ChangeSummary, FileChange, RunResult
+
+EVERY_KIND = frozenset(ChangeKind)
 
 
-def changes(result: RunResult) -> Iterator[tuple[str, str | None, str | None]]:
-    """(path, before, after) of every file the run changes or would change."""
+def changes(result: RunResult) -> Iterator[FileChange]:
+    """Every file the run changes or would change: the catalog's files first, then the runtime
+    package's and the manifest."""
     for file in result.files:
         if file.changed and not file.error:
-            yield file.path, file.original, file.updated
+            yield FileChange(file.path, file.original, file.updated, ChangeKind.SOURCE)
     yield from result.other_changes
 
 
-def unified_patch(result: RunResult, context: int = 3) -> str:
-    """The patch as text (to show it)."""
-    return "".join(file_patch(path, before, after, context) for path, before, after in changes(result))
+def unified_patch(result: RunResult, context: int = 3, kinds: frozenset[ChangeKind] = EVERY_KIND) -> str:
+    """The patch as text (to show it), of the changes of these kinds (all of them unless told)."""
+    return "".join(file_patch(c.path, c.before, c.after, context) for c in changes(result) if c.kind in kinds)
 
 
 def patch_bytes(result: RunResult, context: int = 3) -> bytes:
     """The patch as `git apply` needs it: each file's lines in that file's own encoding."""
     return b"".join(
-        file_patch(path, before, after, context).encode(_encoding(before if before is not None else after))
-        for path, before, after in changes(result)
+        file_patch(c.path, c.before, c.after, context).encode(_encoding(c.before if c.before is not None else c.after))
+        for c in changes(result)
     )
+
+
+def summary(change: FileChange) -> ChangeSummary:
+    """The change in one line: the lines and digest of the text the file ends with (of the text that
+    goes, for a removal) and, for the manifest, the points that text records."""
+    text = (change.before if change.state is ChangeState.REMOVED else change.after) or ""
+    # the manifest's text is one a run wrote (this one or an earlier): always one a run can read
+    points = len(parse(text.encode()).points) if change.kind is ChangeKind.MANIFEST else None
+    return ChangeSummary(change.path, change.kind, change.state, len(_lines(text)), digest(text.encode()), points)
 
 
 def _encoding(text: str | None) -> str:

@@ -23,6 +23,7 @@ from trace_instrument.engine.manifest import Manifest
 from trace_instrument.model import (
     TRACING_MODULE,
     Catalog,
+    ChangeKind,
     RunError,
     RunErrorKind,
     RuntimeFile,
@@ -162,12 +163,11 @@ def plan_install(root: Path, catalog: Catalog, found: list[RuntimeFile]) -> list
     for current in found:
         content = shipped.get(current.path)
         if content is not None and current.status is RuntimeStatus.MISSING:
-            plans.append(
-                RuntimePlan(RuntimeFile(current.path, RuntimeStatus.CREATED), PendingWrite(current.path, content))
-            )
+            write = PendingWrite(current.path, content, kind=ChangeKind.RUNTIME)
+            plans.append(RuntimePlan(RuntimeFile(current.path, RuntimeStatus.CREATED), write))
         elif content is not None and current.status is RuntimeStatus.OUTDATED:
             before = (root / current.path).read_bytes()
-            write = PendingWrite(current.path, content, before)
+            write = PendingWrite(current.path, content, before, ChangeKind.RUNTIME)
             plans.append(RuntimePlan(RuntimeFile(current.path, RuntimeStatus.UPDATED), write))
         else:
             plans.append(RuntimePlan(current))
@@ -186,7 +186,10 @@ def plan_remove(catalog: Catalog, found: list[RuntimeFile], users: tuple[str, ..
         # half a package is worse than none removed: keep it whole, and say why
         plans = [RuntimePlan(RuntimeFile(f.path, RuntimeStatus.KEPT_EDITED)) for f in ours]
     else:
-        plans = [RuntimePlan(RuntimeFile(f.path, RuntimeStatus.REMOVED), PendingWrite(f.path, None)) for f in ours]
+        plans = [
+            RuntimePlan(RuntimeFile(f.path, RuntimeStatus.REMOVED), PendingWrite(f.path, None, kind=ChangeKind.RUNTIME))
+            for f in ours
+        ]
     staying = bool(plans) and plans[0].file.status is not RuntimeStatus.REMOVED
     target = catalog.runtime.target_dir
     own_paths = {f"{target}/{name}" for name, _ in catalog.runtime.files}

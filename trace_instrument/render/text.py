@@ -13,9 +13,13 @@ from rich.console import RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from trace_instrument.engine.patch import changes, summary, unified_patch
 from trace_instrument.model import (
     FACILITIES,
     Catalog,
+    ChangeKind,
+    ChangeState,
+    ChangeSummary,
     PointResult,
     PortResult,
     PortStatus,
@@ -68,6 +72,35 @@ def diff(patch: str, indent: str = "") -> list[RenderableType]:
             style = "red"
         lines.append(Text(indent + line, style=style))
     return lines
+
+
+def dry_run_lines(result: RunResult, *, full: bool) -> list[RenderableType]:
+    """What a dry run would change: the edits of verl's files in full, then the tool's own files (the
+    runtime package's, the manifest) one line each; with `full` their whole diff as well."""
+    if full:
+        return diff(unified_patch(result))
+    lines = diff(unified_patch(result, kinds=frozenset({ChangeKind.SOURCE})))
+    own = [summary(c) for c in changes(result) if c.kind is not ChangeKind.SOURCE]
+    if own:
+        lines.append(Text("the tool's own files, one line each (--full shows their text):", style="bold"))
+        width = max(len(s.path) for s in own)
+        lines += [change_line(s, width) for s in own]
+    return lines
+
+
+def change_line(s: ChangeSummary, width: int = 0) -> Text:
+    """One file of the tool's own: what happens to it, its path (padded to `width`), its lines and
+    digest and, for the manifest, the points it records."""
+    line = Text("  ")
+    line.append(f"{s.state.value:<8} ", style=_CHANGE_STYLE[s.state])
+    line.append(f"{s.path:<{width}}", style="bold")
+    line.append(f"  {s.lines:>5} lines  sha256 {s.digest}")
+    if s.points is not None:
+        line.append(f"  {s.points} points recorded")
+    return line
+
+
+_CHANGE_STYLE = {ChangeState.NEW: "green", ChangeState.UPDATED: "green", ChangeState.REMOVED: "red"}
 
 
 def point_lines(p: PointResult, *, planned_only: bool = False, debug_trace: str = "") -> list[RenderableType]:
