@@ -34,6 +34,7 @@ from trace_instrument.model import EXTRAS, FACILITIES, Catalog, Confidence, RunR
 from trace_instrument.render import exits, text  # (ci and jsonout: where their formats are asked for)
 from trace_instrument.render.items import counts_line
 from trace_instrument.spec import SpecError, load_catalog
+from trace_instrument.spec.project import NAME_KEYS, ConfigError, ProjectConfig, find_config, unknown_name
 
 app = typer.Typer(
     add_completion=True,
@@ -195,37 +196,49 @@ def _catalog(anchors: list[Path] | None) -> Catalog:
         raise typer.Exit(exits.ERROR) from None
 
 
-def _did_you_mean(word: str, choices: Iterable[str]) -> str:
-    import difflib  # only to suggest a name for a word that is not one
+def _config(path: Path) -> ProjectConfig | None:
+    """The checkout's project configuration (pyproject.toml or .trace-instrument.toml), or None."""
+    try:
+        return find_config(path)
+    except ConfigError as exc:
+        _fail(str(exc))
 
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+
+def _anchors(flag: list[Path] | None, config: ProjectConfig | None) -> list[Path]:
+    """--anchors replaces the configured folders; without it, the configuration's are read."""
+    if flag is not None or config is None:
+        return flag or []
+    return list(config.anchors or ())
 
 
 def _selection(
     catalog: Catalog,
+    config: ProjectConfig | None,
     facility: list[str] | None,
     only: list[str] | None,
     skip: list[str] | None,
     extras: list[str] | None,
 ) -> Selection:
-    for name in facility or []:
-        if name not in FACILITIES:
-            _fail(f"unknown facility {name!r}{_did_you_mean(name, FACILITIES)} (choose from {', '.join(FACILITIES)})")
-    for name in extras or []:
-        if name not in EXTRAS:
-            _fail(f"unknown extra {name!r}{_did_you_mean(name, EXTRAS)} (choose from {', '.join(EXTRAS)})")
+    """The flags, each key the command line does not give taken from the configuration; every name checked."""
+    flags = {"facility": facility, "extras": extras, "only": only, "skip": skip}
     known_ids = [p.id for p in catalog.points]
-    for point_id in [*(only or []), *(skip or [])]:
-        if point_id not in known_ids:
-            hint = _did_you_mean(point_id, known_ids)
-            _fail(f"unknown point id {point_id!r}{hint} (`trace-instrument points` lists them)")
+    chosen: dict[str, list[str]] = {}
+    for key in NAME_KEYS:
+        source = config if flags[key] is None and config is not None and config.names(key) is not None else None
+        chosen[key] = list(source.names(key) or ()) if source is not None else list(flags[key] or [])
+        problem = unknown_name(key, chosen[key], known_ids)
+        if problem:
+            _fail(problem if source is None else f"{source.where(key)}: {problem}")
     return Selection(
-        facilities=frozenset(facility) if facility else frozenset(FACILITIES),
-        only=frozenset(only or []),
-        skip=frozenset(skip or []),
-        extras=frozenset(extras or []),
+        facilities=frozenset(chosen["facility"]) if chosen["facility"] else frozenset(FACILITIES),
+        only=frozenset(chosen["only"]),
+        skip=frozenset(chosen["skip"]),
+        extras=frozenset(chosen["extras"]),
     )
+
+
+def _label(config: ProjectConfig | None) -> str | None:
+    return config.label if config is not None else None
 
 
 def _tracebacks(result: RunResult) -> dict[str, str]:
@@ -285,8 +298,9 @@ def apply(
     from trace_instrument.engine.apply import apply as run_apply  # LibCST: only the commands that edit load it
 
     _full_needs_dry_run(full, dry_run)
-    catalog = _catalog(anchors)
-    selection = _selection(catalog, facility, only, skip, extras)
+    config = _config(path)
+    catalog = _catalog(_anchors(anchors, config))
+    selection = _selection(catalog, config, facility, only, skip, extras)
     write = not dry_run and patch is None
     result = run_apply(path, catalog, selection, write=write, keep_going=keep_going, update=update)
     code = exits.apply_exit(result)
@@ -301,18 +315,20 @@ def apply(
         if str(patch) != "-":
             from trace_instrument.render import jsonout
 
-            _print_raw(jsonout.dumps(jsonout.run("apply", result, dry_run=not write)))
+            _print_raw(jsonout.dumps(jsonout.run("apply", result, dry_run=not write, config=_label(config))))
         raise typer.Exit(code)
     if result.error is not None:
         _fail(result.error.message)
     if str(patch) == "-":
         raise typer.Exit(code)  # stdout holds the patch alone
-    _print_apply(result, dry_run, full, write, keep_going, patch_note)
+    _print_apply(result, dry_run, full, write, keep_going, patch_note, _label(config))
     raise typer.Exit(code)
 
 
-def _print_apply(result: RunResult, dry_run: bool, full: bool, write: bool, keep_going: bool, patch_note: str) -> None:
-    lines: list[RenderableType] = text.note_lines(result)
+def _print_apply(
+    result: RunResult, dry_run: bool, full: bool, write: bool, keep_going: bool, patch_note: str, config: str | None
+) -> None:
+    lines: list[RenderableType] = [*text.config_lines(config), *text.note_lines(result)]
     if dry_run:
         lines += text.dry_run_lines(result, full=full)
     lines.append(text.files_table(result, "written" if result.written else "would change"))
@@ -342,14 +358,15 @@ def check(
     ] = CheckFormat.text,
 ) -> None:
     """The CI gate: is every point in place, where it belongs, and able to run? Writes nothing."""
-    catalog = _catalog(anchors)
-    selection = _selection(catalog, facility, only, skip, extras)
+    config = _config(path)
+    catalog = _catalog(_anchors(anchors, config))
+    selection = _selection(catalog, config, facility, only, skip, extras)
     result = run_check(path, catalog, selection)
     code = exits.check_exit(result)
     if fmt is CheckFormat.json:
         from trace_instrument.render import jsonout
 
-        _print_raw(jsonout.dumps(jsonout.check(result)))
+        _print_raw(jsonout.dumps(jsonout.check(result, config=_label(config))))
     elif fmt is CheckFormat.github:
         from trace_instrument.render import ci
 
@@ -362,7 +379,8 @@ def check(
         if result.error is not None:
             _fail(result.error.message)
         verdict = {exits.OK: "clean", exits.FAILED: "drift"}.get(code, "error")
-        _print(text.check_lines(result, quiet=quiet, verdict=verdict))
+        shown = [] if quiet else text.config_lines(_label(config))  # --quiet: problems and the summary only
+        _print([*shown, *text.check_lines(result, quiet=quiet, verdict=verdict)])
     raise typer.Exit(code)
 
 
@@ -387,18 +405,19 @@ def verify(
     """Prove the result: counts, imports, names, compilation, zero intrusion, and a runtime self-check."""
     from trace_instrument.engine.verify import verify as run_verify
 
-    catalog = _catalog(anchors)
-    selection = _selection(catalog, facility, only, skip, extras)
+    config = _config(path)
+    catalog = _catalog(_anchors(anchors, config))
+    selection = _selection(catalog, config, facility, only, skip, extras)
     result = run_verify(path, catalog, selection, baseline=baseline)
     code = exits.verify_exit(result)
     if fmt is Format.json:
         from trace_instrument.render import jsonout
 
-        _print_raw(jsonout.dumps(jsonout.verify(result)))
+        _print_raw(jsonout.dumps(jsonout.verify(result, config=_label(config))))
         raise typer.Exit(code)
     if result.error is not None:
         _fail(result.error.message)
-    _print(text.verify_lines(result))
+    _print([*text.config_lines(_label(config)), *text.verify_lines(result)])
     raise typer.Exit(code)
 
 
@@ -423,18 +442,19 @@ def remove(
     from trace_instrument.engine.remove import remove as run_remove
 
     _full_needs_dry_run(full, dry_run)
-    catalog = _catalog(anchors)
-    selection = _selection(catalog, facility, only, skip, [])
+    config = _config(path)
+    catalog = _catalog(_anchors(anchors, config))
+    selection = _selection(catalog, config, facility, only, skip, [])  # removal covers every extra itself
     result = run_remove(path, catalog, selection, write=not dry_run, force=force, keep_going=keep_going)
     code = exits.remove_exit(result)
     if fmt is Format.json:
         from trace_instrument.render import jsonout
 
-        _print_raw(jsonout.dumps(jsonout.run("remove", result, dry_run=dry_run)))
+        _print_raw(jsonout.dumps(jsonout.run("remove", result, dry_run=dry_run, config=_label(config))))
         raise typer.Exit(code)
     if result.error is not None:
         _fail(result.error.message)
-    lines: list[RenderableType] = []
+    lines: list[RenderableType] = text.config_lines(_label(config))
     if dry_run:
         lines += text.dry_run_lines(result, full=full)
     lines.append(text.files_table(result, "written" if result.written else "would change"))
@@ -476,10 +496,13 @@ def port(
     from trace_instrument.engine.port import DEFAULT_OUT
     from trace_instrument.engine.port import port as run_port  # LibCST: apply proves each place
 
-    catalog = _catalog(anchors)
-    selection = _selection(catalog, facility, only, skip, extras)
+    config = _config(path)
+    catalog = _catalog(_anchors(anchors, config))
+    selection = _selection(catalog, config, facility, only, skip, extras)
     folder = (out if out is not None else path / DEFAULT_OUT).resolve()
-    kept = [a for a in anchors or [] if a.resolve() != folder]  # its own earlier output is rewritten, not read twice
+    kept = [
+        a for a in _anchors(anchors, config) if a.resolve() != folder
+    ]  # its own earlier output is rewritten, not read twice
 
     def reload(overrides: Path) -> Catalog:
         return load_catalog(anchors_dirs=[*kept, overrides])
@@ -489,11 +512,11 @@ def port(
     if fmt is Format.json:
         from trace_instrument.render import jsonout
 
-        _print_raw(jsonout.dumps(jsonout.port(result, dry_run=dry_run)))
+        _print_raw(jsonout.dumps(jsonout.port(result, dry_run=dry_run, config=_label(config))))
         raise typer.Exit(code)
     if result.error is not None:
         _fail(result.error.message)
-    _print(text.port_lines(result, written=not dry_run))
+    _print([*text.config_lines(_label(config)), *text.port_lines(result, written=not dry_run)])
     raise typer.Exit(code)
 
 
@@ -508,20 +531,23 @@ def report(
     from trace_instrument.engine.report import report as run_report
     from trace_instrument.render import markdown
 
-    catalog = _catalog(anchors)
+    config = _config(path)
+    catalog = _catalog(_anchors(anchors, config))
     rep = run_report(path, catalog)
     code = exits.report_exit(rep)
     if fmt is ReportFormat.json:
         from trace_instrument.render import jsonout
 
-        _print_raw(jsonout.dumps(jsonout.report(rep, REPORT_OUTPUTS)))
+        _print_raw(jsonout.dumps(jsonout.report(rep, REPORT_OUTPUTS, config=_label(config))))
     elif fmt is ReportFormat.markdown or rep.error is not None or not sys.stdout.isatty():
-        _print_raw(markdown.report(rep))  # never wrapped or cut: it is text for a pipe, a file or a PR
+        _print_raw(
+            markdown.report(rep, config=_label(config))
+        )  # never wrapped or cut: it is text for a pipe, a file or a PR
     else:
         from rich.markdown import Markdown
 
         # wrapped at the terminal's width, never cropped
-        _out().print(Markdown(markdown.report(rep)), soft_wrap=False)
+        _out().print(Markdown(markdown.report(rep, config=_label(config))), soft_wrap=False)
     raise typer.Exit(code)
 
 

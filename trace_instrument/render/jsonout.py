@@ -101,12 +101,13 @@ def _runtime(file: RuntimeFile) -> dict[str, Any]:
     return {"path": file.path, "status": file.status.value, "users": list(file.users), "detail": file.detail}
 
 
-def run(command: str, result: RunResult, *, dry_run: bool) -> dict[str, Any]:
-    """apply and remove."""
+def run(command: str, result: RunResult, *, dry_run: bool, config: str | None = None) -> dict[str, Any]:
+    """apply and remove; `config` names the project configuration read (None: none)."""
     code = exits.apply_exit(result) if command == "apply" else exits.remove_exit(result)
     return {
         "command": command,
         "root": result.root,
+        "config": config,
         "dry_run": dry_run,
         "written": result.written,
         "error": _error(result.error),
@@ -120,12 +121,13 @@ def run(command: str, result: RunResult, *, dry_run: bool) -> dict[str, Any]:
     }
 
 
-def check(result: RunResult) -> dict[str, Any]:
+def check(result: RunResult, *, config: str | None = None) -> dict[str, Any]:
     """check: every point and runtime file, file errors, the summary and the exit code."""
     items = check_items(result)
     return {
         "command": "check",
         "root": result.root,
+        "config": config,
         "error": _error(result.error),
         "verl_version": result.verl_version,
         "validated": result.validated,
@@ -141,11 +143,12 @@ def _summary(items: list[PointResult] | tuple[PointResult, ...], has_error: bool
     return {"total": summary.total, "clean": summary.clean, "by_status": summary.by_status}
 
 
-def verify(result: VerifyResult) -> dict[str, Any]:
+def verify(result: VerifyResult, *, config: str | None = None) -> dict[str, Any]:
     """verify: every finding, the call counts per file and the exit code."""
     return {
         "command": "verify",
         "root": result.root,
+        "config": config,
         "ok": result.ok,
         "error": _error(result.error),
         "findings": [
@@ -157,11 +160,12 @@ def verify(result: VerifyResult) -> dict[str, Any]:
     }
 
 
-def report(rep: Report, outputs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+def report(rep: Report, outputs: tuple[tuple[str, str], ...], *, config: str | None = None) -> dict[str, Any]:
     """report: the report's sections, verify's output within it, and where the traces go (`outputs`)."""
     return {
         "command": "report",
         "root": rep.root,
+        "config": config,
         "error": _error(rep.error),
         "ok": rep.ok,
         "verl_version": rep.verl_version,
@@ -174,7 +178,7 @@ def report(rep: Report, outputs: tuple[tuple[str, str], ...]) -> dict[str, Any]:
         "calls": [{"call": c.call, "found": c.found, "expected": c.expected} for c in rep.calls],
         "stages": [{"stage": s.stage, "covered": s.covered} for s in rep.stages],
         "not_in_place": [point(p) for p in rep.not_in_place],
-        "verify": verify(rep.verify),
+        "verify": verify(rep.verify, config=config),
         "outputs": [{"what": w, "where": p} for w, p in outputs],
         "exit_code": exits.report_exit(rep),
     }
@@ -204,11 +208,12 @@ def points(catalog: Catalog) -> dict[str, Any]:
     }
 
 
-def port(result: PortResult, *, dry_run: bool) -> dict[str, Any]:
+def port(result: PortResult, *, dry_run: bool, config: str | None = None) -> dict[str, Any]:
     """port: a suggestion per point that was not in place, the override files and the exit code."""
     return {
         "command": "port",
         "root": result.root,
+        "config": config,
         "dry_run": dry_run,
         "error": _error(result.error),
         "out": result.out,

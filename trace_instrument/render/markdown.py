@@ -8,9 +8,10 @@ from trace_instrument.engine.report import OUTPUTS, Report
 from trace_instrument.render.items import version_note
 
 
-def report(rep: Report) -> str:
+def report(rep: Report, *, config: str | None = None) -> str:
     """The report as Markdown: the checkout, runtime, points per facility, call sites, stages, what is
-    not in place, verify, and how to switch tracing on (only the error when there is one)."""
+    not in place, verify, and how to switch tracing on (only the error when there is one); `config`
+    names the project configuration read."""
     lines = ["## verl trace instrumentation report", ""]
     if rep.error is not None:
         return "\n".join([*lines, f"error: {rep.error.message}"]) + "\n"
@@ -20,6 +21,8 @@ def report(rep: Report) -> str:
     runtime = ", ".join(f"`{f.path}` ({f.status.value})" for f in rep.runtime_files) or "not installed"
     release = rep.verl_version or "unknown"
     lines.append(f"- checkout: `{rep.root}` (verl {release}; catalog validated on {', '.join(rep.validated_on)})")
+    if config:
+        lines.append(f"- config: {config}")
     lines.append(f"- runtime package: {runtime}")
     lines += [f"- {f.facility}: {f.in_place}/{f.applicable} points in place" for f in rep.facilities]
     lines += [f"- `{c.call}(` call sites: {c.found}/{c.expected}" for c in rep.calls]

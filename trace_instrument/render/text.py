@@ -183,6 +183,11 @@ def runtime_lines(result: RunResult, planned_only: bool = False) -> list[Rendera
     return lines
 
 
+def config_lines(config: str | None) -> list[RenderableType]:
+    """The project configuration the command read (none without one)."""
+    return [Text(f"config: {config}", style="dim")] if config else []
+
+
 def note_lines(result: RunResult) -> list[RenderableType]:
     """The note for a verl release the catalog was not validated on (none otherwise)."""
     note = version_note(result.verl_version, result.validated_on)
