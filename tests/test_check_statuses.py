@@ -191,3 +191,37 @@ def test_remove_names_tracing_code_the_fork_moved_into_a_helper_of_its_own(check
     after = (checkout_090 / SYNC).read_text(encoding="utf-8")
     compile(after, SYNC, "exec")
     assert "from verl.utils.tracing import trace_flow" in after and SYNC_CALL in after
+
+
+def test_text_lists_each_failing_edit_under_its_point(tmp_path):
+    """check's text names both failing edits of a two-edit point (fixture apply/two-edits-both-fail),
+    each with its status, line and nearest places, under the point's own line."""
+    import shutil
+
+    from rich.console import Console
+
+    from trace_instrument.render.text import check_lines
+    from trace_instrument.spec import load_catalog
+
+    case = Path(__file__).parent / "fixtures" / "apply" / "two-edits-both-fail"
+    (tmp_path / "spec").mkdir()
+    shutil.copy(case / "spec.yaml", tmp_path / "spec" / "spec.yaml")
+    root = tmp_path / "checkout"
+    (root / "verl").mkdir(parents=True)
+    shutil.copy(case / "before.py", root / "verl" / "target.py")
+    result = check(root, load_catalog([tmp_path / "spec"], shipped=False))
+    console = Console(width=300, no_color=True, record=True)
+    for line in check_lines(result, quiet=True, verdict="not clean"):
+        console.print(line)
+    text = [line.strip() for line in console.export_text().splitlines()]
+    head = next(i for i, line in enumerate(text) if line.startswith("anchor-lost") and "t.grow" in line)
+    assert text[head].endswith("verl/target.py:1")
+    assert text[head + 1] == "edit 1 of 2: anchor-lost (line 1): anchor not found in Loop: messages.append(added)"
+    assert text[head + 2].startswith("nearest: line 3: messages.extend(added)")
+    assert text[head + 3].startswith("nearest: line 7: messages.extend(added)")
+    assert text[head + 4] == (
+        "edit 2 of 2: ambiguous (line 3): anchor matches 2 places in Loop "
+        "(lines 3 in Loop.generate, 7 in Loop.call_tools); refusing to guess"
+    )
+    assert text[head + 5].startswith("nearest: line 3: messages.extend(added)  (in Loop.generate)")
+    assert text[head + 6].startswith("nearest: line 7: messages.extend(added)  (in Loop.call_tools)")

@@ -7,7 +7,8 @@ apply/<case>/
                    after -> before (remove) and before -> before under --dry-run.
     expected.yaml  the points apply does not place: per point its status, reason, a fragment of
                    its message (`message`, or all of it: `message_is`) and, where they matter,
-                   the lines, name issues and candidates.
+                   the lines, name issues and candidates; `edits`: each failing edit of it
+                   (index, status, reason, a fragment of its message, line, candidates).
                    `check` on before.py reports the same (a point's `check:` mapping says where
                    it differs). Without an after.py, nothing at all is written.
 remove/<case>/     apply then remove, as a user runs them (the manifest apply writes is kept between).
@@ -64,10 +65,12 @@ POINT_KEYS = {
     "context",
     "candidates",
     "diff",
+    "edits",
 }
 POINT_KEYS |= OVERRIDE_KEYS
 NAME_KEYS = {"name", "problem", "binding", "binding_line", "relation", "line", "expected"}
 CONTEXT_KEYS = {"subject", "problem", "statement_line", "reader", "line"}
+EDIT_KEYS = {"index", "status", "reason", "message", "line", "candidates"}
 
 
 def _cases(operation: str, *having: str) -> list[Any]:
@@ -158,6 +161,8 @@ def _expected(case: Path) -> Expected:
             assert set(issue) <= NAME_KEYS, f"{case.name}/expected.yaml: {point_id}: unknown name keys"
         for issue in fields.get("context", []):
             assert set(issue) <= CONTEXT_KEYS, f"{case.name}/expected.yaml: {point_id}: unknown context keys"
+        for edit in fields.get("edits", []):
+            assert set(edit) <= EDIT_KEYS, f"{case.name}/expected.yaml: {point_id}: unknown edit keys"
     code = data.get("exit", exits.FAILED)
     exit_codes = code if isinstance(code, dict) else {"apply": code, "check": code}
     return Expected(points, {"apply": exits.FAILED, "check": exits.FAILED, **exit_codes})
@@ -193,6 +198,27 @@ def _assert_point(found: PointResult, wanted: dict[str, Any], operation: str) ->
         assert context == expected_context, f"{where}: context"
     if "candidates" in wanted:
         assert [{"line": c.line, "code": c.code} for c in found.candidates] == wanted["candidates"], where
+    _assert_edits(found, wanted.get("edits", []), where)
+
+
+def _assert_edits(found: PointResult, wanted: list[dict[str, Any]], where: str) -> None:
+    """Each failing edit the point names is the one expected, in edit order (none when none is).
+
+    A point of one edit may leave `edits` out: its one failing edit is the point's own failure."""
+    if not wanted and all(e.of == 1 for e in found.edits):
+        own = [(e.status, e.reason, e.line, e.message) for e in found.edits]
+        assert own in ([], [(found.status, found.reason, found.line, found.message)]), f"{where}: edits"
+        return
+    assert [e.index for e in found.edits] == [e["index"] for e in wanted], f"{where}: failing edits"
+    for edit, expected in zip(found.edits, wanted):
+        at = f"{where}: edit {edit.index}"
+        reason = edit.reason.value
+        assert (edit.status.value, reason) == (expected["status"], expected["reason"]), f"{at}: {edit.message}"
+        assert expected["message"] in edit.message, f"{at}: {edit.message!r} lacks {expected['message']!r}"
+        if "line" in expected:
+            assert edit.line == expected["line"], f"{at}: line"
+        if "candidates" in expected:
+            assert [{"line": c.line, "code": c.code} for c in edit.candidates] == expected["candidates"], at
 
 
 def _name_expectation(issue: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
@@ -221,6 +247,7 @@ def _assert_points(result: RunResult, expected: Expected, operation: str, unname
         wanted = expected.of(point_id, operation)
         if wanted is None:
             assert point.status in unnamed, f"{operation}: {point_id} is {point.status.value}: {point.message}"
+            assert not point.edits, f"{operation}: {point_id} names failing edits: {point.edits}"
         else:
             _assert_point(point, wanted, operation)
 

@@ -8,6 +8,7 @@ moved and drifted points, an internal error with its traceback, and errors.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -17,8 +18,9 @@ from typer.testing import CliRunner
 from trace_instrument.cli import app
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
-from trace_instrument.model import FileProblemKind
+from trace_instrument.model import Catalog, FileProblemKind
 from trace_instrument.render import jsonout
+from trace_instrument.spec import load_catalog
 
 RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
 
@@ -98,3 +100,34 @@ def test_an_internal_error_keeps_its_traceback(checkout_090, catalog, monkeypatc
     assert "Traceback (most recent call last)" in debug.output
     assert "Traceback (most recent call last)" not in plain.output
     assert check(checkout_090, catalog).error is None, "check does not edit: unaffected"
+
+
+def _two_failing_edits(tmp_path: Path) -> tuple[Path, Catalog]:
+    """A synthetic checkout holding the fixture apply/two-edits-both-fail, and its point alone."""
+    case = Path(__file__).parent / "fixtures" / "apply" / "two-edits-both-fail"
+    spec = tmp_path / "spec"
+    spec.mkdir()
+    shutil.copy(case / "spec.yaml", spec / "spec.yaml")
+    root = tmp_path / "checkout"
+    (root / "verl").mkdir(parents=True)
+    shutil.copy(case / "before.py", root / "verl" / "target.py")
+    return root, load_catalog([spec], shipped=False)
+
+
+def test_each_failing_edit_is_in_the_json(tmp_path):
+    """A point whose two edits fail for two reasons lists both, each with its own status, line and
+    candidates, in check's and apply's JSON; the point's own status is the first edit's."""
+    root, points = _two_failing_edits(tmp_path)
+    check_body = jsonout.check(check(root, points))
+    apply_body = jsonout.run("apply", apply(root, points, write=False), dry_run=True)
+    _valid("check", check_body)
+    _valid("run", apply_body)
+    for body in (check_body, apply_body):
+        (grow,) = [p for p in body["points"] if p["id"] == "t.grow"]
+        assert grow["status"] == "anchor-lost"
+        edits = [(e["index"], e["of"], e["status"], e["reason"], e["line"]) for e in grow["edits"]]
+        # edit 1's anchor is reported at its scope's line (the class, line 1); edit 2 matches at lines 3 and 7
+        assert edits == [(1, 2, "anchor-lost", "anchor-not-found", 1), (2, 2, "ambiguous", "several-matches", 3)]
+        assert [c["line"] for c in grow["edits"][1]["candidates"]] == [3, 7]
+        assert "Loop.generate" in grow["edits"][1]["message"] and "Loop.call_tools" in grow["edits"][1]["message"]
+        assert all(e["template"].endswith("spec.yaml:" + str(line)) for e, line in zip(grow["edits"], (11, 16)))

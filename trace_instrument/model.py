@@ -438,6 +438,21 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class EditOutcome:
+    """One edit of a point whose anchor places it nowhere, or where apply refuses to insert: which
+    edit, and why (each such edit of a point is named, not only the first)."""
+
+    index: int  # 1-based, in the order the point lists its edits
+    of: int  # how many edits the point has
+    template: str  # the template's name: its file, or the spec file and line of its code
+    status: Status  # ANCHOR_LOST, AMBIGUOUS or REFUSED
+    reason: Reason
+    message: str
+    line: int = 0
+    candidates: tuple[Candidate, ...] = ()
+
+
+@dataclass(frozen=True)
 class PointResult:
     """What one operation found or did for one point."""
 
@@ -453,6 +468,9 @@ class PointResult:
     expected_line: int = 0  # MOVED: where the anchor puts the code; missing edits: where it would go
     names: tuple[NameIssue, ...] = ()  # BROKEN / REFUSED by names
     context: tuple[ContextIssue, ...] = ()  # CONTEXT_CHANGED: what may not run where it must
+    # ANCHOR_LOST / AMBIGUOUS / REFUSED by its anchors: every failing edit, in edit order; the point's
+    # status, reason, line and candidates are those of the first of them
+    edits: tuple[EditOutcome, ...] = ()
 
 
 class FileProblemKind(str, enum.Enum):

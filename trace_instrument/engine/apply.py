@@ -520,16 +520,13 @@ def _result(plan: _Plan) -> PointResult:
     line = base.line
     if plan.inserts and plan.assessment.placements:
         line = min(p.line for p in plan.assessment.placements)
-    return point_result(
-        plan.point,
-        plan.status,
+    # what the assessment found stays (names, candidates, the failing edits ...); the run decides the rest
+    return replace(
+        base,
+        status=plan.status,
         line=line,
         message=plan.message,
         reason=plan.reason,
-        names=base.names,
-        candidates=base.candidates,
-        diff=base.diff,
-        expected_line=base.expected_line,
         context=plan.context or base.context,
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import difflib
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from trace_instrument.engine.analysis import FileWork
@@ -24,8 +24,25 @@ from trace_instrument.locate.context import ContextChecks
 from trace_instrument.locate.handedits import EditedBlock
 from trace_instrument.locate.recognize import Departure
 from trace_instrument.locate.runnable import Planned
-from trace_instrument.model import ContextIssue, Edit, EditKind, NameIssue, Point, PointResult, Reason, Status
+from trace_instrument.model import (
+    ContextIssue,
+    Edit,
+    EditKind,
+    EditOutcome,
+    NameIssue,
+    Point,
+    PointResult,
+    Reason,
+    Status,
+)
 from trace_instrument.spec.code import CodeError, parse_template, source_lines
+
+
+@dataclass(frozen=True, eq=False)
+class Unplaced:
+    """The absent edits of a point that go nowhere, each with why (in edit order, never empty)."""
+
+    failures: tuple[tuple[Edit, AnchorFailure], ...]
 
 
 @dataclass(eq=False)
@@ -47,7 +64,7 @@ class FileAssessor:
         self.work = work
         self.manifest = manifest
         self.runtime = runtime
-        self._placements: dict[str, list[Placement] | AnchorFailure] = {}
+        self._placements: dict[str, list[Placement] | Unplaced] = {}
         self._planned: Planned | None = None
         self._planned_placements: list[Placement] | None = None
         self._checks: ContextChecks | None = None
@@ -113,10 +130,15 @@ class FileAssessor:
                 point, Status.DRIFTED, line=unbounded.line, message=message, reason=Reason.EDITED_BY_HAND
             )
             return Assessment(point, result)
-        for block in state.blocks:
-            moved = self.work.locator.finder.misplaced(point, block)
+        return Assessment(point, self._where_blocks_are(point, state))
+
+    def _where_blocks_are(self, point: Point, state: PointState) -> PointResult:
+        """Present, or (the first block with a problem decides) moved, or unanchored: then every
+        block whose anchor is lost is named, not only the first."""
+        placed = [(block, self.work.locator.finder.misplaced(point, block)) for block in state.blocks]
+        for _block, moved in placed:
             if isinstance(moved, AnchorFailure):
-                return Assessment(point, _unanchored(point, block.line, moved))
+                return _unanchored(point, [(b, m) for b, m in placed if isinstance(m, AnchorFailure)])
             if moved is not None:
                 found, expected = moved
                 where = f"line {expected}" if expected != found else f"line {expected} of another block"
@@ -124,9 +146,8 @@ class FileAssessor:
                     f"its code is at line {found}, but its anchor puts it at {where}; "
                     "move it back (or `remove --only` then `apply --only` this point)"
                 )
-                result = point_result(point, Status.MOVED, line=found, message=message, expected_line=expected)
-                return Assessment(point, result)
-        return Assessment(point, point_result(point, Status.PRESENT, line=state.line))
+                return point_result(point, Status.MOVED, line=found, message=message, expected_line=expected)
+        return point_result(point, Status.PRESENT, line=state.line)
 
     def _broken(self, point: Point, state: PointState, issues: list[NameIssue]) -> Assessment:
         repairable = all(i.problem is Reason.MISSING_IMPORT for i in issues)
@@ -143,16 +164,9 @@ class FileAssessor:
     def _absent(self, point: Point, state: PointState) -> Assessment:
         """A point not there at all, or (partial) some of whose edits are gone and the rest exact."""
         placed = self.placements(point)
-        if isinstance(placed, AnchorFailure):
-            result = point_result(
-                point,
-                placed.status,
-                line=placed.line,
-                message=placed.message,
-                candidates=placed.candidates,
-                reason=placed.reason,
-            )
-            return Assessment(point, result)
+        if isinstance(placed, Unplaced):
+            outcomes = tuple(edit_outcome(point, edit, failure) for edit, failure in placed.failures)
+            return Assessment(point, failed_edits(point, outcomes))
         blocked = self._required_not_placeable(point)
         if blocked is not None:
             # before the names: the names a required point would bind are unbound without it
@@ -195,19 +209,20 @@ class FileAssessor:
                 return required, assessment.status
         return None
 
-    def placements(self, point: Point) -> list[Placement] | AnchorFailure:
-        """Where each absent edit of a point goes (remembered), or why it cannot go anywhere."""
+    def placements(self, point: Point) -> list[Placement] | Unplaced:
+        """Where each absent edit of a point goes (remembered), or why those that go nowhere do not
+        (every one of them: a lost first anchor does not hide the second's problem)."""
         if point.id not in self._placements:
             found: list[Placement] = []
+            failures: list[tuple[Edit, AnchorFailure]] = []
             absent = self.work.state(point).absent
             for edit in (e for e in point.edits if _among(e, absent)):
                 placed = self.work.locator.place(point, edit)
                 if isinstance(placed, AnchorFailure):
-                    self._placements[point.id] = placed
-                    break
-                found.append(placed)
-            else:
-                self._placements[point.id] = found
+                    failures.append((edit, placed))
+                else:
+                    found.append(placed)
+            self._placements[point.id] = Unplaced(tuple(failures)) if failures else found
         return self._placements[point.id]
 
     def placement_issues(self, point: Point, placed: Iterable[Placement]) -> list[NameIssue]:
@@ -237,7 +252,7 @@ class FileAssessor:
                 if state.marker_nodes or not state.absent:
                     continue  # in place, or edited by hand: nothing of it is placed
                 placed = self.placements(point)
-                if not isinstance(placed, AnchorFailure):
+                if not isinstance(placed, Unplaced):
                     found.extend(placed)
             self._planned_placements = found
         return self._planned_placements
@@ -354,15 +369,53 @@ def context_sentences(issues: list[ContextIssue]) -> list[str]:
     return [str(replace(group[0], subject=", ".join(i.subject for i in group))) for group in groups.values()]
 
 
-def _unanchored(point: Point, line: int, failure: AnchorFailure) -> PointResult:
-    """A block in place whose anchor is lost (or matches several places, none beside it): nothing
-    shows its code is where it belongs, nor that what it reads is there."""
-    message = (
-        f"its code is at line {line}, but {failure.message}: nothing shows it belongs there; "
-        "re-anchor it with an override (docs/anchors.md#overrides), or `remove --only` it"
+def _unanchored(point: Point, lost: Sequence[tuple[Block, AnchorFailure]]) -> PointResult:
+    """Blocks in place whose anchor is lost (or matches several places, none beside them): nothing
+    shows their code is where it belongs, nor that what it reads is there. Each such edit is named."""
+    override = "with an override (docs/anchors.md#overrides)"
+    outcomes, found = [], []
+    for block, failure in sorted(lost, key=lambda pair: point.edits.index(pair[0].edit)):
+        found.append(f"its code is at line {block.line}, but {failure.message}")
+        message = f"{found[-1]}: nothing shows it belongs there; re-anchor it {override}, or `remove --only` it"
+        outcomes.append(edit_outcome(point, block.edit, replace(failure, line=block.line), message))
+    if len(outcomes) == 1:
+        return failed_edits(point, tuple(outcomes))
+    each = "; ".join(f"edit {o.index} of {o.of}: {text}" for o, text in zip(outcomes, found))
+    summary = f"{each}: nothing shows they belong there; re-anchor them {override}, or `remove --only` the point"
+    return failed_edits(point, tuple(outcomes), summary)
+
+
+def edit_outcome(point: Point, edit: Edit, failure: AnchorFailure, message: str = "") -> EditOutcome:
+    """One failing edit of the point, as results carry it (`message`: the failure's, unless given)."""
+    return EditOutcome(
+        index=point.edits.index(edit) + 1,
+        of=len(point.edits),
+        template=edit.template.name,
+        status=failure.status,
+        reason=failure.reason,
+        message=message or failure.message,
+        line=failure.line,
+        candidates=failure.candidates,
     )
+
+
+def failed_edits(point: Point, outcomes: tuple[EditOutcome, ...], message: str = "") -> PointResult:
+    """A point some of whose edits fail: its status, reason, line and candidates are the first
+    failing edit's (in edit order); its message (unless given) is that edit's, or names each
+    failing edit when there are several."""
+    first = outcomes[0]
+    if not message:
+        message = first.message
+        if len(outcomes) > 1:
+            message = "; ".join(f"edit {o.index} of {o.of}: {o.message}" for o in outcomes)
     return point_result(
-        point, failure.status, line=line, message=message, candidates=failure.candidates, reason=failure.reason
+        point,
+        first.status,
+        line=first.line,
+        message=message,
+        candidates=first.candidates,
+        reason=first.reason,
+        edits=outcomes,
     )
 
 

@@ -7,8 +7,10 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from trace_instrument.model import (
+    Candidate,
     Catalog,
     ContextIssue,
+    EditOutcome,
     FileError,
     NameIssue,
     PointResult,
@@ -79,6 +81,23 @@ def _context(issue: ContextIssue) -> dict[str, Any]:
     }
 
 
+def _candidate(c: Candidate) -> dict[str, Any]:
+    return {"line": c.line, "code": c.code, "score": c.score}
+
+
+def _edit(e: EditOutcome) -> dict[str, Any]:
+    return {
+        "index": e.index,
+        "of": e.of,
+        "template": e.template,
+        "status": e.status.value,
+        "reason": e.reason.value,
+        "message": e.message,
+        "line": e.line,
+        "candidates": [_candidate(c) for c in e.candidates],
+    }
+
+
 def point(p: PointResult) -> dict[str, Any]:
     """One point result, as every output that lists points shows it."""
     return {
@@ -92,8 +111,9 @@ def point(p: PointResult) -> dict[str, Any]:
         "expected_line": p.expected_line,
         "names": [_name(n) for n in p.names],
         "context": [_context(c) for c in p.context],
-        "candidates": [{"line": c.line, "code": c.code, "score": c.score} for c in p.candidates],
+        "candidates": [_candidate(c) for c in p.candidates],
         "diff": p.diff,
+        "edits": [_edit(e) for e in p.edits],
     }
 
 

@@ -16,10 +16,12 @@ from rich.text import Text
 from trace_instrument.engine.patch import changes, summary, unified_patch
 from trace_instrument.model import (
     FACILITIES,
+    Candidate,
     Catalog,
     ChangeKind,
     ChangeState,
     ChangeSummary,
+    EditOutcome,
     PointResult,
     PortResult,
     PortStatus,
@@ -114,18 +116,36 @@ def point_lines(p: PointResult, *, planned_only: bool = False, debug_trace: str 
     line.append(f"{p.point_id:<42} ", style="bold")
     line.append(where, style="cyan")
     lines: list[RenderableType] = [line]
-    if p.message:
+    by_edit = any(e.of > 1 for e in p.edits)  # a point of several edits: each failing one under it
+    if by_edit:
+        lines += edit_lines(p.edits)
+    elif p.message:
         lines.append(Text(f"      {p.message}"))
     if p.expected_line:
         lines.append(Text(f"      found at line {p.line}, expected at line {p.expected_line}", style="dim"))
-    for candidate in p.candidates:
-        lines.append(
-            Text(f"      nearest: line {candidate.line}: {candidate.code}  (similarity {candidate.score})", style="dim")
-        )
+    if not by_edit:
+        lines += candidate_lines(p.candidates, "      ")
     if p.diff:
         lines += diff(p.diff, indent="      ")
     if debug_trace:
         lines += [Text(f"      {row}", style="dim") for row in debug_trace.rstrip().splitlines()]
+    return lines
+
+
+def candidate_lines(candidates: Iterable[Candidate], indent: str) -> list[RenderableType]:
+    """The places that look like a lost anchor, most similar first."""
+    return [Text(f"{indent}nearest: line {c.line}: {c.code}  (similarity {c.score})", style="dim") for c in candidates]
+
+
+def edit_lines(edits: Iterable[EditOutcome]) -> list[RenderableType]:
+    """Each failing edit of a point: which, its status and line, why, and its nearest candidates."""
+    lines: list[RenderableType] = []
+    for e in edits:
+        head = Text(f"      edit {e.index} of {e.of}: ")
+        head.append(e.status.value, style=STATUS_STYLE.get(e.status, ""))
+        head.append(f" (line {e.line}): {e.message}" if e.line else f": {e.message}")
+        lines.append(head)
+        lines += candidate_lines(e.candidates, "        ")
     return lines
 
 

@@ -8,7 +8,6 @@ for editors, by the JSON Schemas next to this module (tests keep them in step).
 from __future__ import annotations
 
 import ast
-import collections
 import importlib.util
 import os
 import re
@@ -452,22 +451,50 @@ def _check_requires(ctx: Context, points: list[Point]) -> None:
 
 
 def _with_markers(ctx: Context, points: list[Point], helpers: frozenset[str]) -> list[Point]:
-    """Give each point the signatures only it has in its scope; those recognise it."""
-    own: dict[str, set[str]] = {}
-    per_scope: collections.Counter[tuple[str, str, str]] = collections.Counter()
-    for point in points:
-        sigs = {sig for e in point.edits for sig, _ in signatures_in(e.template.stmts, helpers, loose=True)}
-        own[point.id] = sigs
-        for sig in sigs:
-            per_scope[(point.file, point.scope, sig)] += 1
+    """Give each point the signatures only it has in its scope; those recognise it.
+
+    A scope holds the scopes inside it (a class its methods, `<module>` the whole file): a point
+    is looked for there, so a signature a point of an overlapping scope has is not its own.
+    """
+    own = [{sig for e in p.edits for sig, _ in signatures_in(e.template.stmts, helpers, loose=True)} for p in points]
     result = []
-    for point in points:
-        unique = frozenset(s for s in own[point.id] if per_scope[(point.file, point.scope, s)] == 1)
+    for index, point in enumerate(points):
+        shared = {
+            i: len(own[i] & own[index])
+            for i, other in enumerate(points)
+            if i != index and other.file == point.file and _overlap(point.scope, other.scope) and own[i] & own[index]
+        }
+        unique = frozenset(own[index].difference(*(own[i] for i in shared)))
         if not unique and not point.marker_patterns:
-            ctx.problem(
-                point.source,
-                "nothing recognises this point: its code has no tracing call of its own in this scope; "
-                "declare a 'marker'",
-            )
+            # the points sharing the most of its calls are the ones it cannot be told from (a copy)
+            rivals = [points[i] for i, n in shared.items() if n == max(shared.values())]
+            problem = _unrecognised(point, rivals)
+            if problem:
+                ctx.problem(point.source, problem)
         result.append(replace(point, markers=unique))
     return result
+
+
+def _overlap(scope: str, other: str) -> bool:
+    """Does one scope hold the other (or are they the same)?"""
+    if "<module>" in (scope, other) or scope == other:
+        return True
+    return other.startswith(scope + ".") or scope.startswith(other + ".")
+
+
+def _unrecognised(point: Point, rivals: list[Point]) -> str:
+    """Why nothing would recognise the point, and what to do ("" when a duplicate id says it already)."""
+    if not rivals:
+        return (
+            "nothing recognises this point: its code has no tracing call of its own in this scope; declare a 'marker'"
+        )
+    if any(rival.id == point.id for rival in rivals):
+        return ""  # the same point declared twice: the duplicate id is the problem, reported as such
+    names = " and ".join(f"{r.id} ({r.source.file}:{r.source.line}, scope {r.scope})" for r in rivals)
+    return (
+        f"nothing recognises this point: every tracing call its code makes, {names} makes too, in the same "
+        "scope or one holding it (check and remove could not tell them apart). A shipped point copied under "
+        "a new id puts the same code in twice: to move the shipped point (another scope or anchor), give it an "
+        "`overrides:` entry instead (docs/anchors.md#overrides); a point of your own needs a tracing call of its "
+        "own (another detail or message) or a 'marker'"
+    )
