@@ -212,3 +212,18 @@ def test_verl_071_reads_rollout_n_as_the_config_it_comes_from(tmp_path: Path, ca
     assert after[start + 1].strip() == "repeat_times=self.config.actor_rollout_ref.rollout.n, interleave=True"
     assert after[end + 1].lstrip().startswith("# Number each rollout")
     assert "traj_uid" in after[end + 3] and "self.config.actor_rollout_ref.rollout.n" in after[end + 4]
+
+
+def test_a_point_waiting_for_a_lost_one_it_requires_is_bound_once_that_one_is_ported(tmp_path: Path) -> None:
+    """t.scored requires t.count: skipped while t.count is lost, it is looked at again once port
+    places t.count, and bound as t.count's anchor shows."""
+    spec = SPEC.replace(
+        "    title: after the batch is scored\n", "    title: after the batch is scored\n    requires: [t.count]\n"
+    )
+    tree, specs = _tree(tmp_path, RENAMED, spec)
+    catalog = load_catalog([specs], shipped=False)
+    assert {r.point_id: r.status for r in apply(tree, catalog, write=False).points}["t.scored"] is Status.SKIPPED
+    by_id = {s.point_id: s for s in port(tree, catalog, Selection(), _reload(specs)).suggestions}
+    assert (by_id["t.scored"].status, by_id["t.scored"].bindings) == (PortStatus.PORTED, (("n", "count"),))
+    placed = apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))
+    assert {r.point_id: r.status for r in placed.points} == {"t.count": Status.APPLIED, "t.scored": Status.APPLIED}

@@ -9,6 +9,7 @@ the proofs refuse, a point with no place.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -439,3 +440,226 @@ def test_overrides_that_do_not_load_prove_nothing(tmp_path: Path) -> None:
     assert {s.status for s in result.suggestions} == {PortStatus.REFUSED}
     assert all("does not load" in s.message for s in result.suggestions)
     assert result.written == () and exits.port_exit(result) == exits.FAILED
+
+
+BLOCK_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.gen
+    facility: progress
+    title: around generation
+    scope: Worker.run
+    edits:
+      - before: |
+          result = self.produce(batch, mode="gen")
+        code: |
+          log_progress('start generation')
+      - after: |
+          self.settle_gen()
+        code: |
+          log_progress('end generation')
+"""
+
+
+def test_of_two_statements_alike_the_one_beside_the_points_other_edit_is_chosen(tmp_path: Path) -> None:
+    """The anchor's names are spelled otherwise twice, alike (`out`/`base`, `k`): the point's other
+    edit is found in the first `with` block only, so the first is where the point goes."""
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class Worker:
+            def run(self, k):
+                with timer("gen"):
+                    out = self.produce(k, mode="gen")
+                    self.settle_gen()
+                with timer("baseline"):
+                    base = self.produce(k, mode="gen")
+                    self.settle()
+        """,
+        BLOCK_SPEC,
+    )
+    (found,) = port(tree, catalog, Selection(), _reload(specs)).suggestions
+    assert (found.status, found.confidence, found.line) == (PortStatus.PORTED, Confidence.LIKELY, 5)
+    assert found.anchors == ("out = self.produce(k, mode='gen')", "")
+    placed = apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))
+    assert exits.apply_exit(placed) == exits.OK
+    lines = [line.strip() for line in (tree / "verl" / "target.py").read_text(encoding="utf-8").splitlines()]
+    at = lines.index('out = self.produce(k, mode="gen")')
+    assert lines[at - 1 : at + 3] == [
+        "log_progress('start generation')",
+        'out = self.produce(k, mode="gen")',
+        "self.settle_gen()",
+        "log_progress('end generation')",
+    ]
+    assert lines[lines.index('base = self.produce(k, mode="gen")') - 1] == 'with timer("baseline"):'
+
+
+def test_without_a_block_to_tell_them_apart_two_statements_alike_place_nothing(tmp_path: Path) -> None:
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class Worker:
+            def run(self, k):
+                with timer("gen"):
+                    out = self.produce(k, mode="gen")
+                with timer("baseline"):
+                    base = self.produce(k, mode="gen")
+                self.settle_gen()
+        """,
+        BLOCK_SPEC,
+    )
+    (found,) = port(tree, catalog, Selection(), _reload(specs)).suggestions
+    assert found.status is not PortStatus.PORTED and found.line != 5
+
+
+# -- verl 0.7.1: every place port finds, pinned by reading 0.7.1's code -----------------------------
+
+AGENT_LOOP_071 = "verl/experimental/agent_loop/agent_loop.py"
+PINNED_071 = {
+    # point: (its scope, each edit's anchor as 0.7.1 writes it ("" where the shipped one is found), bind)
+    "traj.c0.tracker": (
+        "AgentLoopBase.__init__",
+        ['self.apply_chat_template_kwargs = self.data_config.get("apply_chat_template_kwargs", {})'],
+        {},
+    ),
+    "flow.v0.task-started": (
+        "AgentLoopWorker.generate_sequences",
+        ["kwargs = {k: v[i] for k, v in batch.non_tensor_batch.items()}"],
+        {"validate": 'batch.meta_info.get("validate", False)'},
+    ),
+    "traj.c1.central-dump": (
+        "AgentLoopWorker._run_agent_loop",
+        [
+            (
+                "output: AgentLoopOutput = await agent_loop.run(sampling_params, **kwargs)\n"
+                "return await self._agent_loop_postprocess(output, **kwargs)"
+            )
+        ],
+        {},
+    ),
+    "flow.v0.run-completed": (
+        "AgentLoopWorker._run_agent_loop",
+        ["return await self._agent_loop_postprocess(output, **kwargs)"],
+        {},
+    ),
+    "flow.v0.rollout-reward": (
+        "AgentLoopWorker._compute_score",
+        ['output.extra_fields["reward_extra_info"] = result["reward_extra_info"]'],
+        {},
+    ),
+    "flow.v0.traj-uid-repeat": (
+        "RayPPOTrainer.fit",
+        ["gen_batch_output = gen_batch.repeat(repeat_times=self.config.actor_rollout_ref.rollout.n, interleave=True)"],
+        {"rollout_n": "self.config.actor_rollout_ref.rollout.n"},
+    ),
+    "progress.v0.generation": (
+        "RayPPOTrainer.fit",
+        ["gen_batch_output = self.async_rollout_manager.generate_sequences(gen_batch_output)", ""],
+        {},
+    ),
+    # its tool-observation edit: `agent_data.messages.extend(add_messages)` in the handler where its
+    # message-count edit is (0.7.1 repeats the line in the generating and interacting handlers)
+    "traj.c3.tool-record": ("ToolAgentLoop", ["", "", "", "", ""], {}),
+}
+INSIDES_071 = {
+    "traj.c3.tool-record": [""] * 4
+    + ["async def _handle_processing_tools_state(self, agent_data: AgentData) -> AgentState: ..."],
+}
+# anchored on the combined batch's slice, which 0.7.1 does not have
+NO_PLACE_071 = {
+    "progress.v0.rollout-window",
+    "progress.v0.gen-throughput",
+    "flow.v0.traj-uid-reinject",
+    "progress.sep.rollout-window",
+    "progress.sep.gen-throughput",
+}
+
+
+def _same_code(left: str, right: str) -> bool:
+    return ast.dump(ast.parse(left)) == ast.dump(ast.parse(right)) if left and right else left == right
+
+
+def test_verl_071_every_place_port_finds_is_the_pinned_one(catalog: Catalog, tmp_path: Path) -> None:
+    """On verl 0.7.1 each point port places goes where reading 0.7.1 says it belongs (pinned
+    above), at whatever confidence; none at `likely` or surer is anywhere else; the rest have no
+    place. Applied with the overrides, check and verify are clean on what was placed."""
+    from trace_instrument.wheels import WheelError, verl_tree
+
+    try:
+        pristine = verl_tree("0.7.1")
+    except WheelError as exc:
+        pytest.fail(f"verl 0.7.1 is needed for this test and could not be had: {exc}", pytrace=False)
+    tree = copy_tree(pristine, tmp_path / "v071")
+    result = port(tree, catalog, Selection(), _shipped_reload, min_confidence=Confidence.GUESS)
+    by_id = {s.point_id: s for s in result.suggestions}
+    assert set(by_id) == set(PINNED_071) | NO_PLACE_071
+    for point_id, (scope, anchors, bindings) in PINNED_071.items():
+        found = by_id[point_id]
+        assert (found.status, found.new_scope) == (PortStatus.PORTED, scope), found
+        assert len(found.anchors) == len(anchors) and all(map(_same_code, found.anchors, anchors)), found.anchors
+        insides = INSIDES_071.get(point_id, [""] * len(anchors))
+        assert all(map(_same_code, found.insides or [""] * len(anchors), insides)), found.insides
+        assert {k: ast.dump(ast.parse(v)) for k, v in found.bindings} == {
+            k: ast.dump(ast.parse(v)) for k, v in bindings.items()
+        }
+    assert all(by_id[p].status is not PortStatus.PORTED for p in NO_PLACE_071)
+    ported = _shipped_reload(tree / DEFAULT_OUT)
+    placed = apply(tree, ported)
+    assert {r.point_id for r in placed.points if r.status is Status.APPLIED} >= set(PINNED_071)
+    in_place = frozenset(r.point_id for r in check(tree, ported).points if r.status.in_place)
+    # 44 in place as shipped (issue 19's table), the pinned ones, and the single-turn record,
+    # which waited for the tracker (it requires traj.c0.tracker)
+    assert in_place >= {*PINNED_071, "traj.c2.single-turn-record"}
+    assert len(in_place) == 44 + len(PINNED_071) + 1
+    assert verify(tree, ported, Selection(only=in_place)).ok
+
+
+CLASS_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.observe
+    facility: progress
+    title: around the tool messages
+    scope: Loop
+    edits:
+      - after: |
+          count = len(messages)
+        code: |
+          log_progress('counted')
+      - after: |
+          messages.extend(added)
+        code: |
+          log_progress('extended')
+"""
+
+
+@pytest.mark.parametrize("counted_in", ["tools", "nowhere"])
+def test_an_edit_found_in_several_methods_goes_where_its_other_edit_is(tmp_path: Path, counted_in: str) -> None:
+    """`messages.extend(added)` is in two methods; the point's other edit is found in `tools`:
+    the edit goes inside `tools`. With the other edit nowhere, nothing tells them apart."""
+    count = "count = len(messages)" if counted_in == "tools" else "pass"
+    tree, catalog, specs = _case(
+        tmp_path,
+        f"""
+        class Loop:
+            def generate(self, messages, added):
+                messages.extend(added)
+
+            def tools(self, messages, added):
+                {count}
+                messages.extend(added)
+        """,
+        CLASS_SPEC,
+    )
+    (found,) = port(tree, catalog, Selection(), _reload(specs)).suggestions
+    if counted_in == "nowhere":
+        assert found.status is not PortStatus.PORTED
+        return
+    assert (found.status, found.confidence) == (PortStatus.PORTED, Confidence.LIKELY)
+    assert found.insides == ("", "def tools(self, messages, added):\n    ...")
+    assert exits.apply_exit(apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))) == exits.OK
+    lines = [line.strip() for line in (tree / "verl" / "target.py").read_text(encoding="utf-8").splitlines()]
+    assert lines[lines.index("def tools(self, messages, added):") :][3:5] == [
+        "messages.extend(added)",
+        "log_progress('extended')",
+    ]

@@ -740,6 +740,7 @@ class PortSuggestion:
     runners_up: tuple[str, ...] = ()  # the other scopes that fit (a tie's, or those set aside)
     message: str = ""  # why it was not written, when it was not
     bindings: tuple[tuple[str, str], ...] = ()  # `bind`: (name its code reads, this tree's spelling)
+    insides: tuple[str, ...] = ()  # per edit: the block its new anchor must be inside ("" none)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ import yaml
 
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
 from trace_instrument.engine.apply import apply
-from trace_instrument.engine.check import check
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.locate import Placement
@@ -82,7 +81,9 @@ def port(
     except CheckoutError as exc:
         return PortResult(str(root), (), error=exc.as_run_error())
     folder = out if out is not None else base / DEFAULT_OUT
-    checked = check(base, catalog, selection)
+    # apply's plan, not check's statuses: only apply's proofs say a missing point's code would
+    # read a name its place lacks (refused, unbound-name)
+    checked = apply(base, catalog, selection, write=False)
     if checked.error is not None:
         return PortResult(str(base), (), str(folder), error=checked.error)
     lost = [r for r in checked.points if r.status in LOST]
@@ -102,7 +103,15 @@ def port(
         for r in checked.points
         if r.point_id in unbound and r.file in known.works
     ]
-    proven, names = _proven(base, folder, catalog, selection, reload, suggestions)
+    proven, refused = _proven(base, folder, catalog, selection, reload, suggestions)
+    # a point that waited for a lost one it requires (skipped) may now read a name its place lacks
+    looked_for = {s.point_id for s in proven}
+    proven += [
+        _in_place(catalog.point(r.point_id), r)
+        for r in refused.values()
+        if r.point_id not in looked_for and r.file in known.works
+    ]
+    names = {point_id: _unbound(r) for point_id, r in refused.items()}
     rebound = [_rebound(s, {**unbound, **names}.get(s.point_id, ()), known) for s in proven]
     if rebound != proven:
         proven, _ = _proven(base, folder, catalog, selection, reload, rebound)
@@ -130,6 +139,7 @@ class _Fit:
     nearest: str = ""  # for a fit by similar statements: what differs, as evidence says it
     spelled: tuple[tuple[str, str], ...] = ()  # for a fit by aligned statements: how the tree spells names
     bindings: tuple[tuple[str, str], ...] = ()  # of those, the names the point's code reads (its `bind`)
+    insides: tuple[str, ...] = ()  # per edit: the def its anchor must be inside ("" none), told by its neighbours
 
 
 @dataclass
@@ -152,6 +162,12 @@ def _suggest(
     """A suggestion per point of one file (each in the order given); the spellings its aligned
     anchors show are learnt into `known`."""
     fits = {p.id: _fits(work, p, {}) for p in points}
+    for point, result in zip(points, results):
+        # found in its own scope but for an edit that matches in several of its methods: kept
+        # there, that edit told by its neighbours, rather than moved into one method
+        beside = _beside_its_edits(work, point, point.scope) if result.status is Status.AMBIGUOUS else None
+        if beside is not None:
+            fits[point.id] = [beside]
     renames = _renames(work, points, fits)
     for point in points:
         if not fits[point.id] and renames:
@@ -217,6 +233,41 @@ def _enclosing(scope: str) -> list[str]:
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)] + ["<module>"]
 
 
+# -- an edit found in several defs of a class ---------------------------------------------------------
+
+
+def _beside_its_edits(work: FileWork, point: Point, scope: str) -> _Fit | None:
+    """The point in `scope` (a class), each edit whose anchor matches in several of its methods
+    anchored `inside` the method its nearest found edit is in (the one before it, else after),
+    when it matches once there: the edits of a point go together."""
+    moved = replace(point, scope=scope)
+    found = [work.locator.place(moved, edit) for edit in moved.edits]
+    if not any(not isinstance(f, Placement) and f.status is Status.AMBIGUOUS for f in found):
+        return None
+    insides: list[str] = []
+    for number, (edit, place) in enumerate(zip(moved.edits, found)):
+        if isinstance(place, Placement):
+            insides.append("")
+            continue
+        if place.status is not Status.AMBIGUOUS or edit.anchors[0].inside is not None:
+            return None
+        before = [f for f in found[:number] if isinstance(f, Placement)]
+        after = [f for f in found[number + 1 :] if isinstance(f, Placement)]
+        neighbour = before[-1] if before else (after[0] if after else None)
+        method = neighbour.scope_node if neighbour is not None else None
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or method.decorator_list:
+            return None
+        head = header_only(method)
+        head.body = [ast.Expr(ast.Constant(...))]
+        insides.append(ast.unparse(head))
+    adapted = _with_anchors(moved, ("",) * len(moved.edits), insides)
+    placed = [work.locator.place(adapted, edit) for edit in adapted.edits]
+    placements = [p for p in placed if isinstance(p, Placement)]
+    if len(placements) != len(placed):
+        return None
+    return _Fit(scope, ("",) * len(moved.edits), tuple(placements), insides=tuple(insides))
+
+
 # -- statements that spell some names otherwise ------------------------------------------------------
 
 
@@ -227,14 +278,15 @@ def _aligned_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     moved = replace(point, scope=scope)
     texts: list[str] = []
     spelled: dict[str, str] = {}
-    for edit in moved.edits:
-        found = work.locator.place(moved, edit)
+    found_here = [work.locator.place(moved, edit) for edit in moved.edits]
+    blocks = {_block_of(work, p) for p in found_here if isinstance(p, Placement)}
+    for edit, found in zip(moved.edits, found_here):
         if isinstance(found, Placement):
             texts.append("")
             continue
         if found.status is not Status.ANCHOR_LOST:
             return None
-        run = _aligned_run(work, scope, edit.anchors[0])
+        run = _aligned_run(work, scope, edit.anchors[0], blocks - {0})
         if run is None:
             return None
         text, mapping = run
@@ -253,9 +305,17 @@ def _aligned_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     return _Fit(scope, tuple(texts), tuple(placements), spelled=tuple(sorted(spelled.items())), bindings=bindings)
 
 
-def _aligned_run(work: FileWork, scope: str, anchor: Anchor) -> tuple[str, dict[str, str]] | None:
+def _block_of(work: FileWork, placement: Placement) -> int:
+    """The statement list an insert's neighbour or a rewrite's region is in (its id; 0: none)."""
+    stmt = placement.neighbor if placement.neighbor is not None else next(iter(placement.region), None)
+    return id(work.locator.index.site(stmt).siblings) if stmt is not None else 0
+
+
+def _aligned_run(work: FileWork, scope: str, anchor: Anchor, blocks: set[int]) -> tuple[str, dict[str, str]] | None:
     """The run of statements in the scope that is the anchor's with the fewest names spelled
-    otherwise (as an anchor text, with the spellings); None unless exactly one has that few."""
+    otherwise (as an anchor text, with the spellings); None unless exactly one has that few, or
+    one of those few is in the block where the point's other edits are found (`blocks`: the ids
+    of those statement lists): the edits of a point go together."""
     pattern = list(anchor.target.stmts)
     found: list[tuple[int, list[ast.stmt], dict[str, str]]] = []
     for run in _runs_like(work, scope, pattern):
@@ -271,6 +331,8 @@ def _aligned_run(work: FileWork, scope: str, anchor: Anchor) -> tuple[str, dict[
         return None
     fewest = min(n for n, _, _ in found)
     best = [(run, mapping) for n, run, mapping in found if n == fewest]
+    if len(best) > 1:
+        best = [(run, mapping) for run, mapping in best if id(work.locator.index.site(run[0]).siblings) in blocks]
     if len(best) != 1:
         return None
     run, mapping = best[0]
@@ -394,17 +456,21 @@ def _renamed_anchor(point: Point, edit: Edit, renames: dict[str, str]) -> str:
     return text if changed else ""
 
 
-def _with_anchors(point: Point, texts: Sequence[str]) -> Point:
-    """The point with the first anchor of each edit whose text is given replaced by it."""
-    if not any(texts):
+def _with_anchors(point: Point, texts: Sequence[str], insides: Sequence[str] = ()) -> Point:
+    """The point with the first anchor of each edit whose text is given replaced by it (and, where
+    an `inside` is given, inside that block); the edit's alternatives go (they were not what matched)."""
+    insides = list(insides) or [""] * len(texts)
+    if not any(texts) and not any(insides):
         return point
     edits = []
-    for edit, text in zip(point.edits, texts):
-        if not text:
+    for edit, text, inside in zip(point.edits, texts, insides):
+        if not text and not inside:
             edits.append(edit)
             continue
         first = edit.anchors[0]
-        anchor = replace(first, target=parse_pattern(text, first.source))
+        anchor = replace(first, target=parse_pattern(text, first.source)) if text else first
+        if inside:
+            anchor = replace(anchor, inside=parse_pattern(inside, first.source))
         edits.append(replace(edit, anchors=(anchor,)))
     return replace(point, edits=tuple(edits))
 
@@ -452,6 +518,10 @@ def _decide(
         evidence = f"fits {len(fits)} places; the other lost points of {point.scope} moved to {chosen.scope}"
         return _ported(point, chosen, Confidence.LIKELY, evidence, others)
     fit = fits[0]
+    if fit.insides:
+        methods = ", ".join(inside.split("(")[0].split()[-1] for inside in fit.insides if inside)
+        evidence = f"its anchor matches in several methods of {fit.scope}; its other edits are found in {methods}"
+        return _ported(point, fit, Confidence.LIKELY, evidence, ())
     if fit.spelled:
         spellings = ", ".join(f"{name} as `{code}`" for name, code in fit.spelled)
         evidence = f"its anchors' statements, found in {fit.scope} with {spellings}"
@@ -490,6 +560,7 @@ def _ported(point: Point, fit: _Fit, confidence: Confidence, evidence: str, othe
         evidence,
         others,
         bindings=fit.bindings,
+        insides=fit.insides,
     )
 
 
@@ -589,9 +660,9 @@ def _named_read(work: FileWork, scope: str, name: str) -> str | None:
 
 def _proven(
     base: Path, folder: Path, catalog: Catalog, selection: Selection, reload: Reload, suggestions: list[PortSuggestion]
-) -> tuple[list[PortSuggestion], dict[str, tuple[str, ...]]]:
-    """The suggestions, those apply refuses at their new place marked refused, and per point
-    refused for them the names its code reads that are not defined there."""
+) -> tuple[list[PortSuggestion], dict[str, PointResult]]:
+    """The suggestions, those apply refuses at their new place marked refused, and apply's
+    result for every point it refuses for names its code reads that are not defined there."""
     ported = [s for s in suggestions if s.status is PortStatus.PORTED]
     if not ported:
         return suggestions, {}
@@ -616,8 +687,7 @@ def _proven(
             message = f"apply refuses it at its new place ({why})"
             suggestion = replace(suggestion, status=PortStatus.REFUSED, message=message)
         proven.append(suggestion)
-    names = {point_id: _unbound(r) for point_id, r in outcome.items() if _unbound(r)}
-    return proven, names
+    return proven, {point_id: r for point_id, r in outcome.items() if _unbound(r)}
 
 
 # -- writing ------------------------------------------------------------------------------------------
@@ -650,9 +720,10 @@ def _entry(point: Point, suggestion: PortSuggestion) -> dict[str, object]:
         entry["scope"] = suggestion.new_scope
     if suggestion.bindings:
         entry["bind"] = dict(suggestion.bindings)
-    if not any(suggestion.anchors):
+    if not any(suggestion.anchors) and not any(suggestion.insides):
         return entry
-    edits = [_anchors_entry(edit, text) for edit, text in zip(point.edits, suggestion.anchors)]
+    insides = suggestion.insides or ("",) * len(point.edits)
+    edits = [_anchors_entry(edit, text, inside) for edit, text, inside in zip(point.edits, suggestion.anchors, insides)]
     if len(edits) == 1:
         entry.update(edits[0])
     else:
@@ -660,12 +731,15 @@ def _entry(point: Point, suggestion: PortSuggestion) -> dict[str, object]:
     return entry
 
 
-def _anchors_entry(edit: Edit, text: str) -> dict[str, object]:
+def _anchors_entry(edit: Edit, text: str, inside: str = "") -> dict[str, object]:
     """An edit's anchors as the spec language writes them: the first (its text replaced by `text`
-    when given; its alternatives then go: they were not what matched) and its alternatives."""
+    when given, inside `inside` when given; its alternatives then go: they were not what matched)
+    and its alternatives."""
     first, *others = edit.anchors
     entry = _anchor_keys(first, text or first.target.text)
-    if not text and others:
+    if inside:
+        entry["inside"] = inside.rstrip("\n") + "\n"
+    if not text and not inside and others:
         entry["alternatives"] = [_anchor_keys(a, a.target.text) for a in others]
     return entry
 

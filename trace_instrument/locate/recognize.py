@@ -171,16 +171,15 @@ class Recognition:
             self._grow_edited(point)
 
     def _recognisable(self, point: Point) -> bool:
-        """Can code in the file be this point's? Code that calls nothing of the runtime is told
-        from the fork's own only by the manifest: an opt-in extra's (verl 0.7's own
-        `slowest = np.argmax(...)` is one's code, word for word) is the point's only where the
-        manifest records apply placed it; a core point's, unless the manifest records others
-        and not it (an empty manifest or none records nothing: the tree may be instrumented)."""
-        if point.tracing_names:
+        """Can code in the file be this point's? An opt-in extra's code that calls nothing of the
+        runtime is told from the fork's own only by the manifest: it is the point's only where the
+        manifest records apply placed it (verl 0.7's own `slowest = np.argmax(...)` line is one
+        extra's code, word for word). A core point's code is its own wherever it is found: a
+        manifest may lack its record (two branches' manifests merged), and the catalog's core code
+        is not verl's."""
+        if point.tracing_names or point.extra is None:
             return True
-        if self.applied:
-            return point.id in self.applied
-        return point.extra is None
+        return point.id in (self.applied or ())
 
     # -- pass 1: inserted statements ---------------------------------------------------
 

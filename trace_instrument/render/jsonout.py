@@ -252,6 +252,7 @@ def port(result: PortResult, *, dry_run: bool, config: str | None = None) -> dic
                 "runners_up": list(s.runners_up),
                 "message": s.message,
                 "bind": dict(s.bindings),
+                "insides": list(s.insides) or [""] * len(s.anchors),
             }
             for s in result.suggestions
         ],

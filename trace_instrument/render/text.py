@@ -313,7 +313,8 @@ def port_lines(result: PortResult, *, written: bool) -> list[RenderableType]:
     lines: list[RenderableType] = []
     moves: dict[tuple[str, str, str], list[PortSuggestion]] = {}
     for s in result.suggestions:
-        if s.status is PortStatus.PORTED and not any(s.anchors) and not s.bindings and s.confidence is not None:
+        plain = not any(s.anchors) and not any(s.insides) and not s.bindings
+        if s.status is PortStatus.PORTED and plain and s.confidence is not None:
             moves.setdefault((s.old_scope, s.new_scope, s.confidence.value), []).append(s)
     shown: set[str] = set()
     for (old, new, confidence), group in moves.items():
@@ -352,6 +353,9 @@ def _suggestion_lines(s: PortSuggestion) -> list[RenderableType]:
     for number, anchor in enumerate(s.anchors, 1):
         if anchor:
             lines.append(Text(f"      edit {number}: new anchor {anchor.splitlines()[0]!r}"))
+    for number, inside in enumerate(s.insides, 1):
+        if inside:
+            lines.append(Text(f"      edit {number}: inside {inside.splitlines()[0]!r}"))
     for name, expression in s.bindings:
         lines.append(Text(f"      bind {name}: {expression}"))
     if s.evidence:
