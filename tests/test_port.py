@@ -663,3 +663,52 @@ def test_an_edit_found_in_several_methods_goes_where_its_other_edit_is(tmp_path:
         "messages.extend(added)",
         "log_progress('extended')",
     ]
+
+
+def test_a_method_moved_into_a_mixin_of_another_module_goes_there(tmp_path: Path) -> None:
+    """`Worker.run` now lives in `Scoring` of verl/scoring.py, which verl/target.py imports: no
+    scope of target.py holds the anchors; the module it imports does, once; the points move there
+    (the override's `file:` is that module) and apply places them in it."""
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        from verl.scoring import Scoring
+
+
+        class Worker(Scoring):
+            pass
+        """,
+    )
+    (tree / "verl" / "scoring.py").write_text(
+        "class Scoring:\n    def run(self, data):\n        batch = make(data)\n        score = judge(batch)\n",
+        encoding="utf-8",
+    )
+    result = port(tree, catalog, Selection(), _reload(specs))
+    assert {(s.point_id, s.status, s.file, s.new_scope, s.confidence) for s in result.suggestions} == {
+        (point_id, PortStatus.PORTED, "verl/scoring.py", "Scoring.run", Confidence.LIKELY)
+        for point_id in ("t.first", "t.second")
+    }
+    assert [Path(w).name for w in result.written] == [override_file_name("verl/scoring.py")]
+    placed = apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))
+    assert exits.apply_exit(placed) == exits.OK
+    lines = [line.strip() for line in (tree / "verl" / "scoring.py").read_text(encoding="utf-8").splitlines()]
+    made = lines.index("batch = make(data)")
+    assert lines[made : made + 4] == [
+        "batch = make(data)",
+        "log_progress('made')",
+        "score = judge(batch)",
+        "log_progress('scored')",
+    ]
+    assert "log_progress" not in (tree / "verl" / "target.py").read_text(encoding="utf-8")
+
+
+def test_two_other_modules_that_both_hold_the_anchors_are_a_tie(tmp_path: Path) -> None:
+    tree, catalog, specs = _case(tmp_path, "from verl.scoring import Scoring\nfrom verl.judging import Judging\n")
+    body = "    def run(self, data):\n        batch = make(data)\n        score = judge(batch)\n"
+    (tree / "verl" / "scoring.py").write_text("class Scoring:\n" + body, encoding="utf-8")
+    (tree / "verl" / "judging.py").write_text("class Judging:\n" + body, encoding="utf-8")
+    result = port(tree, catalog, Selection(), _reload(specs))
+    assert {s.status for s in result.suggestions} == {PortStatus.TIE} and result.written == ()
+    assert all(
+        set(s.runners_up) == {"verl/scoring.py:Scoring.run", "verl/judging.py:Judging.run"} for s in result.suggestions
+    )

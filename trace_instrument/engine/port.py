@@ -98,6 +98,7 @@ def port(
             continue
         known.works[file] = work
         suggestions += _suggest(work, [catalog.point(r.point_id) for r in results], results, known)
+    suggestions = _in_other_files(base, catalog, manifest, suggestions, known)
     suggestions += [
         _in_place(catalog.point(r.point_id), r)
         for r in checked.points
@@ -231,6 +232,115 @@ def _enclosing(scope: str) -> list[str]:
         return ["<module>"]
     parts = scope.split(".")
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)] + ["<module>"]
+
+
+# -- points that moved to another file ---------------------------------------------------------------
+
+
+def _in_other_files(
+    base: Path, catalog: Catalog, manifest: Manifest, suggestions: list[PortSuggestion], known: _Spellings
+) -> list[PortSuggestion]:
+    """The suggestions, each point no scope of its file holds looked for in the verl modules its
+    file imports and those that import it (a method moved into a base class or a mixin of another
+    module, a helper extracted into one): where exactly one of them holds it, it moves there."""
+    lost = [s for s in suggestions if s.status is PortStatus.NOT_FOUND]
+    if not lost:
+        return suggestions
+    related = {s.file: _related_files(base, s.file) for s in lost}
+    found: dict[str, list[tuple[str, _Fit]]] = {s.point_id: [] for s in lost}
+    for other in sorted({f for files in related.values() for f in files}):
+        moving = [s.point_id for s in lost if other in related[s.file]]
+        moved = replace(catalog, points=tuple(replace(p, file=other) if p.id in moving else p for p in catalog.points))
+        work = analyse(base, other, moved, manifest=manifest)
+        if isinstance(work, FileProblem):
+            continue
+        known.works.setdefault(other, work)
+        for point_id in moving:
+            found[point_id] += [(other, fit) for fit in _fits(work, moved.point(point_id), {})]
+    return [_moved_file(s, found.get(s.point_id, []), known) if s in lost else s for s in suggestions]
+
+
+def _moved_file(suggestion: PortSuggestion, fits: list[tuple[str, _Fit]], known: _Spellings) -> PortSuggestion:
+    """The suggestion for a point found in other files: there when in one place, else a tie."""
+    if not fits:
+        return suggestion
+    places = [f"{file}:{fit.scope}" for file, fit in fits]
+    if len(fits) > 1:
+        why = f"fits {len(fits)} places in other modules equally ({', '.join(places)}); nothing tells them apart"
+        return replace(suggestion, status=PortStatus.TIE, runners_up=tuple(places), message=why)
+    file, fit = fits[0]
+    old_file = suggestion.file
+    kept = _kept_scope(known.works[old_file], suggestion.old_scope) if old_file in known.works else ""
+    evidence = f"its anchors' statements, found verbatim in {fit.scope} of {file} alone (it moved out of {old_file})"
+    return replace(
+        suggestion,
+        file=file,
+        status=PortStatus.PORTED,
+        new_scope=fit.scope,
+        anchors=fit.anchors,
+        confidence=Confidence.GUESS if kept == "class" else Confidence.LIKELY,
+        line=min(p.line for p in fit.placements),
+        evidence=evidence,
+        message="",
+    )
+
+
+def _related_files(base: Path, relative: str) -> list[str]:
+    """The checkout's verl modules `relative` imports, and those importing it (runtime excluded)."""
+    module = _module_name(relative)
+    imported = _verl_imports(base, relative)
+    importers = []
+    for path in sorted((base / "verl").rglob("*.py")):
+        other = path.relative_to(base).as_posix()
+        if other == relative or other.startswith("verl/utils/tracing/") or "__pycache__" in other:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        stem = module.rpartition(".")[2]
+        if (module in text or stem in text) and module in _imported_modules(other, text):
+            importers.append(other)
+    return [f for f in dict.fromkeys([*imported, *importers]) if f != relative]
+
+
+def _module_name(relative: str) -> str:
+    name = relative.removesuffix(".py").replace("/", ".")
+    return name.removesuffix(".__init__")
+
+
+def _verl_imports(base: Path, relative: str) -> list[str]:
+    """The files of the verl modules the file imports (those the checkout has)."""
+    try:
+        text = (base / relative).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    files = []
+    for module in _imported_modules(relative, text):
+        for candidate in (module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py"):
+            if (base / candidate).is_file():
+                files.append(candidate)
+                break
+    return files
+
+
+def _imported_modules(relative: str, text: str) -> list[str]:
+    """The verl modules a file's imports name (`from .x import y` resolved; `from a import b`: `a` and `a.b`)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    package = _module_name(relative) if relative.endswith("__init__.py") else _module_name(relative).rpartition(".")[0]
+    modules: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            root = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
+            source = ".".join(x for x in (root, node.module or "") if x)
+            modules += [source, *(f"{source}.{a.name}" for a in node.names)]
+    return [m for m in dict.fromkeys(modules) if m == "verl" or m.startswith("verl.")]
 
 
 # -- an edit found in several defs of a class ---------------------------------------------------------
@@ -703,11 +813,18 @@ def _override_files(folder: Path, catalog: Catalog, suggestions: Iterable[PortSu
     by_file: dict[str, list[PortSuggestion]] = {}
     for suggestion in suggestions:
         by_file.setdefault(suggestion.file, []).append(suggestion)
+    ported = {s.point_id for s in suggestions}
+    # a file port wrote before that overrides a point now ported elsewhere (it moved file) loses it
+    for earlier in sorted(folder.glob("*.yaml")) if folder.is_dir() else []:
+        if any(e.get("overrides") in ported for e in _earlier_entries(earlier)):
+            target = yaml.safe_load(earlier.read_text(encoding="utf-8")).get("file")
+            if isinstance(target, str):
+                by_file.setdefault(target, [])
     files = {}
     for verl_file, entries in by_file.items():
         name = override_file_name(verl_file)
         new = {s.point_id: _entry(catalog.point(s.point_id), s) for s in entries}
-        kept = [e for e in _earlier_entries(folder / name) if e.get("overrides") not in new]
+        kept = [e for e in _earlier_entries(folder / name) if e.get("overrides") not in ported]
         body = {"file": verl_file, "points": [*kept, *new.values()]}
         files[name] = PORT_HEADER + yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     return files
