@@ -174,9 +174,15 @@ def _suggest(
         if not fits[point.id] and renames:
             fits[point.id] = _fits(work, point, renames)
     consensus = _consensus(points, fits)
+    moved = _moved_scopes(work, consensus)
     for point in points:
         if not fits[point.id]:
-            scope = renames.get(point.scope, point.scope)
+            scope = (
+                renames.get(point.scope)
+                or moved.get(point.scope)
+                or _in_moved_class(point.scope, moved, work)
+                or point.scope
+            )
             near = None
             if work.locator.index.scope_nodes(scope):
                 near = _aligned_fit(work, point, scope) or _nearest_fit(work, point, scope)
@@ -595,6 +601,30 @@ def _consensus(points: list[Point], fits: dict[str, list[_Fit]]) -> dict[str, st
         if len(fits[point.id]) == 1:
             agreed.setdefault(point.scope, set()).add(fits[point.id][0].scope)
     return {old: next(iter(new)) if len(new) == 1 else None for old, new in agreed.items()}
+
+
+def _moved_scopes(work: FileWork, consensus: dict[str, str | None]) -> dict[str, str]:
+    """Where each scope the file no longer has went, as its points that fit show; and, for a method
+    that went to the same-named method of another class (`AgentLoopWorker._run_agent_loop` ->
+    `AgentLoopWorkerBase._run_agent_loop`), the other methods of its old class, to the same-named
+    methods of the new one when it has them and the old class no longer does: the class was
+    renamed, or its methods moved into a base class together."""
+    index = work.locator.index
+    moved = {old: new for old, new in consensus.items() if new and new != old and not index.scope_nodes(old)}
+    classes: dict[str, set[str]] = {}
+    for old, new in moved.items():
+        (old_class, _, method), (new_class, _, new_method) = old.rpartition("."), new.rpartition(".")
+        if old_class and new_class and method == new_method:
+            classes.setdefault(old_class, set()).add(new_class)
+    return {**{c: next(iter(n)) for c, n in classes.items() if len(n) == 1}, **moved}
+
+
+def _in_moved_class(scope: str, moved: dict[str, str], work: FileWork) -> str:
+    """The scope in the class its own class moved to (`moved` maps classes too), when that exists."""
+    owner, _, name = scope.rpartition(".")
+    index = work.locator.index
+    target = f"{moved[owner]}.{name}" if owner in moved and not index.scope_nodes(scope) else ""
+    return target if target and index.scope_nodes(target) else ""
 
 
 def _kept_scope(work: FileWork, scope: str) -> str:
