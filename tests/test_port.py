@@ -712,3 +712,39 @@ def test_two_other_modules_that_both_hold_the_anchors_are_a_tie(tmp_path: Path) 
     assert all(
         set(s.runners_up) == {"verl/scoring.py:Scoring.run", "verl/judging.py:Judging.run"} for s in result.suggestions
     )
+
+
+MOVED_CLASS_SPEC = SPEC.replace(
+    "    scope: Worker.run\n    after: |\n      score = judge(batch)",
+    "    scope: Worker.score\n    after: |\n      score = judge(batch)",
+)
+
+
+def test_a_method_whose_class_moved_its_methods_into_a_base_is_looked_for_there(tmp_path: Path) -> None:
+    """`Worker.run` and `Worker.score` now live in `WorkerBase` (Worker still subclasses it):
+    t.first is found there word for word; t.second's anchor reads `batch` as `items`, and is
+    looked for in `WorkerBase.score`, where its class's other method went (a guess: it moved)."""
+    tree, catalog, specs = _case(
+        tmp_path,
+        """
+        class WorkerBase:
+            def run(self, data):
+                batch = make(data)
+
+            def score(self, items):
+                score = judge(items)
+
+
+        class Worker(WorkerBase):
+            pass
+        """,
+        MOVED_CLASS_SPEC,
+    )
+    by_id = {s.point_id: s for s in port(tree, catalog, Selection(), _reload(specs)).suggestions}
+    assert (by_id["t.first"].new_scope, by_id["t.first"].status) == ("WorkerBase.run", PortStatus.PORTED)
+    second = by_id["t.second"]
+    assert (second.new_scope, second.confidence, second.anchors) == (
+        "WorkerBase.score",
+        Confidence.GUESS,
+        ("score = judge(items)",),
+    )
