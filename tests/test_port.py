@@ -28,7 +28,7 @@ from trace_instrument.engine.check import check
 from trace_instrument.engine.manifest import MANIFEST_NAME
 from trace_instrument.engine.port import DEFAULT_OUT, PORT_HEADER, override_file_name, port
 from trace_instrument.engine.verify import verify
-from trace_instrument.model import Catalog, Confidence, PortStatus, Selection, Status
+from trace_instrument.model import Catalog, Confidence, PortStatus, Reason, Selection, Status
 from trace_instrument.render import exits, jsonout
 from trace_instrument.spec import load_catalog
 
@@ -748,3 +748,46 @@ def test_a_method_whose_class_moved_its_methods_into_a_base_is_looked_for_there(
         Confidence.GUESS,
         ("score = judge(items)",),
     )
+
+
+# what port writes (at `likely` or surer) on older releases, each place judged by reading that release
+PINNED_OLDER = {
+    "0.7.0": {
+        "traj.c0.store": "AgentLoopWorkerBase.__init__",  # the base now holds __init__'s setup
+        "flow.v0.validation-silence": "AgentLoopWorkerBase._run_agent_loop",
+        "flow.v0.traj-uid-repeat": "RayPPOTrainer.fit",
+        "traj.c3.tool-record": "ToolAgentLoop",
+    },
+    "0.6.1": {
+        "traj.c0.store": "AgentLoopWorkerBase.__init__",
+        "flow.v0.validation-silence": "AgentLoopWorkerBase._run_agent_loop",
+        # the worker env is built in _init_with_resource_pool before verl split out _create_worker
+        "env.worker-group": "RayWorkerGroup._init_with_resource_pool",
+        "flow.v0.traj-uid-repeat": "RayPPOTrainer.fit",
+    },
+}
+
+
+@pytest.mark.parametrize("version", sorted(PINNED_OLDER))
+def test_older_releases_get_only_the_pinned_places_and_stay_clean(
+    version: str, catalog: Catalog, tmp_path: Path
+) -> None:
+    from trace_instrument.wheels import WheelError, verl_tree
+
+    try:
+        pristine = verl_tree(version)
+    except WheelError as exc:
+        pytest.fail(f"verl {version} is needed for this test and could not be had: {exc}", pytrace=False)
+    tree = copy_tree(pristine, tmp_path / "tree")
+    result = port(tree, catalog, Selection(), _shipped_reload)
+    written = {s.point_id: s.new_scope for s in result.suggestions if s.status is PortStatus.PORTED}
+    assert written == PINNED_OLDER[version]
+    ported = _shipped_reload(tree / DEFAULT_OUT)
+    planned = {r.point_id: r for r in apply(tree, ported).points}
+    # in place, or waiting for a point it requires that port left for a person (a guess)
+    assert all(
+        planned[p].status.in_place or (planned[p].status is Status.SKIPPED and planned[p].reason is Reason.REQUIREMENT)
+        for p in written
+    ), {p: planned[p].status for p in written}
+    in_place = frozenset(r.point_id for r in check(tree, ported).points if r.status.in_place)
+    assert verify(tree, ported, Selection(only=in_place)).ok
