@@ -810,7 +810,8 @@ def _proven(
         for name, text in _override_files(folder, catalog, ported).items():
             (Path(scratch) / name).write_text(text, encoding="utf-8")
         try:
-            planned = apply(base, reload(Path(scratch)), selection, write=False)
+            reloaded = reload(Path(scratch))
+            planned = apply(base, reloaded, _around(reloaded, selection, {s.file for s in ported}), write=False)
         except SpecError as exc:  # the overrides port wrote do not load: none is proven
             why = "; ".join(str(p) for p in exc.problems)
             message = f"the override does not load ({why})"
@@ -828,6 +829,20 @@ def _proven(
             suggestion = replace(suggestion, status=PortStatus.REFUSED, message=message)
         proven.append(suggestion)
     return proven, {point_id: r for point_id, r in outcome.items() if _unbound(r)}
+
+
+def _around(catalog: Catalog, selection: Selection, files: set[str]) -> Selection:
+    """The selected points of the files the overrides touch, and every point they require: what
+    proves the places (the other files' points are as apply found them; sparing them is speed)."""
+    wanted = {p.id for p in catalog.points if p.file in files and selection.wants(p)}
+    by_id = {p.id: p for p in catalog.points}
+    pending = list(wanted)
+    while pending:
+        for required in by_id[pending.pop()].requires:
+            if required not in wanted and required in by_id:
+                wanted.add(required)
+                pending.append(required)
+    return replace(selection, only=frozenset(wanted))
 
 
 # -- writing ------------------------------------------------------------------------------------------
