@@ -16,6 +16,7 @@ from trace_instrument.engine.files import LOCK_NAME, PAUSE_AT_ENV, PAUSE_ENV, Ch
 from trace_instrument.engine.remove import remove
 from trace_instrument.model import Selection, Status
 from trace_instrument.render.exits import remove_exit
+from trace_instrument.spec import load_catalog
 
 TRAINER = "verl/trainer/ppo/ray_trainer.py"
 
@@ -127,8 +128,10 @@ def test_sigkill_during_writes_leaves_each_file_original_or_complete(
 def _runtime_first(tree: dict[str, bytes]) -> bool:
     """No instrumented file imports a runtime package that is not all there."""
     imports = any(b"from verl.utils.tracing import" in data for path, data in tree.items() if path.endswith(".py"))
-    runtime = [p for p in tree if p.startswith("verl/utils/tracing/") and p.endswith(".py")]
-    return not imports or len(runtime) >= 5
+    shipped = load_catalog().runtime
+    package = {f"{shipped.target_dir}/{name}": content for name, content in shipped.files}
+    # all there: every file the catalog ships, each with its complete bytes (none half written)
+    return not imports or all(tree.get(path) == content for path, content in package.items())
 
 
 @pytest.mark.parametrize("stage", ["before-writes", "staging", "renames"])
