@@ -33,7 +33,9 @@ name must be placed by apply (missing in check before that), or be present in ch
 from __future__ import annotations
 
 import ast
+import io
 import shutil
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -304,9 +306,16 @@ def _is_body(stmt: ast.stmt) -> bool:
 
 
 @pytest.mark.parametrize("case", _cases("apply", "after.py"))
-def test_dry_run_writes_nothing(case: Path, tmp_path: Path) -> None:
+def test_dry_run_writes_nothing_and_plans_the_reviewed_text(case: Path, tmp_path: Path) -> None:
+    """A dry run leaves the file as it is, and what it plans is the reviewed after.py."""
     before = (case / "before.py").read_bytes()
-    assert _run(case, tmp_path, before, write=False) == before
+    result, root = _operate(case, tmp_path, before, apply, write=False)
+    assert not result.error and not [f.error for f in result.files if f.error]
+    assert (root / TARGET).read_bytes() == before
+    (planned,) = [f for f in result.files if f.path == TARGET]
+    reviewed = (case / "after.py").read_bytes()
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(reviewed).readline)  # as Python reads it (a BOM too)
+    assert planned.updated == reviewed.decode(encoding)
 
 
 # -- apply: what it refuses ------------------------------------------------------------------
