@@ -41,11 +41,19 @@ def test_the_runtime_exports_exactly_the_tracing_names_and_the_generic_ones():
     assert TRACING_NAMES < RUNTIME_EXPORTS
 
 
-def test_check_looks_for_every_tracing_name_in_files_outside_the_catalog():
-    from trace_instrument.engine import check
+def test_check_looks_for_every_tracing_name_in_files_outside_the_catalog(tmp_path):
+    """A call of each name the runtime exports for tracing, in a verl file no point edits, is
+    reported by check as unexpected, at its line: the names it looks for are the vocabulary's."""
+    from trace_instrument.engine.check import check
+    from trace_instrument.model import Status
+    from trace_instrument.spec import load_catalog
 
-    source = Path(check.__file__).read_text(encoding="utf-8")
-    assert "TRACING_NAMES" in source and "TRACING_WORDS" not in source, "no hand-kept copy of the names"
+    names = sorted(TRACING_NAMES)
+    (tmp_path / "verl").mkdir()
+    (tmp_path / "verl" / "fork_helpers.py").write_text("".join(f"{n}()\n" for n in names), encoding="utf-8")
+    (found,) = [f for f in check(tmp_path, load_catalog()).files if f.path == "verl/fork_helpers.py"]
+    reported = [(p.status, p.line) for p in found.points]
+    assert reported == [(Status.UNEXPECTED, line) for line in range(1, len(names) + 1)]
 
 
 def test_a_trajectory_line_the_runtime_writes_has_exactly_the_specified_keys(tmp_path, monkeypatch):
