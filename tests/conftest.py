@@ -7,6 +7,7 @@ holds them. When neither works the tests fail with the reason; they never skip.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,6 +87,29 @@ def verl_080() -> Path:
 @pytest.fixture
 def checkout_090(verl_090: Path, tmp_path: Path) -> Path:
     return copy_tree(verl_090, tmp_path / "checkout")
+
+
+@pytest.fixture(scope="session")
+def applied_090(verl_090: Path, catalog, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """verl 0.9.0 with the whole catalog applied, once per test run (its bytes and manifest are
+    the same every time: the manifest holds no paths or times). Never written by a test: take
+    `instrumented_090`, a copy."""
+    from trace_instrument.engine.apply import apply
+
+    root = copy_tree(verl_090, tmp_path_factory.mktemp("applied_090"))
+    assert apply(root, catalog).written
+    return root
+
+
+@pytest.fixture
+def instrumented_090(applied_090: Path, tmp_path: Path) -> Path:
+    """A writable copy of `applied_090` (the manifest included): set-up for the tests that start
+    from an instrumented tree; the tests of apply itself run apply."""
+    root = copy_tree(applied_090, tmp_path / "checkout")
+    for extra in applied_090.iterdir():
+        if extra.is_file():
+            shutil.copy2(extra, root / extra.name)
+    return root
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -41,46 +41,44 @@ def test_present_and_missing(checkout_090, catalog):
     assert _status(check(checkout_090, catalog), UID_POINT).status is Status.PRESENT
 
 
-def test_drifted_shows_a_diff_and_is_never_duplicated(checkout_090, catalog):
-    apply(checkout_090, catalog)
+def test_drifted_shows_a_diff_and_is_never_duplicated(instrumented_090, catalog):
     _edit(
-        checkout_090,
+        instrumented_090,
         RAY_TRAINER,
         "from_module='DataLoader', to_module='RayPPOTrainer'",
         "from_module='Loader', to_module='RayPPOTrainer'",
     )
-    result = _status(check(checkout_090, catalog), UID_POINT)
+    result = _status(check(instrumented_090, catalog), UID_POINT)
     assert result.status is Status.DRIFTED
     assert "-           from_module='DataLoader'" in result.diff and "+           from_module='Loader'" in result.diff
-    again = apply(checkout_090, catalog)
+    again = apply(instrumented_090, catalog)
     assert _status(again, UID_POINT).status is Status.DRIFTED and not again.written
-    assert (checkout_090 / RAY_TRAINER).read_text().count("detail='uid_generated'") == 1
-    kept = remove(checkout_090, catalog)
+    assert (instrumented_090 / RAY_TRAINER).read_text().count("detail='uid_generated'") == 1
+    kept = remove(instrumented_090, catalog)
     assert _status(kept, UID_POINT).status is Status.KEPT
-    assert "detail='uid_generated'" in (checkout_090 / RAY_TRAINER).read_text()
+    assert "detail='uid_generated'" in (instrumented_090 / RAY_TRAINER).read_text()
     kept_runtime = {f.path: f.status for f in kept.runtime_files}
     assert len(kept_runtime) == _runtime_file_count(), "the drifted point still calls the runtime: all of it stays"
     assert set(kept_runtime.values()) == {RuntimeStatus.KEPT_IN_USE}
-    forced = remove(checkout_090, catalog, force=True)
+    forced = remove(instrumented_090, catalog, force=True)
     assert _status(forced, UID_POINT).status is Status.REMOVED
-    assert "trace_flow" not in (checkout_090 / RAY_TRAINER).read_text()
+    assert "trace_flow" not in (instrumented_090 / RAY_TRAINER).read_text()
 
 
-def test_stale_when_the_code_is_an_older_template(checkout_090, catalog):
-    apply(checkout_090, catalog)
+def test_stale_when_the_code_is_an_older_template(instrumented_090, catalog):
     older = "trace_flow(uid=batch.non_tensor_batch[\"uid\"], traj_uid='N/A',\n           from_module='DataLoader', to_module='RayPPOTrainer',\n           stage='DATA_PREPROCESS', detail='uid_generated')\n"
     _edit(
-        checkout_090,
+        instrumented_090,
         RAY_TRAINER,
         "detail='uid_generated',\n                           global_step=self.global_steps)",
         "detail='uid_generated')",
     )
-    manifest_path = checkout_090 / ".trace-instrument.json"
+    manifest_path = instrumented_090 / ".trace-instrument.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["points"][UID_POINT]["templates"] = [older]
     manifest_path.write_text(json.dumps(manifest))
-    assert _status(check(checkout_090, catalog), UID_POINT).status is Status.STALE
-    again = apply(checkout_090, catalog)
+    assert _status(check(instrumented_090, catalog), UID_POINT).status is Status.STALE
+    again = apply(instrumented_090, catalog)
     assert _status(again, UID_POINT).status is Status.STALE and not again.written
 
 
@@ -90,22 +88,21 @@ def test_not_applicable_when_the_file_is_absent(checkout_090, catalog):
     assert _status(result, "flow.v1.sync-params.sync").status is Status.NOT_APPLICABLE
 
 
-def test_unexpected_tracing_calls(checkout_090, catalog):
-    apply(checkout_090, catalog)
-    main_ppo = checkout_090 / "verl/trainer/main_ppo.py"
+def test_unexpected_tracing_calls(instrumented_090, catalog):
+    main_ppo = instrumented_090 / "verl/trainer/main_ppo.py"
     main_ppo.write_text(
         main_ppo.read_text() + "\ntrace_flow(uid='x', traj_uid='0', from_module='A', to_module='B', stage='CUSTOM')\n"
     )
     own_line = "                log_progress('my own line')\n"
     _edit(
-        checkout_090,
+        instrumented_090,
         RAY_TRAINER,
         "                batch: DataProto = DataProto.from_single_dict(batch_dict)\n",
         own_line + "                batch: DataProto = DataProto.from_single_dict(batch_dict)\n",
     )
-    trainer_lines = (checkout_090 / RAY_TRAINER).read_text(encoding="utf-8").splitlines(keepends=True)
+    trainer_lines = (instrumented_090 / RAY_TRAINER).read_text(encoding="utf-8").splitlines(keepends=True)
     main_ppo_lines = main_ppo.read_text(encoding="utf-8").splitlines()
-    result = check(checkout_090, catalog)
+    result = check(instrumented_090, catalog)
     unexpected = {(p.file, p.line): p.message for p in result.points if p.status is Status.UNEXPECTED}
     custom_call = ("verl/trainer/main_ppo.py", len(main_ppo_lines))
     own_call = (RAY_TRAINER, trainer_lines.index(own_line) + 1)

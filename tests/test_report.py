@@ -13,9 +13,8 @@ from trace_instrument.model import Selection
 from trace_instrument.render.markdown import report as as_markdown
 
 
-def test_report_on_a_complete_result(checkout_090, catalog):
-    apply(checkout_090, catalog)
-    rep = report(checkout_090, catalog)
+def test_report_on_a_complete_result(instrumented_090, catalog):
+    rep = report(instrumented_090, catalog)
     assert rep.ok and rep.verl_version == "0.9.0"
     assert {c.call: (c.found, c.expected) for c in rep.calls} == {"trace_flow": (31, 31), "log_progress": (82, 82)}
     assert [s.stage for s in rep.stages if not s.covered] == ["update prompt2accs"]

@@ -12,9 +12,8 @@ def _failures(result, check=None):
     return [f for f in result.findings if not f.ok and (check is None or f.check == check)]
 
 
-def test_clean_result_verifies(checkout_090, catalog):
-    apply(checkout_090, catalog)
-    result = verify(checkout_090, catalog)
+def test_clean_result_verifies(instrumented_090, catalog):
+    result = verify(instrumented_090, catalog)
     assert result.ok, _failures(result)
     totals = {call: sum(c.actual for c in result.counts if c.call == call) for call in ("trace_flow", "log_progress")}
     assert totals == {"trace_flow": 31, "log_progress": 82}
@@ -36,9 +35,8 @@ def test_clean_result_verifies(checkout_090, catalog):
     }
 
 
-def test_zero_intrusion_catches_a_changed_business_line(checkout_090, catalog):
-    apply(checkout_090, catalog)
-    path = checkout_090 / TRAINER
+def test_zero_intrusion_catches_a_changed_business_line(instrumented_090, catalog):
+    path = instrumented_090 / TRAINER
     text = path.read_text()
     path.write_text(
         text.replace(
@@ -46,51 +44,47 @@ def test_zero_intrusion_catches_a_changed_business_line(checkout_090, catalog):
             "rollout_n = 2 * self.config.actor_rollout_ref.rollout.n",
         )
     )
-    failures = _failures(verify(checkout_090, catalog), "zero-intrusion")
+    failures = _failures(verify(instrumented_090, catalog), "zero-intrusion")
     line = next(i for i, l in enumerate(path.read_text().splitlines(), 1) if "rollout_n = 2 *" in l)
     assert [(f.subject, f.line) for f in failures] == [(TRAINER, line)]
 
 
-def test_zero_intrusion_against_an_explicit_baseline(checkout_090, verl_090, catalog):
-    apply(checkout_090, catalog)
-    (checkout_090 / ".trace-instrument.json").unlink()
-    no_baseline = _failures(verify(checkout_090, catalog), "zero-intrusion")
+def test_zero_intrusion_against_an_explicit_baseline(instrumented_090, verl_090, catalog):
+    (instrumented_090 / ".trace-instrument.json").unlink()
+    no_baseline = _failures(verify(instrumented_090, catalog), "zero-intrusion")
     assert no_baseline and "--baseline" in no_baseline[0].message
-    assert verify(checkout_090, catalog, baseline=verl_090).ok
+    assert verify(instrumented_090, catalog, baseline=verl_090).ok
 
 
-def test_runtime_self_check_catches_a_broken_format(checkout_090, catalog):
-    apply(checkout_090, catalog)
-    trace = checkout_090 / "verl/utils/tracing/trace.py"
+def test_runtime_self_check_catches_a_broken_format(instrumented_090, catalog):
+    trace = instrumented_090 / "verl/utils/tracing/trace.py"
     text = trace.read_text()
     assert '"COMPLETE"' in text
     trace.write_text(text.replace('"COMPLETE"', '"DONE"'))
-    failures = _failures(verify(checkout_090, catalog), "runtime")
+    failures = _failures(verify(instrumented_090, catalog), "runtime")
     assert any("sample_status" in f.message for f in failures), failures
 
 
-def test_counts_and_imports_catch_a_lost_call_and_a_double_import(checkout_090, catalog):
-    apply(checkout_090, catalog)
-    path = checkout_090 / TRAINER
+def test_counts_and_imports_catch_a_lost_call_and_a_double_import(instrumented_090, catalog):
+    path = instrumented_090 / TRAINER
     text = path.read_text()
     text = text.replace("                log_progress('end record metrics')\n", "")
     text = text.replace(
         "from verl.utils.tracing import", "from verl.utils.tracing import trace_flow\nfrom verl.utils.tracing import", 1
     )
     path.write_text(text)
-    result = verify(checkout_090, catalog)
+    result = verify(instrumented_090, catalog)
     counts = _failures(result, "counts")
     assert [f.message for f in counts] == ["log_progress: 26 call sites, catalog expects 27"]
     assert any("imported 2 times" in f.message for f in _failures(result, "imports"))
 
 
-def test_a_lost_manifest_is_written_again_by_apply(checkout_090, catalog):
-    apply(checkout_090, catalog)
-    manifest = checkout_090 / ".trace-instrument.json"
+def test_a_lost_manifest_is_written_again_by_apply(instrumented_090, catalog):
+    manifest = instrumented_090 / ".trace-instrument.json"
     manifest.unlink()
-    result = apply(checkout_090, catalog)
+    result = apply(instrumented_090, catalog)
     assert manifest.exists() and result.written
-    assert verify(checkout_090, catalog).ok
+    assert verify(instrumented_090, catalog).ok
 
 
 def test_an_extra_not_asked_for_is_never_verified_and_skipped_points_are_not_proven(tmp_path, catalog):
