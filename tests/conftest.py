@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import support
-from support import copy_tree
+from support import copy_tree, suite_writes
 
 from trace_instrument.spec import load_catalog
 from trace_instrument.wheels import WheelError, verl_tree
@@ -23,22 +23,6 @@ REAL_DISCOVERY_FILES = [
     Path("/tmp/verl_trace_trajectory_path.txt"),
     Path("/tmp/verl_progress_path.txt"),
 ]
-
-
-def suite_writes(files: list[Path], scratch: Path) -> list[Path]:
-    """The discovery files whose contents name a path under the suite's scratch folder: what a
-    test wrote there. Another process on the machine (a training run, another tool) may write
-    them any time; that is not the suite's doing, so only the contents tell."""
-    marker = str(scratch.resolve())
-    written = []
-    for path in files:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:  # absent, a folder, unreadable: nothing of ours
-            continue
-        if marker in text or str(scratch) in text:
-            written.append(path)
-    return written
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -85,3 +85,19 @@ def _lines(data: bytes) -> list[str]:
 
 def _display_name(path: Path) -> str:
     return path.relative_to(REPOSITORY).as_posix() if path.is_relative_to(REPOSITORY) else str(path)
+
+
+def suite_writes(files: list[Path], scratch: Path) -> list[Path]:
+    """The discovery files whose contents name a path under the suite's scratch folder: what a
+    test wrote there. Another process on the machine (a training run, another tool) may write
+    them any time; that is not the suite's doing, so only the contents tell."""
+    marker = str(scratch.resolve())
+    written = []
+    for path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:  # absent, a folder, unreadable: nothing of ours
+            continue
+        if marker in text or str(scratch) in text:
+            written.append(path)
+    return written

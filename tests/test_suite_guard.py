@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import suite_writes
+from support import suite_writes
 
 
 def test_a_file_naming_the_suites_scratch_is_the_suites_and_another_processes_is_not(tmp_path: Path) -> None:
