@@ -96,6 +96,31 @@ def instrumented_090(applied_090: Path, tmp_path: Path) -> Path:
     return root
 
 
+E2E_FIXTURES = frozenset({"verl_090", "verl_091", "verl_080", "checkout_090", "applied_090", "instrumented_090"})
+MODULE_MARKS = {"test_html": "browser", "test_spark": "spark"}
+SLOW_WORDS = ("subprocess", "git(", "Popen", "sys.executable")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by what it uses (see the markers in pyproject.toml): real wheels (a verl
+    fixture, or `verl_tree(` in its code), Chromium, Spark, other processes."""
+    import inspect
+
+    for item in items:
+        function = getattr(item, "function", None)
+        try:
+            code = inspect.getsource(function) if function is not None else ""
+        except (OSError, TypeError):
+            code = ""
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or "verl_tree(" in code:
+            item.add_marker(pytest.mark.e2e)
+        module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
+        if module in MODULE_MARKS:
+            item.add_marker(getattr(pytest.mark, MODULE_MARKS[module]))
+        if any(word in code for word in SLOW_WORDS):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not support.UPDATING:
         return
