@@ -103,8 +103,19 @@ def test_a_binding_that_cannot_stand_is_refused_with_its_line(tmp_path: Path, bi
     assert any(phrase in p and "o.yaml:4" in p for p in problems), problems
 
 
-def test_a_name_the_template_binds_itself_cannot_be_bound(tmp_path: Path) -> None:
-    spec = SPEC.replace("log_progress('scored', n * 2)", "n = 2\n      log_progress('scored', n)")
+@pytest.mark.parametrize(
+    "own",
+    [
+        "n = 2\n      log_progress('scored', n)",
+        # an exception caught as n, a case capturing n: the template's own n, not the fork's
+        "try:\n          go()\n      except Exception as n:\n          log_progress('scored', n)",
+        "match batch:\n          case [n]:\n              log_progress('scored', n)",
+        "match batch:\n          case [*n]:\n              log_progress('scored', n)",
+        "match batch:\n          case {**n}:\n              log_progress('scored', n)",
+    ],
+)
+def test_a_name_the_template_binds_itself_cannot_be_bound(tmp_path: Path, own: str) -> None:
+    spec = SPEC.replace("log_progress('scored', n * 2)", own)
     _, specs = _tree(tmp_path, "", spec)
     folder = _override(tmp_path, "  - overrides: t.scored\n    bind: {n: self.size}\n")
     assert any("binds 'n' itself" in p for p in _problems(specs, folder))

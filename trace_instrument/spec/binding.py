@@ -8,8 +8,8 @@ to the fork's function, so nothing of the fork's is shadowed.
 
 The rewrite is proven: the template's text with each read replaced must parse to the template's
 tree with each read replaced (a binding whose text would change anything else is refused), and
-a template that binds the name itself (an assignment, a parameter, a loop target, `global`)
-cannot have it bound. Whether the expression's own names exist where the code goes is the name
+a template that binds the name itself (an assignment, a parameter, a loop target, `except ... as`,
+a `case` capture, `global`) cannot have it bound. Whether the expression's own names exist where the code goes is the name
 proof apply runs on every point's code (`unbound-name`).
 """
 
@@ -157,6 +157,12 @@ def _refuse_own_bindings(template: Template, used: Mapping[str, str]) -> None:
                 bound = node.name
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 bound = next((n for n in (a.asname or a.name.split(".")[0] for a in node.names) if n in used), "")
+            elif isinstance(node, ast.ExceptHandler) and node.name in used:
+                bound = node.name or ""
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name in used:
+                bound = node.name or ""  # `case [n]:`, `case [*n]:` bind n
+            elif isinstance(node, ast.MatchMapping) and node.rest in used:
+                bound = node.rest or ""  # `case {**n}:`
             if bound:
                 raise BindError(f"the template binds {bound!r} itself (line {getattr(node, 'lineno', '?')})")
 
