@@ -189,6 +189,48 @@ def test_a_name_read_from_a_key_of_its_name_is_a_guess(tmp_path: Path) -> None:
     assert found.bindings == (("validate", "batch_meta.get('validate', False)"),)
 
 
+def test_a_spelling_that_calls_is_never_bound_even_as_a_guess(tmp_path: Path) -> None:
+    """The fork passes `next(it)` where the catalog's verl passed `n`: bound, the point's code
+    would call next() again and take the next batch from verl. The anchor is found, but port
+    writes no binding of it, whatever --min-confidence says."""
+    tree, specs = _tree(tmp_path, RENAMED.replace("make(data, count)", "make(data, next(it))"))
+    catalog = load_catalog([specs], shipped=False)
+    result = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS)
+    by_id = {s.point_id: s for s in result.suggestions}
+    assert {s.status for s in by_id.values()} == {PortStatus.REFUSED}
+    assert "computes as `next(it)`: read again, that code would run twice" in by_id["t.count"].message
+    assert "shows computed as `next(it)`" not in by_id["t.scored"].message  # t.count's fit taught nothing
+    assert result.written == ()
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        # the one read of key 'validate' is on a nested def's parameter: `meta` is another object
+        # where the code goes (the method's own `meta`, a list)
+        "def helper(meta):\n                    return meta.get('validate')\n                report(helper({}), meta[0])",
+        "report([m.get('validate') for m in meta])",
+        "report(lambda meta: meta['validate'])",
+        # reading it again would pop another item from verl's queue
+        "report(meta.pop().get('validate'))",
+    ],
+)
+def test_a_key_read_that_means_another_thing_where_the_code_goes_is_not_bound(tmp_path: Path, reads: str) -> None:
+    spec = SPEC.replace("log_progress('scored', n * 2)", "log_progress('scored', validate)")
+    source = f"""
+        class Worker:
+            def run(self, data, n, meta):
+                batch = make(data, n)
+                score = judge(batch)
+                {reads}
+        """
+    tree, specs = _tree(tmp_path, source, spec)
+    catalog = load_catalog([specs], shipped=False)
+    (found,) = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS).suggestions
+    assert (found.point_id, found.status, found.bindings) == ("t.scored", PortStatus.REFUSED, ())
+    assert "give the override `bind`" in found.message
+
+
 def test_a_name_nothing_spells_is_left_for_a_human_with_the_way_out(tmp_path: Path) -> None:
     spec = SPEC.replace("log_progress('scored', n * 2)", "log_progress('scored', missing_thing)")
     tree, specs = _tree(tmp_path, RENAMED.replace("count", "n"), spec)

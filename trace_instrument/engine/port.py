@@ -31,7 +31,7 @@ from trace_instrument.engine.apply import apply
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.locate import Placement
-from trace_instrument.locate.align import aligned, pure_read
+from trace_instrument.locate.align import aligned, pure_read, repeatable
 from trace_instrument.locate.index import header_only
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import (
@@ -523,6 +523,9 @@ def _decide(
         evidence = f"its anchor matches in several methods of {fit.scope}; its other edits are found in {methods}"
         return _ported(point, fit, Confidence.LIKELY, evidence, ())
     if fit.spelled:
+        again = next(((name, code) for name, code in fit.bindings if not repeatable(code)), None)
+        if again is not None:
+            return _not_repeatable(point, fit, *again)
         spellings = ", ".join(f"{name} as `{code}`" for name, code in fit.spelled)
         evidence = f"its anchors' statements, found in {fit.scope} with {spellings}"
         sure = fit.scope == point.scope and all(pure_read(code) for _, code in fit.bindings)
@@ -561,6 +564,16 @@ def _ported(point: Point, fit: _Fit, confidence: Confidence, evidence: str, othe
         others,
         bindings=fit.bindings,
         insides=fit.insides,
+    )
+
+
+def _not_repeatable(point: Point, fit: _Fit, name: str, code: str) -> PortSuggestion:
+    """A fit whose code would read `name` as code that does verl's work again (a call)."""
+    why = f"its code reads {name!r}, which this tree computes as `{code}`: read again, that code would run twice"
+    message = f"{why}; give the override `bind` (a name holding the value)"
+    line = min(p.line for p in fit.placements)
+    return PortSuggestion(
+        point.id, point.file, PortStatus.REFUSED, point.scope, fit.scope, fit.anchors, line=line, message=message
     )
 
 
@@ -615,6 +628,11 @@ def _rebound(suggestion: PortSuggestion, names: tuple[str, ...], known: _Spellin
     for name in names:
         if name in scope_known:
             code, shown_by, sure = scope_known[name]
+            if not repeatable(code):
+                why = f"its code reads {name!r}, which the anchor of {shown_by} shows computed as `{code}`"
+                return replace(
+                    suggestion, message=f"{suggestion.message}; {why}: read again, that code would run twice"
+                )
             note = f"{name} read as `{code}`, as the anchor of {shown_by} shows"
             sure = sure if pure_read(code) else Confidence.GUESS
         else:
@@ -643,7 +661,7 @@ def _named_read(work: FileWork, scope: str, name: str) -> str | None:
     (`batch.meta_info.get("validate", False)`, `cfg["validate"]`, `self.validate`), as code."""
     found: set[str] = set()
     for node in work.locator.index.scope_nodes(scope):
-        for sub in ast.walk(node):
+        for sub in _own_nodes(node):
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "get":
                 if sub.args and isinstance(sub.args[0], ast.Constant) and sub.args[0].value == name:
                     found.add(ast.unparse(sub))
@@ -652,7 +670,24 @@ def _named_read(work: FileWork, scope: str, name: str) -> str | None:
                     found.add(ast.unparse(sub))
             elif isinstance(sub, ast.Attribute) and sub.attr == name and isinstance(sub.ctx, ast.Load):
                 found.add(ast.unparse(sub))
-    return found.pop() if len(found) == 1 else None
+    repeated = {code for code in found if repeatable(code)}  # `q.pop().get(...)` would pop again
+    return repeated.pop() if len(found) == 1 and len(repeated) == 1 else None
+
+
+_INNER_SCOPES: tuple[type[ast.AST], ...] = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_INNER_SCOPES += (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _own_nodes(scope_node: ast.AST) -> Iterable[ast.AST]:
+    """The nodes of a def's own scope: not those of a def, lambda, class or comprehension inside it,
+    whose names (a parameter, a loop variable) are not the def's where a point's code goes."""
+    stack = list(ast.iter_child_nodes(scope_node))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _INNER_SCOPES):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
 
 
 # -- proving: the overrides loaded and applied as a user would -------------------------------------
