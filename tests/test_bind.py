@@ -121,6 +121,35 @@ def test_a_name_the_template_binds_itself_cannot_be_bound(tmp_path: Path, own: s
     assert any("binds 'n' itself" in p for p in _problems(specs, folder))
 
 
+def test_a_declared_marker_reads_the_bound_spelling_so_a_hand_edit_is_still_told(tmp_path: Path) -> None:
+    """A point recognised by its marker: bound, the marker reads what the inserted code reads, so
+    a hand edit of the code's other line is `drifted` (kept by remove), never `missing`."""
+    spec = """\
+file: verl/target.py
+points:
+  - id: t.env
+    facility: env
+    title: export n
+    scope: Worker.run
+    after: |
+      batch = make(data, n)
+    code: |
+      os.environ["TRACE_N"] = str(n)
+      os.environ["TRACE_M"] = "1"
+    marker: |
+      os.environ["TRACE_N"] = str(n)
+"""
+    tree, specs = _tree(tmp_path, "import os\n" + RENAMED, spec)
+    folder = _override(tmp_path, "  - overrides: t.env\n    bind: {n: count}\n    after: 'batch = make(data, count)'\n")
+    catalog = load_catalog([specs, folder], shipped=False)
+    (marker,) = catalog.point("t.env").marker_patterns
+    assert marker.text == 'os.environ["TRACE_N"] = str(count)'
+    assert exits.apply_exit(apply(tree, catalog)) == exits.OK
+    target = tree / "verl/target.py"
+    target.write_text(target.read_text(encoding="utf-8").replace('"1"', '"2"'), encoding="utf-8")
+    assert [r.status for r in check(tree, catalog).points] == [Status.DRIFTED]
+
+
 # -- port finds the spelling -----------------------------------------------------------------------
 
 RENAMED = """
