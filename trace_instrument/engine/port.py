@@ -742,10 +742,22 @@ def _override_files(folder: Path, catalog: Catalog, suggestions: Iterable[PortSu
     for verl_file, entries in by_file.items():
         name = override_file_name(verl_file)
         new = {s.point_id: _entry(catalog.point(s.point_id), s) for s in entries}
-        kept = [e for e in _earlier_entries(folder / name) if e.get("overrides") not in new]
-        body = {"file": verl_file, "points": [*kept, *new.values()]}
+        body = {"file": verl_file, "points": _merged(_earlier_entries(folder / name), new)}
         files[name] = PORT_HEADER + yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     return files
+
+
+def _merged(earlier: list[dict[str, object]], new: dict[str, dict[str, object]]) -> list[dict[str, object]]:
+    """The earlier entries with each point written again in its place (a second run changes no
+    line), then the points new to the file."""
+    merged = []
+    for entry in earlier:
+        point_id = entry.get("overrides")
+        if point_id not in new:
+            merged.append(entry)
+        elif not any(e.get("overrides") == point_id for e in merged):
+            merged.append(new[str(point_id)])
+    return merged + [e for point_id, e in new.items() if not any(m.get("overrides") == point_id for m in merged)]
 
 
 def _entry(point: Point, suggestion: PortSuggestion) -> dict[str, object]:
