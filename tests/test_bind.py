@@ -103,11 +103,51 @@ def test_a_binding_that_cannot_stand_is_refused_with_its_line(tmp_path: Path, bi
     assert any(phrase in p and "o.yaml:4" in p for p in problems), problems
 
 
-def test_a_name_the_template_binds_itself_cannot_be_bound(tmp_path: Path) -> None:
-    spec = SPEC.replace("log_progress('scored', n * 2)", "n = 2\n      log_progress('scored', n)")
+@pytest.mark.parametrize(
+    "own",
+    [
+        "n = 2\n      log_progress('scored', n)",
+        # an exception caught as n, a case capturing n: the template's own n, not the fork's
+        "try:\n          go()\n      except Exception as n:\n          log_progress('scored', n)",
+        "match batch:\n          case [n]:\n              log_progress('scored', n)",
+        "match batch:\n          case [*n]:\n              log_progress('scored', n)",
+        "match batch:\n          case {**n}:\n              log_progress('scored', n)",
+    ],
+)
+def test_a_name_the_template_binds_itself_cannot_be_bound(tmp_path: Path, own: str) -> None:
+    spec = SPEC.replace("log_progress('scored', n * 2)", own)
     _, specs = _tree(tmp_path, "", spec)
     folder = _override(tmp_path, "  - overrides: t.scored\n    bind: {n: self.size}\n")
     assert any("binds 'n' itself" in p for p in _problems(specs, folder))
+
+
+def test_a_declared_marker_reads_the_bound_spelling_so_a_hand_edit_is_still_told(tmp_path: Path) -> None:
+    """A point recognised by its marker: bound, the marker reads what the inserted code reads, so
+    a hand edit of the code's other line is `drifted` (kept by remove), never `missing`."""
+    spec = """\
+file: verl/target.py
+points:
+  - id: t.env
+    facility: env
+    title: export n
+    scope: Worker.run
+    after: |
+      batch = make(data, n)
+    code: |
+      os.environ["TRACE_N"] = str(n)
+      os.environ["TRACE_M"] = "1"
+    marker: |
+      os.environ["TRACE_N"] = str(n)
+"""
+    tree, specs = _tree(tmp_path, "import os\n" + RENAMED, spec)
+    folder = _override(tmp_path, "  - overrides: t.env\n    bind: {n: count}\n    after: 'batch = make(data, count)'\n")
+    catalog = load_catalog([specs, folder], shipped=False)
+    (marker,) = catalog.point("t.env").marker_patterns
+    assert marker.text == 'os.environ["TRACE_N"] = str(count)'
+    assert exits.apply_exit(apply(tree, catalog)) == exits.OK
+    target = tree / "verl/target.py"
+    target.write_text(target.read_text(encoding="utf-8").replace('"1"', '"2"'), encoding="utf-8")
+    assert [r.status for r in check(tree, catalog).points] == [Status.DRIFTED]
 
 
 # -- port finds the spelling -----------------------------------------------------------------------
@@ -176,6 +216,48 @@ def test_a_name_read_from_a_key_of_its_name_is_a_guess(tmp_path: Path) -> None:
     (found,) = port(tree, catalog, Selection(), _reload(specs)).suggestions
     assert (found.point_id, found.status, found.confidence) == ("t.scored", PortStatus.UNSURE, Confidence.GUESS)
     assert found.bindings == (("validate", "batch_meta.get('validate', False)"),)
+
+
+def test_a_spelling_that_calls_is_never_bound_even_as_a_guess(tmp_path: Path) -> None:
+    """The fork passes `next(it)` where the catalog's verl passed `n`: bound, the point's code
+    would call next() again and take the next batch from verl. The anchor is found, but port
+    writes no binding of it, whatever --min-confidence says."""
+    tree, specs = _tree(tmp_path, RENAMED.replace("make(data, count)", "make(data, next(it))"))
+    catalog = load_catalog([specs], shipped=False)
+    result = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS)
+    by_id = {s.point_id: s for s in result.suggestions}
+    assert {s.status for s in by_id.values()} == {PortStatus.REFUSED}
+    assert "computes as `next(it)`: read again, that code would run twice" in by_id["t.count"].message
+    assert "shows computed as `next(it)`" not in by_id["t.scored"].message  # t.count's fit taught nothing
+    assert result.written == ()
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        # the one read of key 'validate' is on a nested def's parameter: `meta` is another object
+        # where the code goes (the method's own `meta`, a list)
+        "def helper(meta):\n                    return meta.get('validate')\n                report(helper({}), meta[0])",
+        "report([m.get('validate') for m in meta])",
+        "report(lambda meta: meta['validate'])",
+        # reading it again would pop another item from verl's queue
+        "report(meta.pop().get('validate'))",
+    ],
+)
+def test_a_key_read_that_means_another_thing_where_the_code_goes_is_not_bound(tmp_path: Path, reads: str) -> None:
+    spec = SPEC.replace("log_progress('scored', n * 2)", "log_progress('scored', validate)")
+    source = f"""
+        class Worker:
+            def run(self, data, n, meta):
+                batch = make(data, n)
+                score = judge(batch)
+                {reads}
+        """
+    tree, specs = _tree(tmp_path, source, spec)
+    catalog = load_catalog([specs], shipped=False)
+    (found,) = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS).suggestions
+    assert (found.point_id, found.status, found.bindings) == ("t.scored", PortStatus.REFUSED, ())
+    assert "give the override `bind`" in found.message
 
 
 def test_a_name_nothing_spells_is_left_for_a_human_with_the_way_out(tmp_path: Path) -> None:

@@ -233,6 +233,19 @@ def test_the_other_lost_points_of_a_scope_break_a_tie(tmp_path: Path) -> None:
     assert text.index("log_progress('made')") < text.index("def validate")
 
 
+def test_a_point_written_again_keeps_its_entry_in_place(tmp_path: Path) -> None:
+    """A second run that finds only the first point again (the second one in place by then, say)
+    rewrites the file line for line: the entry stays where it was, before the other."""
+    tree, catalog, specs = _case(
+        tmp_path, "class Worker:\n    def go(self, data):\n        batch = make(data)\n        score = judge(batch)\n"
+    )
+    (written,) = port(tree, catalog, Selection(), _reload(specs)).written
+    before = Path(written).read_text(encoding="utf-8")
+    assert before.index("overrides: t.first") < before.index("overrides: t.second")
+    port(tree, catalog, Selection(only=frozenset({"t.first"})), _reload(specs))
+    assert Path(written).read_text(encoding="utf-8") == before
+
+
 def test_a_place_the_proofs_refuse_is_not_written(tmp_path: Path) -> None:
     # the old Worker.run had a `rollout_n`; the method its statements are in now has none
     spec = SPEC.replace("log_progress('scored')", "log_progress(f'scored {rollout_n}')")

@@ -31,7 +31,7 @@ from trace_instrument.engine.apply import apply
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.locate import Placement
-from trace_instrument.locate.align import aligned, pure_read
+from trace_instrument.locate.align import aligned, pure_read, repeatable
 from trace_instrument.locate.index import header_only
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import (
@@ -663,6 +663,9 @@ def _decide(
         evidence = f"its anchor matches in several methods of {fit.scope}; its other edits are found in {methods}"
         return _ported(point, fit, Confidence.LIKELY, evidence, ())
     if fit.spelled:
+        again = next(((name, code) for name, code in fit.bindings if not repeatable(code)), None)
+        if again is not None:
+            return _not_repeatable(point, fit, *again)
         spellings = ", ".join(f"{name} as `{code}`" for name, code in fit.spelled)
         evidence = f"its anchors' statements, found in {fit.scope} with {spellings}"
         sure = fit.scope == point.scope and all(pure_read(code) for _, code in fit.bindings)
@@ -701,6 +704,16 @@ def _ported(point: Point, fit: _Fit, confidence: Confidence, evidence: str, othe
         others,
         bindings=fit.bindings,
         insides=fit.insides,
+    )
+
+
+def _not_repeatable(point: Point, fit: _Fit, name: str, code: str) -> PortSuggestion:
+    """A fit whose code would read `name` as code that does verl's work again (a call)."""
+    why = f"its code reads {name!r}, which this tree computes as `{code}`: read again, that code would run twice"
+    message = f"{why}; give the override `bind` (a name holding the value)"
+    line = min(p.line for p in fit.placements)
+    return PortSuggestion(
+        point.id, point.file, PortStatus.REFUSED, point.scope, fit.scope, fit.anchors, line=line, message=message
     )
 
 
@@ -755,6 +768,11 @@ def _rebound(suggestion: PortSuggestion, names: tuple[str, ...], known: _Spellin
     for name in names:
         if name in scope_known:
             code, shown_by, sure = scope_known[name]
+            if not repeatable(code):
+                why = f"its code reads {name!r}, which the anchor of {shown_by} shows computed as `{code}`"
+                return replace(
+                    suggestion, message=f"{suggestion.message}; {why}: read again, that code would run twice"
+                )
             note = f"{name} read as `{code}`, as the anchor of {shown_by} shows"
             sure = sure if pure_read(code) else Confidence.GUESS
         else:
@@ -783,7 +801,7 @@ def _named_read(work: FileWork, scope: str, name: str) -> str | None:
     (`batch.meta_info.get("validate", False)`, `cfg["validate"]`, `self.validate`), as code."""
     found: set[str] = set()
     for node in work.locator.index.scope_nodes(scope):
-        for sub in ast.walk(node):
+        for sub in _own_nodes(node):
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "get":
                 if sub.args and isinstance(sub.args[0], ast.Constant) and sub.args[0].value == name:
                     found.add(ast.unparse(sub))
@@ -792,7 +810,24 @@ def _named_read(work: FileWork, scope: str, name: str) -> str | None:
                     found.add(ast.unparse(sub))
             elif isinstance(sub, ast.Attribute) and sub.attr == name and isinstance(sub.ctx, ast.Load):
                 found.add(ast.unparse(sub))
-    return found.pop() if len(found) == 1 else None
+    repeated = {code for code in found if repeatable(code)}  # `q.pop().get(...)` would pop again
+    return repeated.pop() if len(found) == 1 and len(repeated) == 1 else None
+
+
+_INNER_SCOPES: tuple[type[ast.AST], ...] = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_INNER_SCOPES += (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _own_nodes(scope_node: ast.AST) -> Iterable[ast.AST]:
+    """The nodes of a def's own scope: not those of a def, lambda, class or comprehension inside it,
+    whose names (a parameter, a loop variable) are not the def's where a point's code goes."""
+    stack = list(ast.iter_child_nodes(scope_node))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _INNER_SCOPES):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
 
 
 # -- proving: the overrides loaded and applied as a user would -------------------------------------
@@ -869,10 +904,24 @@ def _override_files(folder: Path, catalog: Catalog, suggestions: Iterable[PortSu
     for verl_file, entries in by_file.items():
         name = override_file_name(verl_file)
         new = {s.point_id: _entry(catalog.point(s.point_id), s) for s in entries}
-        kept = [e for e in _earlier_entries(folder / name) if e.get("overrides") not in ported]
-        body = {"file": verl_file, "points": [*kept, *new.values()]}
+        # an entry for a point now ported to another file goes; one written again keeps its place
+        before = [e for e in _earlier_entries(folder / name) if e.get("overrides") not in ported - set(new)]
+        body = {"file": verl_file, "points": _merged(before, new)}
         files[name] = PORT_HEADER + yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     return files
+
+
+def _merged(earlier: list[dict[str, object]], new: dict[str, dict[str, object]]) -> list[dict[str, object]]:
+    """The earlier entries with each point written again in its place (a second run changes no
+    line), then the points new to the file."""
+    merged = []
+    for entry in earlier:
+        point_id = entry.get("overrides")
+        if point_id not in new:
+            merged.append(entry)
+        elif not any(e.get("overrides") == point_id for e in merged):
+            merged.append(new[str(point_id)])
+    return merged + [e for point_id, e in new.items() if not any(m.get("overrides") == point_id for m in merged)]
 
 
 def _entry(point: Point, suggestion: PortSuggestion) -> dict[str, object]:

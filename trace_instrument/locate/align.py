@@ -107,3 +107,24 @@ def pure_read(code: str) -> bool:
             return False
         node = node.value
     return isinstance(node, (ast.Name, ast.Constant))
+
+
+def repeatable(code: str) -> bool:
+    """Does evaluating the code again only read a value: a pure read, or a `.get` of a constant
+    key (and constant default) on one? Code that calls anything else (`next(it)`, `q.pop()`)
+    would do verl's work a second time wherever a point's code reads it."""
+    if pure_read(code):
+        return True
+    try:
+        node = ast.parse(code, mode="eval").body
+    except SyntaxError:
+        return False
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and not node.keywords
+        and 1 <= len(node.args) <= 2
+        and all(isinstance(arg, ast.Constant) for arg in node.args)
+        and pure_read(ast.unparse(node.func.value))
+    )

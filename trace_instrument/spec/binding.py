@@ -8,8 +8,8 @@ to the fork's function, so nothing of the fork's is shadowed.
 
 The rewrite is proven: the template's text with each read replaced must parse to the template's
 tree with each read replaced (a binding whose text would change anything else is refused), and
-a template that binds the name itself (an assignment, a parameter, a loop target, `global`)
-cannot have it bound. Whether the expression's own names exist where the code goes is the name
+a template that binds the name itself (an assignment, a parameter, a loop target, `except ... as`,
+a `case` capture, `global`) cannot have it bound. Whether the expression's own names exist where the code goes is the name
 proof apply runs on every point's code (`unbound-name`).
 """
 
@@ -22,7 +22,7 @@ import keyword
 from collections.abc import Mapping
 from dataclasses import replace
 
-from trace_instrument.model import Point, SpecSource, Template
+from trace_instrument.model import CodePattern, Point, SpecSource, Template
 from trace_instrument.spec.reading import Context
 from trace_instrument.spec.yamlnodes import Node
 
@@ -88,14 +88,19 @@ def bind_point(ctx: Context, point: Point, bindings: Mapping[str, str], where: S
         except BindError as exc:
             ctx.problem(where, f"{point.id}, template {edit.template.name}: {exc}")
             return None
-    return replace(point, edits=tuple(edits), bindings=tuple(sorted(bindings.items())))
+    markers = []
+    for number, marker in enumerate(point.marker_patterns, start=1):
+        try:  # a marker says the code: it reads what the code reads (else a hand edit is not told)
+            markers.append(bound_marker(marker, bindings))
+        except BindError as exc:
+            ctx.problem(where, f"{point.id}, marker {number}: {exc}")
+            return None
+    return replace(point, edits=tuple(edits), marker_patterns=tuple(markers), bindings=tuple(sorted(bindings.items())))
 
 
-def names_read(template: Template) -> set[str]:
-    """The names the template's code reads (loads), anywhere in it."""
-    return {
-        n.id for s in template.stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    }
+def names_read(code: Template | CodePattern) -> set[str]:
+    """The names the code reads (loads), anywhere in it."""
+    return {n.id for s in code.stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
 def bound_template(template: Template, bindings: Mapping[str, str]) -> Template:
@@ -103,9 +108,30 @@ def bound_template(template: Template, bindings: Mapping[str, str]) -> Template:
     used = {name: text for name, text in bindings.items() if name in names_read(template)}
     if not used:
         return template
-    _refuse_own_bindings(template, used)
-    source = template.text
-    tree = ast.parse(source, mode="eval") if template.expression else ast.parse(source)
+    _refuse_own_bindings(template.stmts, used)
+    new_text = _rewritten(template.text, used, template.expression)
+    if template.expression:
+        new_tree = ast.parse(new_text, mode="eval")
+        stmts: tuple[ast.stmt, ...] = (ast.Expr(new_tree.body),)
+    else:
+        stmts = tuple(ast.parse(new_text).body)
+    sha = hashlib.sha256(new_text.encode("utf-8")).hexdigest()[:16]
+    return replace(template, text=new_text, stmts=stmts, sha=sha)
+
+
+def bound_marker(marker: CodePattern, bindings: Mapping[str, str]) -> CodePattern:
+    """The declared marker with every read of a bound name replaced, as the template's are."""
+    used = {name: text for name, text in bindings.items() if name in names_read(marker)}
+    if not used:
+        return marker
+    _refuse_own_bindings(marker.stmts, used)
+    new_text = _rewritten(marker.text + "\n", used, expression=False)
+    return replace(marker, text=new_text.rstrip("\n"), stmts=tuple(ast.parse(new_text).body))
+
+
+def _rewritten(source: str, used: Mapping[str, str], expression: bool) -> str:
+    """The code's text with every read of a name in `used` replaced by its expression (proven)."""
+    tree = ast.parse(source, mode="eval") if expression else ast.parse(source)
     reads = sorted(
         (n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in used and isinstance(n.ctx, ast.Load)),
         key=lambda n: (n.lineno, n.col_offset),
@@ -120,14 +146,8 @@ def bound_template(template: Template, bindings: Mapping[str, str]) -> Template:
         raw = raw[: node.col_offset] + replacement + raw[node.end_col_offset :]
         lines[node.lineno - 1] = raw.decode("utf-8")
     new_text = "".join(lines)
-    _prove(tree, new_text, used, template.expression)
-    if template.expression:
-        new_tree = ast.parse(new_text, mode="eval")
-        stmts: tuple[ast.stmt, ...] = (ast.Expr(new_tree.body),)
-    else:
-        stmts = tuple(ast.parse(new_text).body)
-    sha = hashlib.sha256(new_text.encode("utf-8")).hexdigest()[:16]
-    return replace(template, text=new_text, stmts=stmts, sha=sha)
+    _prove(tree, new_text, used, expression)
+    return new_text
 
 
 def _spelled(expression: str) -> str:
@@ -142,9 +162,9 @@ def _signed(node: ast.Constant) -> bool:
     return isinstance(node.value, (int, float, complex)) and not isinstance(node.value, bool)
 
 
-def _refuse_own_bindings(template: Template, used: Mapping[str, str]) -> None:
-    """A name the template binds itself is the template's: binding it would change what it means."""
-    for stmt in template.stmts:
+def _refuse_own_bindings(stmts: tuple[ast.stmt, ...], used: Mapping[str, str]) -> None:
+    """A name the code binds itself is the code's: binding it would change what it means."""
+    for stmt in stmts:
         for node in ast.walk(stmt):
             bound = ""
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id in used:
@@ -157,6 +177,12 @@ def _refuse_own_bindings(template: Template, used: Mapping[str, str]) -> None:
                 bound = node.name
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 bound = next((n for n in (a.asname or a.name.split(".")[0] for a in node.names) if n in used), "")
+            elif isinstance(node, ast.ExceptHandler) and node.name in used:
+                bound = node.name or ""
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name in used:
+                bound = node.name or ""  # `case [n]:`, `case [*n]:` bind n
+            elif isinstance(node, ast.MatchMapping) and node.rest in used:
+                bound = node.rest or ""  # `case {**n}:`
             if bound:
                 raise BindError(f"the template binds {bound!r} itself (line {getattr(node, 'lineno', '?')})")
 
