@@ -166,19 +166,21 @@ def _reload(specs: Path):  # type: ignore[no-untyped-def]
 
 
 def test_a_renamed_local_is_bound_and_every_command_follows(tmp_path: Path) -> None:
-    """The fork calls `n` `count`: t.count's anchor is found with `n` spelled `count` (likely),
-    and t.scored, in place but reading `n`, is bound as that anchor shows. Applied, the code
-    reads `count`; check is clean; a second port has nothing to do; remove gives the tree back."""
+    """The fork calls `n` `count`: t.count's anchor is found with `n` spelled `count` (a guess:
+    one statement shows the rename), and t.scored, in place but reading `n`, is bound as that
+    anchor shows (as sure). Written when asked, applied, the code reads `count`; check is clean;
+    a second port has nothing to do; remove gives the tree back."""
     tree, specs = _tree(tmp_path, RENAMED)
     pristine = (tree / "verl/target.py").read_bytes()
     catalog = load_catalog([specs], shipped=False)
     statuses = {r.point_id: (r.status, r.reason) for r in check(tree, catalog).points}
     assert statuses["t.count"][0] is Status.ANCHOR_LOST and statuses["t.scored"][0] is Status.REFUSED
-    result = port(tree, catalog, Selection(), _reload(specs))
+    assert port(tree, catalog, Selection(), _reload(specs)).written == ()
+    result = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS)
     by_id = {s.point_id: s for s in result.suggestions}
     assert [(s.status, s.confidence, s.bindings) for s in (by_id["t.count"], by_id["t.scored"])] == [
-        (PortStatus.PORTED, Confidence.LIKELY, (("n", "count"),)),
-        (PortStatus.PORTED, Confidence.LIKELY, (("n", "count"),)),
+        (PortStatus.PORTED, Confidence.GUESS, (("n", "count"),)),
+        (PortStatus.PORTED, Confidence.GUESS, (("n", "count"),)),
     ]
     assert by_id["t.count"].anchors == ("batch = make(data, count)",)
     schema = json.loads((Path(trace_instrument.__file__).parent / "spec/anchors.schema.json").read_text())
@@ -193,7 +195,7 @@ def test_a_renamed_local_is_bound_and_every_command_follows(tmp_path: Path) -> N
     assert lines[made + 1] == "log_progress(f'made {count} of {len(batch)}')"
     assert lines[lines.index("score = judge(batch)") + 1] == "log_progress('scored', count * 2)"
     assert {r.status for r in check(tree, ported).points} == {Status.PRESENT}
-    again = port(tree, ported, Selection(), _reload(specs))
+    again = port(tree, ported, Selection(), _reload(specs), min_confidence=Confidence.GUESS)
     assert again.suggestions == () and again.written == ()
     remove(tree, ported)
     assert (tree / "verl/target.py").read_bytes() == pristine
@@ -305,7 +307,48 @@ def test_a_point_waiting_for_a_lost_one_it_requires_is_bound_once_that_one_is_po
     tree, specs = _tree(tmp_path, RENAMED, spec)
     catalog = load_catalog([specs], shipped=False)
     assert {r.point_id: r.status for r in apply(tree, catalog, write=False).points}["t.scored"] is Status.SKIPPED
-    by_id = {s.point_id: s for s in port(tree, catalog, Selection(), _reload(specs)).suggestions}
+    found = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS).suggestions
+    by_id = {s.point_id: s for s in found}
     assert (by_id["t.scored"].status, by_id["t.scored"].bindings) == (PortStatus.PORTED, (("n", "count"),))
     placed = apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))
     assert {r.point_id: r.status for r in placed.points} == {"t.count": Status.APPLIED, "t.scored": Status.APPLIED}
+
+
+CONFIRMED_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.count
+    facility: progress
+    title: after the batch is made and sized
+    scope: Worker.run
+    after: |
+      batch = make(data, n)
+      sizes = [n] * len(batch)
+    code: |
+      log_progress(f'made {n}')
+"""
+
+
+@pytest.mark.parametrize(("shown_twice", "confidence"), [(True, Confidence.LIKELY), (False, Confidence.GUESS)])
+def test_a_rename_two_statements_show_is_likely_one_alone_a_guess(
+    tmp_path: Path, shown_twice: bool, confidence: Confidence
+) -> None:
+    """`n` spelled `count` in both statements of a two-statement anchor bears the rename out
+    (likely); an anchor of one statement showing it alone is a guess: so does another statement
+    of the same shape (the actor's metrics read as the critic's)."""
+    second = "sizes = [count] * len(batch)" if shown_twice else "sizes = [n] * len(batch)"
+    spec = CONFIRMED_SPEC if shown_twice else CONFIRMED_SPEC.replace("      sizes = [n] * len(batch)\n", "")
+    tree, specs = _tree(
+        tmp_path,
+        f"""
+        class Worker:
+            def run(self, data, count, n):
+                batch = make(data, count)
+                {second}
+        """,
+        spec,
+    )
+    (found,) = port(
+        tree, load_catalog([specs], shipped=False), Selection(), _reload(specs), min_confidence=Confidence.GUESS
+    ).suggestions
+    assert (found.status, found.confidence, found.bindings) == (PortStatus.PORTED, confidence, (("n", "count"),))

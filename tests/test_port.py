@@ -476,7 +476,8 @@ points:
 
 def test_of_two_statements_alike_the_one_beside_the_points_other_edit_is_chosen(tmp_path: Path) -> None:
     """The anchor's names are spelled otherwise twice, alike (`out`/`base`, `k`): the point's other
-    edit is found in the first `with` block only, so the first is where the point goes."""
+    edit is found in the first `with` block only, so the first is where the point goes (a guess:
+    no rename is borne out twice)."""
     tree, catalog, specs = _case(
         tmp_path,
         """
@@ -491,8 +492,9 @@ def test_of_two_statements_alike_the_one_beside_the_points_other_edit_is_chosen(
         """,
         BLOCK_SPEC,
     )
-    (found,) = port(tree, catalog, Selection(), _reload(specs)).suggestions
-    assert (found.status, found.confidence, found.line) == (PortStatus.PORTED, Confidence.LIKELY, 5)
+    assert port(tree, catalog, Selection(), _reload(specs)).written == (), "two names renamed once each: a guess"
+    (found,) = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS).suggestions
+    assert (found.status, found.confidence, found.line) == (PortStatus.PORTED, Confidence.GUESS, 5)
     assert found.anchors == ("out = self.produce(k, mode='gen')", "")
     placed = apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))
     assert exits.apply_exit(placed) == exits.OK
@@ -664,11 +666,12 @@ def test_an_edit_found_in_several_methods_goes_where_its_other_edit_is(tmp_path:
         """,
         CLASS_SPEC,
     )
-    (found,) = port(tree, catalog, Selection(), _reload(specs)).suggestions
+    (found,) = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS).suggestions
     if counted_in == "nowhere":
         assert found.status is not PortStatus.PORTED
         return
-    assert (found.status, found.confidence) == (PortStatus.PORTED, Confidence.LIKELY)
+    # a guess: a method that gained a statement like the edit's anchor would be taken as readily
+    assert (found.status, found.confidence) == (PortStatus.PORTED, Confidence.GUESS)
     assert found.insides == ("", "def tools(self, messages, added):\n    ...")
     assert exits.apply_exit(apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))) == exits.OK
     lines = [line.strip() for line in (tree / "verl" / "target.py").read_text(encoding="utf-8").splitlines()]
@@ -769,7 +772,6 @@ PINNED_OLDER = {
         "traj.c0.store": "AgentLoopWorkerBase.__init__",  # the base now holds __init__'s setup
         "flow.v0.validation-silence": "AgentLoopWorkerBase._run_agent_loop",
         "flow.v0.traj-uid-repeat": "RayPPOTrainer.fit",
-        "traj.c3.tool-record": "ToolAgentLoop",
     },
     "0.6.1": {
         "traj.c0.store": "AgentLoopWorkerBase.__init__",

@@ -16,6 +16,7 @@ same ids, same templates, so check, verify and remove follow.
 from __future__ import annotations
 
 import ast
+import collections
 import difflib
 import os
 import re
@@ -141,6 +142,7 @@ class _Fit:
     spelled: tuple[tuple[str, str], ...] = ()  # for a fit by aligned statements: how the tree spells names
     bindings: tuple[tuple[str, str], ...] = ()  # of those, the names the point's code reads (its `bind`)
     insides: tuple[str, ...] = ()  # per edit: the def its anchor must be inside ("" none), told by its neighbours
+    confirmed: bool = False  # for a fit by aligned statements: its renames borne out (_confirmed)
 
 
 @dataclass
@@ -394,6 +396,7 @@ def _aligned_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     moved = replace(point, scope=scope)
     texts: list[str] = []
     spelled: dict[str, str] = {}
+    shown: collections.Counter[str] = collections.Counter()  # per name: how many anchor statements show it
     found_here = [work.locator.place(moved, edit) for edit in moved.edits]
     blocks = {_block_of(work, p) for p in found_here if isinstance(p, Placement)}
     for edit, found in zip(moved.edits, found_here):
@@ -405,9 +408,10 @@ def _aligned_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
         run = _aligned_run(work, scope, edit.anchors[0], blocks - {0})
         if run is None:
             return None
-        text, mapping = run
+        text, mapping, counts = run
         if any(spelled.setdefault(name, code) != code for name, code in mapping.items()):
             return None  # one name spelled two ways: not a rename
+        shown.update(counts)
         texts.append(text)
     if not spelled:
         return None
@@ -418,7 +422,32 @@ def _aligned_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
         return None
     read = {name for edit in point.edits for name in names_read(edit.template)}
     bindings = tuple((name, code) for name, code in sorted(spelled.items()) if name in read)
-    return _Fit(scope, tuple(texts), tuple(placements), spelled=tuple(sorted(spelled.items())), bindings=bindings)
+    return _Fit(
+        scope,
+        tuple(texts),
+        tuple(placements),
+        spelled=tuple(sorted(spelled.items())),
+        bindings=bindings,
+        confirmed=_confirmed(spelled, shown),
+    )
+
+
+def _confirmed(spelled: dict[str, str], shown: collections.Counter[str]) -> bool:
+    """Is every name spelled otherwise a rename the tree bears out, not another statement of the
+    same shape (`metrics.update(critic_metrics)` for `metrics.update(actor_metrics)`)? Each old
+    name has its own new spelling (two names read as one are two things), and each spelling says
+    the name (`final_output` as `output`, `rollout_n` as `self.config...rollout.n`) or is shown by
+    two statements of the point's anchors."""
+    if len(set(spelled.values())) != len(spelled):
+        return False
+    return all(_says(name, code) or shown[name] >= 2 for name, code in spelled.items())
+
+
+def _says(name: str, code: str) -> bool:
+    """Does the code spell the name, letters alike, one ending the other (`rollout_n`,
+    `...rollout.n`; `final_output`, `output`)?"""
+    a, b = (re.sub(r"[^a-z0-9]", "", text.lower()) for text in (name, code))
+    return bool(a and b) and (a.endswith(b) or b.endswith(a)) and min(len(a), len(b)) >= 4
 
 
 def _block_of(work: FileWork, placement: Placement) -> int:
@@ -427,32 +456,36 @@ def _block_of(work: FileWork, placement: Placement) -> int:
     return id(work.locator.index.site(stmt).siblings) if stmt is not None else 0
 
 
-def _aligned_run(work: FileWork, scope: str, anchor: Anchor, blocks: set[int]) -> tuple[str, dict[str, str]] | None:
+def _aligned_run(
+    work: FileWork, scope: str, anchor: Anchor, blocks: set[int]
+) -> tuple[str, dict[str, str], collections.Counter[str]] | None:
     """The run of statements in the scope that is the anchor's with the fewest names spelled
     otherwise (as an anchor text, with the spellings); None unless exactly one has that few, or
     one of those few is in the block where the point's other edits are found (`blocks`: the ids
     of those statement lists): the edits of a point go together."""
     pattern = list(anchor.target.stmts)
-    found: list[tuple[int, list[ast.stmt], dict[str, str]]] = []
+    found: list[tuple[int, list[ast.stmt], dict[str, str], collections.Counter[str]]] = []
     for run in _runs_like(work, scope, pattern):
         mapping: dict[str, str] | None = {}
+        counts: collections.Counter[str] = collections.Counter()  # per name: the statements showing it
         for want, got in zip(pattern, run):
             one = aligned(want, got)
             if one is None or mapping is None or any(mapping.setdefault(k, v) != v for k, v in one.items()):
                 mapping = None
                 break
+            counts.update(one.keys())
         if mapping:
-            found.append((len(mapping), run, mapping))
+            found.append((len(mapping), run, mapping, counts))
     if not found:
         return None
-    fewest = min(n for n, _, _ in found)
-    best = [(run, mapping) for n, run, mapping in found if n == fewest]
+    fewest = min(item[0] for item in found)
+    best = [item for item in found if item[0] == fewest]
     if len(best) > 1:
-        best = [(run, mapping) for run, mapping in best if id(work.locator.index.site(run[0]).siblings) in blocks]
+        best = [item for item in best if id(work.locator.index.site(item[1][0]).siblings) in blocks]
     if len(best) != 1:
         return None
-    run, mapping = best[0]
-    return "\n".join(_text(p, s) for p, s in zip(pattern, run)), mapping
+    _, run, mapping, counts = best[0]
+    return "\n".join(_text(p, s) for p, s in zip(pattern, run)), mapping, counts
 
 
 def _runs_like(work: FileWork, scope: str, pattern: list[ast.stmt]) -> Iterable[list[ast.stmt]]:
@@ -661,14 +694,15 @@ def _decide(
     if fit.insides:
         methods = ", ".join(inside.split("(")[0].split()[-1] for inside in fit.insides if inside)
         evidence = f"its anchor matches in several methods of {fit.scope}; its other edits are found in {methods}"
-        return _ported(point, fit, Confidence.LIKELY, evidence, ())
+        # a guess: a method that gained a statement like the edit's anchor takes it as readily
+        return _ported(point, fit, Confidence.GUESS, evidence, ())
     if fit.spelled:
         again = next(((name, code) for name, code in fit.bindings if not repeatable(code)), None)
         if again is not None:
             return _not_repeatable(point, fit, *again)
         spellings = ", ".join(f"{name} as `{code}`" for name, code in fit.spelled)
         evidence = f"its anchors' statements, found in {fit.scope} with {spellings}"
-        sure = fit.scope == point.scope and all(pure_read(code) for _, code in fit.bindings)
+        sure = fit.scope == point.scope and fit.confirmed and all(pure_read(code) for _, code in fit.bindings)
         return _ported(point, fit, Confidence.LIKELY if sure else Confidence.GUESS, evidence, ())
     if fit.nearest:
         evidence = f"not found word for word; the nearest statements in {fit.scope}: {fit.nearest}"
