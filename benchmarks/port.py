@@ -45,7 +45,7 @@ from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.port import DEFAULT_OUT, port
 from trace_instrument.engine.verify import verify
-from trace_instrument.model import Catalog, PortStatus, PortSuggestion, Selection, Status
+from trace_instrument.model import Catalog, Confidence, PortStatus, PortSuggestion, Selection, Status
 from trace_instrument.spec import load_catalog
 from trace_instrument.wheels import verl_tree
 
@@ -192,8 +192,16 @@ def _code(source: bytes) -> str:
     return ast.dump(ast.Module(body, []))
 
 
-def _judge(name: str, refactor: Refactor, pristine: Path, instrumented: Path, catalog: Catalog, work: Path) -> Judged:
-    slug = re.sub(r"\W+", "-", name).strip("-")
+def _judge(
+    name: str,
+    refactor: Refactor,
+    pristine: Path,
+    instrumented: Path,
+    catalog: Catalog,
+    work: Path,
+    sure: Confidence = Confidence.LIKELY,
+) -> Judged:
+    slug = re.sub(r"\W+", "-", name).strip("-") + f"-{sure.value}"
     oracle = _copy(instrumented, work / f"{slug}-oracle")
     refactor(oracle)
     tree = _copy(pristine, work / f"{slug}-tree")
@@ -201,7 +209,7 @@ def _judge(name: str, refactor: Refactor, pristine: Path, instrumented: Path, ca
     needing = [
         r.point_id for r in check(tree, catalog).points if r.status not in (Status.MISSING, Status.NOT_APPLICABLE)
     ]
-    result = port(tree, catalog, Selection(), lambda folder: load_catalog([folder]))
+    result = port(tree, catalog, Selection(), lambda folder: load_catalog([folder]), min_confidence=sure)
     written = {s.point_id: s for s in result.suggestions if s.status is PortStatus.PORTED}
     ported = load_catalog([tree / DEFAULT_OUT]) if written else catalog
     placed = {r.point_id for r in apply(tree, ported).points if r.status.in_place}
@@ -271,20 +279,30 @@ def main() -> None:
         pristine = verl_tree("0.9.0")
         instrumented = _copy(pristine, work / "instrumented")
         apply(instrumented, catalog)
-        print(f"{'refactor of verl 0.9.0':<52} {'need':>5} {'exact':>6} {'wrong':>6} {'left':>5}  files")
-        totals = [0, 0, 0]
+        print(
+            f"{'refactor of verl 0.9.0':<52} {'need':>5} {'exact':>6} {'wrong':>6} {'left':>5}  files  | with guesses"
+        )
+        totals = [0, 0, 0, 0, 0]
         for name, refactor in CORPUS.items():
             judged = _judge(name, refactor, pristine, instrumented, catalog, work)
-            totals[0] += judged.needing
-            totals[1] += judged.exact
-            totals[2] += len(judged.wrong)
-            same = judged.files
+            guessing = _judge(name, refactor, pristine, instrumented, catalog, work, Confidence.GUESS)
+            totals = [
+                a + b
+                for a, b in zip(
+                    totals,
+                    [judged.needing, judged.exact, len(judged.wrong), guessing.exact, len(guessing.wrong)],
+                )
+            ]
             print(
-                f"{name:<52} {judged.needing:>5} {judged.exact:>6} {len(judged.wrong):>6} {judged.left:>5}  {same}"
-                + (f"  wrong: {', '.join(judged.wrong)}" if judged.wrong else "")
+                f"{name:<52} {judged.needing:>5} {judged.exact:>6} {len(judged.wrong):>6} {judged.left:>5}  "
+                f"{judged.files}  | exact {guessing.exact}, wrong {len(guessing.wrong)}"
+                + (f"  wrong: {', '.join(judged.wrong + guessing.wrong)}" if judged.wrong or guessing.wrong else "")
             )
         share = totals[1] / totals[0] if totals[0] else 1.0
-        print(f"{'total':<52} {totals[0]:>5} {totals[1]:>6} {totals[2]:>6}   exact {share:.0%} (target >= 90%)")
+        print(
+            f"{'total':<52} {totals[0]:>5} {totals[1]:>6} {totals[2]:>6}   exact {share:.0%} (target >= 90%)"
+            f"  | with guesses: exact {totals[3]}, wrong {totals[4]}"
+        )
         print()
         for version in args.releases:
             print(f"verl {version}: {_release(version, catalog, work)}")
