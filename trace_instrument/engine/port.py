@@ -206,11 +206,10 @@ def _fits(work: FileWork, point: Point, renames: dict[str, str]) -> list[_Fit]:
     moved = _with_anchors(point, texts)
     found: list[_Fit] = []
     for scope in sorted(_scopes_holding(work, moved)):
-        placed = [work.locator.place(replace(moved, scope=scope), edit) for edit in moved.edits]
-        placements = [p for p in placed if isinstance(p, Placement)]
-        if len(placements) == len(placed):
+        placements = _placed_all(work, replace(moved, scope=scope))
+        if placements is not None:
             note = ", ".join(f"{old} was renamed {new}" for old, new in renames.items()) if any(texts) else ""
-            found.append(_Fit(scope, texts, tuple(placements), note))
+            found.append(_Fit(scope, texts, placements, note))
     # a class fits wherever one of its methods does: the method is the place
     return [f for f in found if not any(o.scope.startswith(f.scope + ".") for o in found)]
 
@@ -378,12 +377,10 @@ def _beside_its_edits(work: FileWork, point: Point, scope: str) -> _Fit | None:
         head = header_only(method)
         head.body = [ast.Expr(ast.Constant(...))]
         insides.append(ast.unparse(head))
-    adapted = _with_anchors(moved, ("",) * len(moved.edits), insides)
-    placed = [work.locator.place(adapted, edit) for edit in adapted.edits]
-    placements = [p for p in placed if isinstance(p, Placement)]
-    if len(placements) != len(placed):
+    placements = _placed_all(work, _with_anchors(moved, ("",) * len(moved.edits), insides))
+    if placements is None:
         return None
-    return _Fit(scope, ("",) * len(moved.edits), tuple(placements), insides=tuple(insides))
+    return _Fit(scope, ("",) * len(moved.edits), placements, insides=tuple(insides))
 
 
 # -- statements that spell some names otherwise ------------------------------------------------------
@@ -415,17 +412,15 @@ def _aligned_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
         texts.append(text)
     if not spelled:
         return None
-    adapted = _with_anchors(moved, texts)
-    placed = [work.locator.place(adapted, edit) for edit in adapted.edits]
-    placements = [p for p in placed if isinstance(p, Placement)]
-    if len(placements) != len(placed):
+    placements = _placed_all(work, _with_anchors(moved, texts))
+    if placements is None:
         return None
     read = {name for edit in point.edits for name in names_read(edit.template)}
     bindings = tuple((name, code) for name, code in sorted(spelled.items()) if name in read)
     return _Fit(
         scope,
         tuple(texts),
-        tuple(placements),
+        placements,
         spelled=tuple(sorted(spelled.items())),
         bindings=bindings,
         confirmed=_confirmed(spelled, shown),
@@ -448,6 +443,13 @@ def _says(name: str, code: str) -> bool:
     `...rollout.n`; `final_output`, `output`)?"""
     a, b = (re.sub(r"[^a-z0-9]", "", text.lower()) for text in (name, code))
     return bool(a and b) and (a.endswith(b) or b.endswith(a)) and min(len(a), len(b)) >= 4
+
+
+def _placed_all(work: FileWork, point: Point) -> tuple[Placement, ...] | None:
+    """Where each edit of the point goes, when every one finds its place (None otherwise)."""
+    placed = [work.locator.place(point, edit) for edit in point.edits]
+    placements = tuple(p for p in placed if isinstance(p, Placement))
+    return placements if len(placements) == len(placed) else None
 
 
 def _block_of(work: FileWork, placement: Placement) -> int:
@@ -527,12 +529,10 @@ def _nearest_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
         notes.append(f"line {line} ({ratio:.0%} alike)")
     if not notes:
         return None
-    adapted = _with_anchors(moved, texts)
-    placed = [work.locator.place(adapted, edit) for edit in adapted.edits]
-    placements = [p for p in placed if isinstance(p, Placement)]
-    if len(placements) != len(placed):
+    placements = _placed_all(work, _with_anchors(moved, texts))
+    if placements is None:
         return None
-    return _Fit(scope, tuple(texts), tuple(placements), nearest=", ".join(notes))
+    return _Fit(scope, tuple(texts), placements, nearest=", ".join(notes))
 
 
 def _nearest_run(work: FileWork, scope: str, anchor: Anchor) -> tuple[str, float, int] | None:
