@@ -18,6 +18,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import refactors
 import yaml
 from support import copy_tree, tree_bytes
 from typer.testing import CliRunner
@@ -57,17 +58,36 @@ def _refactor(tree: Path, relative: str, pattern: str, replacement: str, count: 
     path.write_text(re.sub(pattern, replacement, text, flags=re.MULTILINE), encoding="utf-8")
 
 
-REFACTORS = {
+def _edit(relative: str, pattern: str, replacement: str, count: int) -> refactors.Refactor:
+    return lambda tree: _refactor(tree, relative, pattern, replacement, count)
+
+
+# case: (the file it edits, the edit, the points it loses)
+REFACTORS: dict[str, tuple[str, refactors.Refactor, int]] = {
     # the training loop's method renamed: its 24 points move with it, and the point anchored
     # before `def fit` is anchored before `def fit_loop`
-    "rename-a-method": (RAY_TRAINER, r"^    def fit\(self", "    def fit_loop(self", 1, 25),
+    "rename-a-method": (RAY_TRAINER, _edit(RAY_TRAINER, r"^    def fit\(self", "    def fit_loop(self", 1), 25),
     # the agent-loop worker's class renamed where the code names it (the tracing strings keep theirs)
     "rename-a-class": (
         AGENT_LOOP,
-        r"(?<=^class )AgentLoopWorker\b|(?<=ray\.remote\()AgentLoopWorker\b",
-        "RolloutWorker",
-        2,
+        _edit(AGENT_LOOP, r"(?<=^class )AgentLoopWorker\b|(?<=ray\.remote\()AgentLoopWorker\b", "RolloutWorker", 2),
         6,
+    ),
+    # fit split in two: from its progress bar on, the loop is a method of its own that fit returns;
+    # the 24 points of the loop go to it, the one before `def fit` stays
+    "split-a-method": (
+        RAY_TRAINER,
+        refactors.extract(RAY_TRAINER, "RayPPOTrainer", "fit", "progress_bar = tqdm(", None, "_fit_epochs"),
+        24,
+    ),
+    # the reference, values and advantage stages of fit extracted into a helper it calls: their
+    # 5 points go to the helper, the other points of fit stay
+    "extract-a-helper": (
+        RAY_TRAINER,
+        refactors.extract(
+            RAY_TRAINER, "RayPPOTrainer", "fit", "if self.use_reference_policy:", 'with marked_timer("adv"', "_adv"
+        ),
+        5,
     ),
 }
 
@@ -75,9 +95,9 @@ REFACTORS = {
 def _oracle(instrumented: Path, tmp_path: Path, case: str) -> tuple[dict[str, bytes], dict[str, object]]:
     """The refactor made on the instrumented tree: its files, and its manifest but for the business
     code's fingerprints (those are of the tree apply read, before the refactor)."""
-    relative, pattern, replacement, count, _ = REFACTORS[case]
+    _, edit, _ = REFACTORS[case]
     expected = copy_tree(instrumented, tmp_path / "expected")
-    _refactor(expected, relative, pattern, replacement, count)
+    edit(expected)
     return tree_bytes(expected), _without_baselines(instrumented / MANIFEST_NAME)
 
 
@@ -91,9 +111,9 @@ def _without_baselines(manifest: Path) -> dict[str, object]:
 def test_port_then_apply_gives_the_refactored_instrumented_tree(
     case: str, verl_090: Path, instrumented: Path, catalog: Catalog, tmp_path: Path
 ) -> None:
-    relative, pattern, replacement, count, lost = REFACTORS[case]
+    relative, edit, lost = REFACTORS[case]
     tree = copy_tree(verl_090, tmp_path / "fork")
-    _refactor(tree, relative, pattern, replacement, count)
+    edit(tree)
     before = check(tree, catalog)
     assert sum(p.status is Status.ANCHOR_LOST for p in before.points) == lost
 
@@ -114,9 +134,9 @@ def test_port_then_apply_gives_the_refactored_instrumented_tree(
 
 
 def test_port_writes_no_verl_source_and_runs_twice_alike(verl_090: Path, catalog: Catalog, tmp_path: Path) -> None:
-    relative, pattern, replacement, count, _ = REFACTORS["rename-a-method"]
+    _, edit, _ = REFACTORS["rename-a-method"]
     tree = copy_tree(verl_090, tmp_path / "fork")
-    _refactor(tree, relative, pattern, replacement, count)
+    edit(tree)
     sources = tree_bytes(tree)
     first = port(tree, catalog, Selection(), _shipped_reload)
     assert tree_bytes(tree) == sources, "port writes overrides, never verl sources"
@@ -133,9 +153,9 @@ def test_port_writes_no_verl_source_and_runs_twice_alike(verl_090: Path, catalog
 def test_a_renamed_def_in_an_anchor_is_likely_and_exact_moves_are_exact(
     verl_090: Path, catalog: Catalog, tmp_path: Path
 ) -> None:
-    relative, pattern, replacement, count, _ = REFACTORS["rename-a-method"]
+    _, edit, _ = REFACTORS["rename-a-method"]
     tree = copy_tree(verl_090, tmp_path / "fork")
-    _refactor(tree, relative, pattern, replacement, count)
+    edit(tree)
     result = port(tree, catalog, Selection(), _shipped_reload, min_confidence=Confidence.EXACT)
     by_id = {s.point_id: s for s in result.suggestions}
     fetch = by_id.pop("progress.v0.fetch-method")
