@@ -7,7 +7,9 @@ holds them. When neither works the tests fail with the reason; they never skip.
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,6 +121,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, MODULE_MARKS[module]))
         if any(word in code for word in SLOW_WORDS):
             item.add_marker(pytest.mark.slow)
+
+
+MEMORY_DISK = Path("/dev/shm")  # Linux's tmpfs: the suite copies and writes thousands of small files
+_OWN_BASETEMP: list[Path] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Rewriting snapshots runs in this one process (no xdist workers), so the summary below can
+    list every file it rewrote. Scratch places go to a fresh folder in memory where the machine has
+    one (unless --basetemp names one; xdist's workers get theirs inside it), removed at the end."""
+    if support.UPDATING and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
+    in_worker = hasattr(config, "workerinput")
+    if config.option.basetemp is None and not in_worker and MEMORY_DISK.is_dir() and os.access(MEMORY_DISK, os.W_OK):
+        own = Path(tempfile.mkdtemp(prefix="trace-instrument-tests-", dir=MEMORY_DISK))
+        _OWN_BASETEMP.append(own)
+        config.option.basetemp = str(own)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for own in _OWN_BASETEMP:
+        shutil.rmtree(own, ignore_errors=True)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -63,7 +63,7 @@ class _Rewrite:
 
 
 @dataclass
-class _Plan:
+class _EditsByStatement:
     before: dict[int, list[tuple[int, Statements, bool, int]]] = field(default_factory=dict)  # rank, stmts, take, keep
     after: dict[int, list[tuple[int, Statements]]] = field(default_factory=dict)
     removed: dict[int, int] = field(default_factory=dict)  # statement -> leading lines it owns
@@ -159,7 +159,7 @@ def edit_module(
     comment or quotes on a rebuilt line stay), where it still matches the anchor.
     """
     mapping = pair(module, tree)
-    plan = _Plan(newline=module.default_newline)
+    plan = _EditsByStatement(newline=module.default_newline)
     recorded = _Recorded(module, mapping, originals or {}, text, positions, headers)
     for placement in placements:
         _plan_placement(plan, mapping, placement)
@@ -180,7 +180,7 @@ def edit_module(
 # -- planning -----------------------------------------------------------------------------------
 
 
-def _plan_placement(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
+def _plan_placement(plan: _EditsByStatement, mapping: CstMap, placement: Placement) -> None:
     edit = placement.edit
     if edit.kind.inserts:
         assert placement.neighbor is not None  # an insert goes next to a statement (AnchorFinder._insertion)
@@ -204,7 +204,7 @@ def _plan_placement(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
         _plan_rewrite(plan, mapping, placement)
 
 
-def _plan_rewrite(plan: _Plan, mapping: CstMap, placement: Placement) -> None:
+def _plan_rewrite(plan: _EditsByStatement, mapping: CstMap, placement: Placement) -> None:
     region = [mapping.statement(s) for s in placement.region]
     for line in region:
         _require_line(line, placement)
@@ -302,7 +302,7 @@ def _split_at(stmts: Statements, pivot: cst.CSTNode) -> tuple[Statements, Statem
     return stmts, []
 
 
-def _plan_removal(plan: _Plan, mapping: CstMap, block: Block, recorded: _Recorded) -> None:
+def _plan_removal(plan: _EditsByStatement, mapping: CstMap, block: Block, recorded: _Recorded) -> None:
     edit = block.edit
     if edit.kind.inserts:
         first = mapping.statement(block.top[0])
@@ -333,7 +333,7 @@ def _plan_removal(plan: _Plan, mapping: CstMap, block: Block, recorded: _Recorde
             _plan_restore(plan, mapping, block, exact)
 
 
-def _plan_restore(plan: _Plan, mapping: CstMap, block: Block, text: str) -> None:
+def _plan_restore(plan: _EditsByStatement, mapping: CstMap, block: Block, text: str) -> None:
     """A rewrite's region goes back to the text it held before apply, byte for byte (comments
     above it included: the region's recorded text starts at them)."""
     region = [mapping.statement(s) for s in block.top]
@@ -346,7 +346,7 @@ def _plan_restore(plan: _Plan, mapping: CstMap, block: Block, text: str) -> None
     plan.targets.update(id(stmt) for stmt in region)
 
 
-def _plan_unrewrite(plan: _Plan, mapping: CstMap, block: Block, before_apply: str | None = None) -> None:
+def _plan_unrewrite(plan: _EditsByStatement, mapping: CstMap, block: Block, before_apply: str | None = None) -> None:
     region = [mapping.statement(s) for s in block.top]
     caps = block.captures
     assert caps is not None  # a rewrite block is recognised by what its placeholders captured
@@ -502,7 +502,7 @@ def _find_expression(statement: cst.CSTNode, target: ast.expr) -> cst.BaseExpres
 
 
 class _Editor(cst.CSTTransformer):
-    def __init__(self, plan: _Plan, needed: set[int]) -> None:
+    def __init__(self, plan: _EditsByStatement, needed: set[int]) -> None:
         super().__init__()
         self.plan = plan
         self.needed = needed

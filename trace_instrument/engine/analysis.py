@@ -7,7 +7,6 @@ import functools
 import hashlib
 import io
 import tokenize
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from trace_instrument.locate import FileLocator, PointState
 from trace_instrument.locate.attributes import ClassAttributes, Module
 from trace_instrument.locate.names import NameTable
 from trace_instrument.locate.runnable import PointNames
-from trace_instrument.model import Catalog, FileProblemKind, Point, Relations, Selection
+from trace_instrument.model import Catalog, FileProblemKind, Point, Relations
 from trace_instrument.spec.code import source_lines
 
 
@@ -171,16 +170,6 @@ def _read(root: Path, relative: str) -> SourceFile | FileProblem:
     if source is None:
         return FileProblem(relative, "file not in this checkout")
     return source
-
-
-def selected_files(
-    root: Path, catalog: Catalog, selection: Selection
-) -> Iterator[tuple[FileWork | FileProblem, list[Point]]]:
-    """Each catalog file holding a selected point, analysed, with those points."""
-    for relative in catalog.files:
-        chosen = [p for p in catalog.points if p.file == relative and selection.wants(p)]
-        if chosen:
-            yield analyse(root, relative, catalog), chosen
 
 
 def describe_syntax_error(exc: SyntaxError) -> tuple[FileProblemKind, str]:

@@ -104,7 +104,7 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
             validated_on=catalog.validated_on,
         )
     runtime_plan = runtime.plan_install(base, catalog, found)
-    context = _Context(catalog, manifest, runtime.state_for_points([p.file for p in runtime_plan]), options.update)
+    context = _ApplyRun(catalog, manifest, runtime.state_for_points([p.file for p in runtime_plan]), options.update)
     outcomes = _run_jobs(base, context, selected, {path: frozenset() for path in jobs})
     outcomes = _settle_across_files(base, context, selected, outcomes)
     outcomes = {path: _refuse_unwritable(base, outcome) for path, outcome in outcomes.items()}
@@ -184,7 +184,7 @@ def _requirements_put_back(files: list[FileResult], catalog: Catalog) -> list[Fi
 
 
 @dataclass(frozen=True)
-class _Context:
+class _ApplyRun:
     """What every file job needs (inherited by forked workers)."""
 
     catalog: Catalog
@@ -204,7 +204,7 @@ class _Outcome:
 
 
 def _run_jobs(
-    base: Path, context: _Context, selected: frozenset[str], jobs: dict[str, frozenset[str]]
+    base: Path, context: _ApplyRun, selected: frozenset[str], jobs: dict[str, frozenset[str]]
 ) -> dict[str, _Outcome]:
     """Each file's apply, on several cores when there are enough files; in catalog order."""
     items = [(str(base), path, selected, excluded) for path, excluded in jobs.items()]
@@ -213,7 +213,7 @@ def _run_jobs(
     return dict(zip(jobs, results))
 
 
-def _file_job(context: _Context, item: tuple[str, str, frozenset[str], frozenset[str]]) -> _Outcome:
+def _file_job(context: _ApplyRun, item: tuple[str, str, frozenset[str], frozenset[str]]) -> _Outcome:
     """One file's apply; whatever goes wrong becomes that file's error, never the run's crash."""
     root, relative, selected, excluded = item
     try:
@@ -242,7 +242,7 @@ def _refuse_unwritable(base: Path, outcome: _Outcome) -> _Outcome:
 
 
 @dataclass(eq=False)
-class _Plan:
+class _PointPlan:
     """What this run does to one point."""
 
     assessment: Assessment
@@ -261,7 +261,7 @@ class _Plan:
 
 
 def _apply_to_file(
-    context: _Context, base: Path, relative: str, selected: frozenset[str], excluded: frozenset[str]
+    context: _ApplyRun, base: Path, relative: str, selected: frozenset[str], excluded: frozenset[str]
 ) -> _Outcome:
     disk = analyse(base, relative, context.catalog, manifest=context.manifest)
     points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
@@ -272,7 +272,7 @@ def _apply_to_file(
     return _edit_file(work, plans, context, disk)
 
 
-def _without_stale(base: Path, disk: FileWork, points: list[Point], context: _Context) -> tuple[FileWork, set[str]]:
+def _without_stale(base: Path, disk: FileWork, points: list[Point], context: _ApplyRun) -> tuple[FileWork, set[str]]:
     """The file with the code of stale points taken out, in memory (apply --update puts today's in)."""
     assessor = FileAssessor(disk, context.manifest, context.runtime)
     stale = [a for a in (assessor.assess(p) for p in points) if a.status is Status.STALE and a.stale is not None]
@@ -292,11 +292,11 @@ def _without_stale(base: Path, disk: FileWork, points: list[Point], context: _Co
 def _plan_file(
     work: FileWork,
     points: list[Point],
-    context: _Context,
+    context: _ApplyRun,
     updating: set[str],
     excluded: frozenset[str],
     selected: frozenset[str],
-) -> list[_Plan]:
+) -> list[_PointPlan]:
     assessor = FileAssessor(work, context.manifest, context.runtime)
     plans = [_plan_point(assessor.assess(point), updating) for point in points]
     for plan in plans:
@@ -307,11 +307,11 @@ def _plan_file(
     return plans
 
 
-def _plan_point(assessment: Assessment, updating: set[str]) -> _Plan:
+def _plan_point(assessment: Assessment, updating: set[str]) -> _PointPlan:
     result = assessment.result
     if result.status is Status.MISSING:
         status = Status.UPDATED if assessment.point.id in updating else Status.APPLIED
-        return _Plan(assessment, status)
+        return _PointPlan(assessment, status)
     if result.status is Status.BROKEN and may_be_repaired(assessment):
         # tried: the edit adds the missing imports, and the output's names are checked again; a point
         # whose names still do not resolve (none of this run's points binds them) goes back to broken
@@ -322,24 +322,26 @@ def _plan_point(assessment: Assessment, updating: set[str]) -> _Plan:
             for part in (f"added {imports}" if imports else "", f"{unbound} defined again" if unbound else "")
             if part
         )
-        return _Plan(assessment, Status.REPAIRED, message, Reason.MISSING_IMPORT if imports else Reason.REQUIREMENT)
+        return _PointPlan(
+            assessment, Status.REPAIRED, message, Reason.MISSING_IMPORT if imports else Reason.REQUIREMENT
+        )
     if result.status is Status.STALE:
         message = "applied with an older template; left alone (`trace-instrument apply --update` refreshes it)"
-        return _Plan(assessment, Status.STALE, message, result.reason)
+        return _PointPlan(assessment, Status.STALE, message, result.reason)
     if result.status in (Status.DRIFTED, Status.MOVED):
-        return _Plan(assessment, result.status, result.message + "; left alone", result.reason)
-    return _Plan(assessment, result.status, result.message, result.reason)
+        return _PointPlan(assessment, result.status, result.message + "; left alone", result.reason)
+    return _PointPlan(assessment, result.status, result.message, result.reason)
 
 
 def _import_repairs(assessment: Assessment) -> list[NameIssue]:
     return [i for i in assessment.result.names if i.problem is Reason.MISSING_IMPORT]
 
 
-def _skip(plan: _Plan, message: str, reason: Reason) -> None:
+def _skip(plan: _PointPlan, message: str, reason: Reason) -> None:
     plan.status, plan.message, plan.reason = Status.SKIPPED, message, reason
 
 
-def _settle_dependencies(plans: list[_Plan], selected: frozenset[str]) -> None:
+def _settle_dependencies(plans: list[_PointPlan], selected: frozenset[str]) -> None:
     """A point whose required point is not in place is not applied either.
 
     Requirements in other files count as met here when selected; the caller
@@ -365,7 +367,7 @@ def _settle_dependencies(plans: list[_Plan], selected: frozenset[str]) -> None:
                 break
 
 
-def _refuse_overlaps(plans: list[_Plan]) -> None:
+def _refuse_overlaps(plans: list[_PointPlan]) -> None:
     """Two edits that would rewrite the same statement: neither is made."""
     inserting = {plan.point.id: plan for plan in plans if plan.inserts}
     for point_id, (rival, line) in overlaps(plan.assessment for plan in inserting.values()).items():
@@ -386,11 +388,11 @@ class _NotRunnable(Exception):
         self.contexts = contexts
 
 
-class _NotRecognised(Exception):
-    pass
+class _UnrecognisableEdit(Exception):
+    """The edited file does not read back as what was put in (a catalog bug, never the user's)."""
 
 
-def _edit_file(work: FileWork, plans: list[_Plan], context: _Context, disk: FileWork) -> _Outcome:
+def _edit_file(work: FileWork, plans: list[_PointPlan], context: _ApplyRun, disk: FileWork) -> _Outcome:
     """The file with the planned points in place (refusing any whose names would not resolve).
 
     `work` is what the edits are made on: the file on disk (`disk`), or it with stale code taken out.
@@ -413,7 +415,7 @@ def _edit_file(work: FileWork, plans: list[_Plan], context: _Context, disk: File
                     plan.context = refused.context
 
 
-def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: FileWork) -> _Outcome:
+def _edit_once(work: FileWork, plans: list[_PointPlan], context: _ApplyRun, disk: FileWork) -> _Outcome:
     catalog = context.catalog
     original = disk.text
     inserting = [p for p in plans if p.inserts]
@@ -434,9 +436,7 @@ def _edit_once(work: FileWork, plans: list[_Plan], context: _Context, disk: File
         checked = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog, extents)
         baseline, tree, locator = checked
         replaced = _records(work, measures, updated, tree, locator, placements) if measures else {}
-    except _NotRunnable:
-        raise
-    except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError, _NotRecognised) as exc:
+    except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError, _UnrecognisableEdit) as exc:
         results = tuple(
             point_result(p.point, Status.ERROR, line=p.assessment.result.line, message=f"not applied: {exc}")
             if p.inserts or p.status is Status.REPAIRED
@@ -507,13 +507,13 @@ def _records(
     return recorded(before, after, work.points, placements, measures.manifest)
 
 
-def _plain_repairs(repairing: list[_Plan]) -> list[str]:
+def _plain_repairs(repairing: list[_PointPlan]) -> list[str]:
     return [
         i.expected for p in repairing for i in _import_repairs(p.assessment) if not i.expected.startswith("from verl.")
     ]
 
 
-def _result(plan: _Plan) -> PointResult:
+def _result(plan: _PointPlan) -> PointResult:
     base = plan.assessment.result
     if plan.status is base.status and not plan.message:
         return base
@@ -549,8 +549,8 @@ def _new_imports(work: FileWork, wanted: tuple[str, ...]) -> tuple[str, ...]:
 def _check_output(
     work: FileWork,
     updated: str,
-    inserting: list[_Plan],
-    repairing: list[_Plan],
+    inserting: list[_PointPlan],
+    repairing: list[_PointPlan],
     before: tuple[str, ...],
     catalog: Catalog,
     extents: Extents,
@@ -573,7 +573,7 @@ def _check_output(
     )
     for plan in inserting:
         if not locator.state(plan.point).complete:
-            raise _NotRecognised(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")
+            raise _UnrecognisableEdit(f"point {plan.point.id} is not recognisable after insertion (catalog bug)")
     # (the attributes the classes set are the input's: judged when the points were planned)
     names = PointNames(NameTable(tree, source=updated), locator.recognition, work.relations, None)
     running = [p.point for p in [*inserting, *repairing]]
@@ -587,7 +587,7 @@ def _check_output(
     declared = declared_removals(locator.recognition)
     after = tuple(f for f, _ in business_fingerprints(locator.recognition, added_imports(catalog)))
     if [f for f in after if f not in declared] != [f for f in before if f not in declared]:
-        raise _NotRecognised("the edit would change business code beyond the declared rewrites (catalog bug)")
+        raise _UnrecognisableEdit("the edit would change business code beyond the declared rewrites (catalog bug)")
     return after, tree, locator
 
 
@@ -595,7 +595,7 @@ def _check_output(
 
 
 def _settle_across_files(
-    base: Path, context: _Context, selected: frozenset[str], outcomes: dict[str, _Outcome]
+    base: Path, context: _ApplyRun, selected: frozenset[str], outcomes: dict[str, _Outcome]
 ) -> dict[str, _Outcome]:
     """Redo the files whose points need a point another file could not place (rare)."""
     catalog = context.catalog

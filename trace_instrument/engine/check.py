@@ -50,7 +50,7 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
     runtime_state = runtime.state_for_points(runtime_files)
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
-    context = _Context(catalog, manifest, runtime_state, selected)
+    context = _CheckRun(catalog, manifest, runtime_state, selected)
     elsewhere: list[FileResult] = []
 
     def search_elsewhere() -> None:  # while the catalog's files are analysed
@@ -70,7 +70,7 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
 
 
 @dataclass(frozen=True)
-class _Context:
+class _CheckRun:
     catalog: Catalog
     manifest: Manifest
     runtime: runtime.RuntimeState
@@ -80,7 +80,7 @@ class _Context:
 _CACHE = PickleCache("check", limit=5000)
 
 
-def _file_results(context: _Context, base: Path, paths: list[str], meanwhile: Callable[[], None]) -> list[FileResult]:
+def _file_results(context: _CheckRun, base: Path, paths: list[str], meanwhile: Callable[[], None]) -> list[FileResult]:
     """Each file's result: from the cache when the file and all it is judged by are unchanged
     (a pre-commit run reads no more than that), the others analysed, in parallel, while this
     process runs `meanwhile`."""
@@ -99,7 +99,7 @@ def _file_results(context: _Context, base: Path, paths: list[str], meanwhile: Ca
     return [result for result in found if isinstance(result, FileResult)]
 
 
-def _cache_key(context: _Context, base: Path, relative: str) -> str | None:
+def _cache_key(context: _CheckRun, base: Path, relative: str) -> str | None:
     try:
         data = (base / relative).read_bytes()
     except OSError:
@@ -109,7 +109,7 @@ def _cache_key(context: _Context, base: Path, relative: str) -> str | None:
     return _key(context, relative, _points_of(context, relative), data)
 
 
-def _points_of(context: _Context, relative: str) -> list[Point]:
+def _points_of(context: _CheckRun, relative: str) -> list[Point]:
     return [p for p in context.catalog.points if p.file == relative and p.id in context.selected]
 
 
@@ -142,7 +142,7 @@ def _cached(base: Path, key: str | None) -> FileResult | None:
     return entry.result
 
 
-def _file_job(context: _Context, item: tuple[str, str, str | None]) -> FileResult:
+def _file_job(context: _CheckRun, item: tuple[str, str, str | None]) -> FileResult:
     """One file's check, put in the cache unless it failed."""
     root, relative, key = item
     points = _points_of(context, relative)
@@ -155,7 +155,7 @@ def _file_job(context: _Context, item: tuple[str, str, str | None]) -> FileResul
     return result
 
 
-def _key(context: _Context, relative: str, points: list[Point], data: bytes) -> str:
+def _key(context: _CheckRun, relative: str, points: list[Point], data: bytes) -> str:
     """Everything a file's check depends on: its bytes, the catalog, the selection, what the
     manifest recorded for its points (stale detection) and the runtime package's state."""
     recorded = [repr(context.manifest.points.get(p.id)) for p in points]
@@ -163,7 +163,9 @@ def _key(context: _Context, relative: str, points: list[Point], data: bytes) -> 
     return digest(context.catalog.digest, relative, data, *(p.id for p in points), *recorded, runtime_state)
 
 
-def _check_file(context: _Context, root: Path, relative: str, points: list[Point]) -> tuple[FileResult, dict[str, str]]:
+def _check_file(
+    context: _CheckRun, root: Path, relative: str, points: list[Point]
+) -> tuple[FileResult, dict[str, str]]:
     """The file's result, and the other files read to judge it (path -> digest)."""
     from trace_instrument.engine.analysis import FileProblem, analyse
     from trace_instrument.engine.assess import FileAssessor, overlaps

@@ -78,7 +78,7 @@ def remove(
 
 
 @dataclass(frozen=True)
-class _Context:
+class _RemoveRun:
     catalog: Catalog
     manifest: Manifest
     force: bool
@@ -91,7 +91,7 @@ def _remove(
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     manifest = Manifest.load(base)
-    context = _Context(catalog, manifest, force)
+    context = _RemoveRun(catalog, manifest, force)
     items = [(str(base), path, selected, ()) for path in paths]
     outcomes: list[_Removal] = map_in_order(_file_job, items, [file_size(base / p) for p in paths], context)
     outcomes = _held_for_dependants(base, context, selected, paths, outcomes)
@@ -133,7 +133,7 @@ def _remove(
 
 
 def _held_for_dependants(
-    base: Path, context: _Context, selected: frozenset[str], paths: list[str], outcomes: list[_Removal]
+    base: Path, context: _RemoveRun, selected: frozenset[str], paths: list[str], outcomes: list[_Removal]
 ) -> list[_Removal]:
     """A point whose code a point that stays requires (C1 calls the tracker C0 sets up) stays too:
     its files are done again with it kept, naming who needs it, until nothing more is held."""
@@ -208,7 +208,7 @@ class _Removal:
     replaced: dict[str, Replacements] = field(default_factory=dict)  # records of the points left, brought up to date
 
 
-def _file_job(context: _Context, item: tuple[str, str, frozenset[str], tuple[tuple[str, str], ...]]) -> _Removal:
+def _file_job(context: _RemoveRun, item: tuple[str, str, frozenset[str], tuple[tuple[str, str], ...]]) -> _Removal:
     """One file's removal; whatever goes wrong becomes that file's error, never the run's crash.
     (`held`: points kept for a point that stays, with the reason.)"""
     root, relative, selected, held = item
@@ -220,7 +220,7 @@ def _file_job(context: _Context, item: tuple[str, str, frozenset[str], tuple[tup
 
 
 def _remove_from_file(
-    context: _Context, base: Path, relative: str, selected: frozenset[str], held: dict[str, str]
+    context: _RemoveRun, base: Path, relative: str, selected: frozenset[str], held: dict[str, str]
 ) -> _Removal:
     work = analyse(base, relative, context.catalog, manifest=context.manifest)
     points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
@@ -291,7 +291,7 @@ def _records_left(work: FileWork, output: _Output, leaving: set[str], manifest: 
 
 
 @dataclass(eq=False)
-class _Plan:
+class _PointRemoval:
     point: Point
     result: PointResult
     blocks: list[Block]
@@ -302,7 +302,7 @@ class _Plan:
         self.blocks = []
 
 
-def _plan(work: FileWork, point: Point, context: _Context) -> _Plan:
+def _plan(work: FileWork, point: Point, context: _RemoveRun) -> _PointRemoval:
     state = work.state(point)
     unbounded = next((b for b in state.blocks if b.unbounded), None)
     if unbounded is not None:  # putting the block back would guess which statements go inside it
@@ -311,21 +311,23 @@ def _plan(work: FileWork, point: Point, context: _Context) -> _Plan:
             "as apply left them, or take the point out by hand"
         )
         result = point_result(point, Status.KEPT, line=unbounded.line, message=message, reason=Reason.EDITED_BY_HAND)
-        return _Plan(point, result, [])
+        return _PointRemoval(point, result, [])
     if state.complete:
-        return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(state.blocks))
+        return _PointRemoval(point, point_result(point, Status.REMOVED, line=state.line), list(state.blocks))
     stale = stale_state(work, point, context.manifest)  # (a reworded one-line point is all stale)
     if stale is not None:
-        return _Plan(point, point_result(point, Status.REMOVED, line=stale.line), list(stale.blocks), stale)
+        return _PointRemoval(point, point_result(point, Status.REMOVED, line=stale.line), list(stale.blocks), stale)
     if state.untouched:
-        return _Plan(point, point_result(point, Status.MISSING, message="not present"), [])
+        return _PointRemoval(point, point_result(point, Status.MISSING, message="not present"), [])
     if not state.marker_nodes:
         # partly there (the other edits lost, say in a merge) but nothing edited by hand: its exact blocks go
-        return _Plan(point, point_result(point, Status.REMOVED, line=state.line), list(state.blocks))
+        return _PointRemoval(point, point_result(point, Status.REMOVED, line=state.line), list(state.blocks))
     if context.force:
         rewrites = [run for run in state.edited if records_edit(run.edit)]
         if not rewrites:
-            return _Plan(point, point_result(point, Status.REMOVED, line=state.line), _forced_blocks(work, point))
+            return _PointRemoval(
+                point, point_result(point, Status.REMOVED, line=state.line), _forced_blocks(work, point)
+            )
         first = min(s.lineno for run in rewrites for s in run.stmts)
         last = max(s.end_lineno or s.lineno for run in rewrites for s in run.stmts)
         message = (
@@ -334,10 +336,10 @@ def _plan(work: FileWork, point: Point, context: _Context) -> _Plan:
             "put the template's code back there (or the code it replaced) and run remove again"
         )
         result = point_result(point, Status.KEPT, line=state.line, message=message, reason=Reason.EDITED_BY_HAND)
-        return _Plan(point, result, [])
+        return _PointRemoval(point, result, [])
     message = drift_message(state) + "; kept (--force removes its hand-edited blocks whole)"
     result = point_result(point, Status.KEPT, line=state.line, message=message, reason=Reason.EDITED_BY_HAND)
-    return _Plan(point, result, [])
+    return _PointRemoval(point, result, [])
 
 
 LEFT_BEHIND = (
@@ -346,7 +348,7 @@ LEFT_BEHIND = (
 )
 
 
-def _left_behind(work: FileWork, context: _Context, plans: dict[str, _Plan]) -> list[PointResult]:
+def _left_behind(work: FileWork, context: _RemoveRun, plans: dict[str, _PointRemoval]) -> list[PointResult]:
     """Tracing calls no point accounts for (say, a block the fork moved into a helper of its own):
     remove cannot take them out, and says where they are. (An older template's code is its point's.)"""
     stale = [
@@ -367,7 +369,7 @@ def _forced_blocks(work: FileWork, point: Point) -> list[Block]:
     return blocks
 
 
-def _failed(work: FileWork, plans: dict[str, _Plan], exc: Exception) -> FileResult:
+def _failed(work: FileWork, plans: dict[str, _PointRemoval], exc: Exception) -> FileResult:
     results = tuple(
         point_result(p.point, Status.ERROR, line=p.result.line, message=f"not removed: {exc}")
         if p.result.status is Status.REMOVED
@@ -522,8 +524,8 @@ def _read_on(tree: ast.Module, name: str, lines: list[int]) -> bool:
 
 
 def _would_move(
-    work: FileWork, output: _Output, taking: list[_Plan], manifest: Manifest
-) -> list[tuple[_Plan, list[str]]]:
+    work: FileWork, output: _Output, taking: list[_PointRemoval], manifest: Manifest
+) -> list[tuple[_PointRemoval, list[str]]]:
     """The plans taking out a rewrite after which points that stay, in place before, would not be
     where their anchors put them (code of theirs next to the rewritten region stays outside the
     block the removal rebuilds), with those points."""
@@ -551,7 +553,7 @@ def _in_place(locator: FileLocator, point: Point) -> bool:
     return state.complete and all(locator.finder.misplaced(point, block) is None for block in state.blocks)
 
 
-def _would_break(work: FileWork, output: _Output, taking: list[_Plan]) -> list[_Plan]:
+def _would_break(work: FileWork, output: _Output, taking: list[_PointRemoval]) -> list[_PointRemoval]:
     """The plans whose removal takes away the binding of a name the remaining code still reads."""
     updated = output.text
     bound = {plan.point.id: _bound_by(plan) for plan in taking}
@@ -565,7 +567,7 @@ def _would_break(work: FileWork, output: _Output, taking: list[_Plan]) -> list[_
     return [plan for plan in taking if bound[plan.point.id] & lost]
 
 
-def _bound_by(plan: _Plan) -> set[str]:
+def _bound_by(plan: _PointRemoval) -> set[str]:
     """Names the plan's blocks bind in their scope and take away with them (assignments, loop
     targets, definitions, imports, match captures, `except ... as`): not the business code a rewrite keeps (its captured statements and
     bodies stay bound), nor names local to a comprehension, lambda or def inside the blocks."""

@@ -26,8 +26,6 @@ from trace_instrument.render.items import check_items, summarise
 if TYPE_CHECKING:
     from trace_instrument.engine.report import Report
 
-SCHEMAS = ("run", "check", "verify", "report", "points", "port")
-
 
 def schema(name: str) -> dict[str, Any]:
     """The JSON Schema of one output shape (run: apply and remove)."""

@@ -20,9 +20,7 @@ from trace_instrument.traces.discover import Inputs
 from trace_instrument.traces.events import ORDER_KEY_SQL
 from trace_instrument.traces.model import Skipped
 
-# from=A|to=B|stage=S[|global_step=N][|detail=D]; [|] rather than \| so the same literal works everywhere
 _PIPE = "'|'"
-CONTENT_PATTERN = "^from=([^|]*)[|]to=([^|]*)[|]stage=([^|]*)(?:[|]global_step=([^|]*))?(?:[|]detail=(.*))?$"
 UID_PATTERN = "^(.*)/[^/]*$"
 _MACRO = re.compile(r"\{\{\s*(\w+)\s*(?:\((.*?)\))?\s*\}\}", re.DOTALL)
 
