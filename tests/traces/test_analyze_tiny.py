@@ -129,3 +129,29 @@ def test_staleness_and_throughput(result: Analysis) -> None:
     assert (t2.tokens, t2.seconds) == (20, pytest.approx(0.311))
     (worker,) = result.worker_throughput
     assert worker.worker.startswith("node-b-pid") and worker.tokens == 470
+
+
+def test_the_page_finds_its_tables_by_key_and_each_section_has_its_own_id(result: Analysis) -> None:
+    """The page's sections are named by the tables' keys, never by their display titles: every id
+    is unique, and each table the page embeds is the one of its key (its columns head that section's table)."""
+    import re
+
+    from trace_instrument.traces.render.html import page
+    from trace_instrument.traces.render.tables import sections
+
+    html = page(result)
+    ids = re.findall(r'<section id="([^"]+)"', html)
+    assert len(ids) == len(set(ids)) == html.count("<section ")
+    tables = {s.key: s for s in sections(result)}
+    assert len(tables) == len(sections(result)), "one key per table"
+    embedded = {  # section id: the table it shows
+        "step-windows": "step-windows",
+        "stage-latencies": "stage-latencies",
+        "never-trained": "oldest-never-trained",
+        "turns": "rollouts",
+        "throughput-per-step": "throughput-per-step",
+    }
+    for section, key in embedded.items():
+        body = html.split(f'<section id="{section}"', 1)[1].split("</section>", 1)[0]
+        header = "".join(f"<th>{column}</th>" for column in tables[key].columns)
+        assert header in body, (section, key)

@@ -23,6 +23,7 @@ from trace_instrument.traces.model import (
     Analysis,
     ClockSkew,
     Distribution,
+    FileKind,
     FunnelRow,
     Header,
     Histogram,
@@ -260,8 +261,8 @@ def _replace_cached(analysis: Analysis, cached: bool) -> Analysis:
 def compute(backend: Backend, inputs: Inputs, report: LoadReport, options: Options) -> Analysis:
     """Run the views on a loaded engine."""
     files = {f.file_id: f for f in inputs.files}
-    progress = parse_progress(inputs.of_kind("progress"))
-    lost, bad_status = parse_status(inputs.of_kind("status"))
+    progress = parse_progress(inputs.of_kind(FileKind.PROGRESS))
+    lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))
     step_rows = _step_rows(backend)
     steps = _step_windows(step_rows, progress, options.steps)
     latencies = _latencies(backend)
@@ -549,7 +550,7 @@ def _step_throughput(
 
 
 def _worker_label(inputs: Inputs, source: SourceFile) -> str:
-    for other in inputs.of_kind("sample"):
+    for other in inputs.of_kind(FileKind.SAMPLE):
         if other.root == source.root and other.pid == source.pid:
             return f"{other.host}-pid{other.pid}"
     roots = {f.root for f in inputs.files}
@@ -600,16 +601,18 @@ def _header(
         skipped.append(Skipped("status file that is not valid JSON", len(bad_status), tuple(bad_status[:3])))
     if progress.undecodable:
         skipped.append(Skipped("progress line with bytes that are not UTF-8", progress.undecodable))
-    processes = {(f.host or f.root, f.pid) for f in inputs.files if f.kind in ("sample", "status") and f.pid}
-    processes |= {(f.root, f.pid) for f in inputs.files if f.kind == "trajectory" and f.pid} - {
-        (f.root, f.pid) for f in inputs.of_kind("sample")
+    processes = {
+        (f.host or f.root, f.pid) for f in inputs.files if f.kind in (FileKind.SAMPLE, FileKind.STATUS) and f.pid
+    }
+    processes |= {(f.root, f.pid) for f in inputs.files if f.kind is FileKind.TRAJECTORY and f.pid} - {
+        (f.root, f.pid) for f in inputs.of_kind(FileKind.SAMPLE)
     }
     hosts = sorted({f.host for f in inputs.files if f.host})
     step_numbers = event_steps | {s.step for s in steps}
     step_numbers |= set(progress.banner_steps)
     kinds: dict[str, int] = {}
     for f in inputs.files:
-        kinds[f.kind] = kinds.get(f.kind, 0) + 1
+        kinds[f.kind.value] = kinds.get(f.kind.value, 0) + 1
     rejected = report.rows_rejected + int(unknown or 0) + int(bad_content or 0) + int(duplicates or 0)
     return Header(
         job_ids=tuple(str(j) for j, _ in backend.rows("job_ids")),

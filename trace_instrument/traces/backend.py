@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from trace_instrument.traces.discover import Inputs
-from trace_instrument.traces.events import ORDER_KEY_SQL
+from trace_instrument.traces.events import ORDER_KEY_SQL, event_codes_in
 from trace_instrument.traces.model import Skipped
 
 _PIPE = "'|'"
@@ -128,7 +128,7 @@ class Dialect:
             macro: Callable[..., str] = getattr(self, name)
             return macro(*[_expand_nested(a, expand) for a in split_args(args)])
 
-        return _MACRO.sub(expand, sql)
+        return _MACRO.sub(expand, event_codes_in(sql))
 
 
 def _expand_nested(text: str, expand: Callable[[re.Match[str]], str]) -> str:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from trace_instrument.traces.model import Skipped, SourceFile
+from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 
 CACHE_DIR_NAME = ".trace-instrument-cache"
 _SAMPLE_NAME = re.compile(r"^(?P<host>.+)-pid(?P<pid>\d+)\.csv(?:\.gz)?$")
@@ -34,22 +34,25 @@ class Inputs:
     torn: tuple[TornTail, ...]
     skipped: tuple[Skipped, ...]
 
-    def of_kind(self, kind: str) -> list[SourceFile]:
+    def of_kind(self, kind: FileKind) -> list[SourceFile]:
         return [f for f in self.files if f.kind == kind]
 
 
-def _kind(path: Path) -> str | None:
-    parent = path.parent.name
-    name = path.name
-    if parent == "sample" and (name.endswith((".csv", ".csv.gz"))):
-        return "sample"
-    if parent == "progress" and name.endswith(".log"):
-        return "progress"
-    if parent == "trajectory" and (name.endswith((".jsonl", ".jsonl.gz"))):
-        return "trajectory"
-    if parent == "status" and name.endswith(".json"):
-        return "status"
-    return None
+_SUFFIXES = {
+    FileKind.SAMPLE: (".csv", ".csv.gz"),
+    FileKind.PROGRESS: (".log",),
+    FileKind.TRAJECTORY: (".jsonl", ".jsonl.gz"),
+    FileKind.STATUS: (".json",),
+}
+
+
+def _kind(path: Path) -> FileKind | None:
+    """The kind of a file by its folder and name (None: not an input)."""
+    try:
+        kind = FileKind(path.parent.name)
+    except ValueError:
+        return None
+    return kind if path.name.endswith(_SUFFIXES[kind]) else None
 
 
 def _walk(root: Path) -> list[Path]:
@@ -84,20 +87,24 @@ def discover(roots: list[Path]) -> Inputs:
                 key = _fingerprint(path)
             except OSError:
                 continue
-            if key in seen and kind != "progress":
+            if key in seen and kind is not FileKind.PROGRESS:
                 duplicates.append(f"{path} (same as {seen[key]})")
                 continue
             seen[key] = str(path)
             files.append(_source(len(files), path, kind, root))
     skipped = [Skipped("duplicate file", len(duplicates), tuple(duplicates[:3]))] if duplicates else []
-    torn = [t for f in files if f.kind in ("sample", "trajectory") for t in [_torn_tail(f)] if t is not None]
+    torn = [
+        t for f in files if f.kind in (FileKind.SAMPLE, FileKind.TRAJECTORY) for t in [_torn_tail(f)] if t is not None
+    ]
     return Inputs(tuple(files), tuple(torn), tuple(skipped))
 
 
-def _source(file_id: int, path: Path, kind: str, root: Path) -> SourceFile:
+def _source(file_id: int, path: Path, kind: FileKind, root: Path) -> SourceFile:
     host: str | None = None
     pid: int | None = None
-    pattern = {"sample": _SAMPLE_NAME, "trajectory": _TRAJECTORY_NAME, "status": _STATUS_NAME}.get(kind)
+    pattern = {FileKind.SAMPLE: _SAMPLE_NAME, FileKind.TRAJECTORY: _TRAJECTORY_NAME, FileKind.STATUS: _STATUS_NAME}.get(
+        kind
+    )
     match = pattern.match(path.name) if pattern else None
     if match:
         host = match.groupdict().get("host")
@@ -128,7 +135,7 @@ def _torn_tail(source: SourceFile) -> TornTail | None:
         return None
     text = tail[tail.rfind(b"\n") + 1 :].decode("utf-8", "replace")
     fields: tuple[str, ...] = ()
-    if source.kind == "sample":
+    if source.kind is FileKind.SAMPLE:
         try:
             fields = tuple(next(csv.reader(io.StringIO(text.rstrip("\r"))), []))
         except csv.Error:

@@ -12,7 +12,7 @@ import duckdb
 
 from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
 from trace_instrument.traces.discover import Inputs, TornTail, locate_line
-from trace_instrument.traces.model import Skipped, SourceFile
+from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 
 # Only the turn fields a view or the export uses: converting JSON into this struct is the largest
 # cost of reading trajectories, and it grows with every field.
@@ -127,7 +127,7 @@ class DuckDBBackend(Backend):
         self._files_table(inputs.files)
         skipped: list[Skipped] = []
         rejected = 0
-        samples = inputs.of_kind("sample")
+        samples = inputs.of_kind(FileKind.SAMPLE)
         torn = {t.file_id: t for t in inputs.torn}
         if samples:
             self.script("raw_events", paths=_paths(samples), torn_filter=_csv_torn_filter(samples, torn))
@@ -138,7 +138,7 @@ class DuckDBBackend(Backend):
         else:
             self.script("empty_events")
         self.build_samples()
-        trajectories = inputs.of_kind("trajectory")
+        trajectories = inputs.of_kind(FileKind.TRAJECTORY)
         if trajectories:
             # a very long line (a 100 MB trajectory) needs a read buffer of a few times its size; the limit
             # is raised for this statement only (ordinary lines never allocate such buffers)

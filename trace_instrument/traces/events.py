@@ -7,35 +7,78 @@ that the generate / tool loop events share one rank and are ordered by time.
 
 from __future__ import annotations
 
+import re
+from enum import IntEnum
+
+
+class Event(IntEnum):
+    """A pipeline event of the sample-flow CSV, by its code (the pipeline order)."""
+
+    UID_GENERATED = 1
+    TRAJ_UID_GENERATED = 2
+    DISPATCHED_TO_MANAGER = 3
+    DISPATCHED_TO_WORKER = 4
+    AGENT_TASK_STARTED = 5
+    SESSION_STARTED = 6
+    GENERATE_REQUEST_SENT = 7
+    GENERATE_RESPONSE_RECEIVED = 8
+    TOOL_EXECUTED = 9
+    AGENT_RUN_COMPLETED = 10
+    ROLLOUT_REWARD = 11
+    TRAIN_SAMPLE = 12
+    TRAIN_REWARD = 13
+    TRAIN_LOGPROB = 14
+    TRAIN_REF_LOGPROB = 15
+    TRAIN_ADVANTAGE = 16
+    TRAIN_UPDATE = 17
+    FILTER_TRAJECTORIES = 18
+    SYNC_PARAMS = 19
+
+
+# stage:detail as the CSV spells it (the seed's strings); sql/events.sql maps them to the events
 EVENT_NAMES: dict[int, str] = {
-    1: "DATA_PREPROCESS:uid_generated",
-    2: "DATA_PREPROCESS:traj_uid_generated_by_repeat",
-    3: "DATA_DISPATCH:dispatched_to_agent_loop_manager",
-    4: "DATA_DISPATCH:dispatched_to_agent_loop_worker",
-    5: "AGENT_LOOP:agent_task_started",
-    6: "AGENT_LOOP:session_started",
-    7: "LLM_GENERATE:sending_generate_request",
-    8: "LLM_GENERATE:received_generate_response",
-    9: "AGENT_TOOL:tool_executed",
-    10: "AGENT_LOOP:agent_run_completed",
-    11: "ROLLOUT_REWARD:reward_score_computed",
-    12: "TRAIN_SAMPLE:sampled_from_replay_buffer",
-    13: "TRAIN_REWARD:reward_extracted",
-    14: "TRAIN_LOGPROB:old_log_prob_computed",
-    15: "TRAIN_REF_LOGPROB:ref_log_prob_computed",
-    16: "TRAIN_ADVANTAGE:advantage_computed",
-    17: "TRAIN_UPDATE:actor_parameters_updated",
-    18: "FILTER_TRAJECTORIES",
-    19: "SYNC_PARAMS:weights_synced",
+    Event.UID_GENERATED: "DATA_PREPROCESS:uid_generated",
+    Event.TRAJ_UID_GENERATED: "DATA_PREPROCESS:traj_uid_generated_by_repeat",
+    Event.DISPATCHED_TO_MANAGER: "DATA_DISPATCH:dispatched_to_agent_loop_manager",
+    Event.DISPATCHED_TO_WORKER: "DATA_DISPATCH:dispatched_to_agent_loop_worker",
+    Event.AGENT_TASK_STARTED: "AGENT_LOOP:agent_task_started",
+    Event.SESSION_STARTED: "AGENT_LOOP:session_started",
+    Event.GENERATE_REQUEST_SENT: "LLM_GENERATE:sending_generate_request",
+    Event.GENERATE_RESPONSE_RECEIVED: "LLM_GENERATE:received_generate_response",
+    Event.TOOL_EXECUTED: "AGENT_TOOL:tool_executed",
+    Event.AGENT_RUN_COMPLETED: "AGENT_LOOP:agent_run_completed",
+    Event.ROLLOUT_REWARD: "ROLLOUT_REWARD:reward_score_computed",
+    Event.TRAIN_SAMPLE: "TRAIN_SAMPLE:sampled_from_replay_buffer",
+    Event.TRAIN_REWARD: "TRAIN_REWARD:reward_extracted",
+    Event.TRAIN_LOGPROB: "TRAIN_LOGPROB:old_log_prob_computed",
+    Event.TRAIN_REF_LOGPROB: "TRAIN_REF_LOGPROB:ref_log_prob_computed",
+    Event.TRAIN_ADVANTAGE: "TRAIN_ADVANTAGE:advantage_computed",
+    Event.TRAIN_UPDATE: "TRAIN_UPDATE:actor_parameters_updated",
+    Event.FILTER_TRAJECTORIES: "FILTER_TRAJECTORIES",
+    Event.SYNC_PARAMS: "SYNC_PARAMS:weights_synced",
 }
-LOOP_CODES = (7, 8, 9)
-SYNC_CODE = 19
-# Sort key of a row within its sample: pipeline rank first (the generate/tool loop shares rank 7,
-# a horizon FILTER_TRAJECTORIES row sorts before training), then time, then the code. Fits a BIGINT.
-# The code breaks ties (a response and a tool row in the same millisecond keep their pipeline order).
+# Sort key of a row within its sample: pipeline rank first (the generate/tool loop shares the
+# request's rank, a horizon FILTER_TRAJECTORIES row sorts before training), then time, then the
+# code. Fits a BIGINT. The code breaks ties (a response and a tool row in the same millisecond keep
+# their pipeline order).
+_SHARED_RANKS = {
+    Event.GENERATE_RESPONSE_RECEIVED: Event.GENERATE_REQUEST_SENT,
+    Event.TOOL_EXECUTED: Event.GENERATE_REQUEST_SENT,
+    Event.FILTER_TRAJECTORIES: Event.ROLLOUT_REWARD,
+}
 ORDER_KEY_SQL = (
-    "(((CASE code WHEN 8 THEN 7 WHEN 9 THEN 7 WHEN 18 THEN 11 ELSE code END) * 100000000000000 + ts) * 32 + code)"
+    "(((CASE code "
+    + " ".join(f"WHEN {int(e)} THEN {int(rank)}" for e, rank in _SHARED_RANKS.items())
+    + " ELSE code END) * 100000000000000 + ts) * 32 + code)"
 )
+_EVENT_MACRO = re.compile(r"\{\{\s*event\(([\w\s,]*)\)\s*\}\}")
+
+
+def event_codes_in(sql: str) -> str:
+    """SQL with each ``{{event(NAME, ...)}}`` replaced by the codes of those events (``5, 6``); an
+    unknown name raises KeyError, so a misspelt event never becomes a silent NULL."""
+    return _EVENT_MACRO.sub(lambda m: ", ".join(str(int(Event[n.strip()])) for n in m.group(1).split(",")), sql)
+
 
 MILESTONES = ("generated", "dispatched", "agent loop started", "agent loop completed", "reward", "trained")
 
@@ -55,10 +98,10 @@ def short_name(code: int | None) -> str:
 
 def in_flight_state(code: int | None) -> str:
     """Where a never-trained sample stopped."""
-    if code is None or code <= 4:
+    if code is None or code <= Event.DISPATCHED_TO_WORKER:
         return "before rollout"
-    if code <= 9:
+    if code <= Event.TOOL_EXECUTED:
         return "in rollout"
-    if code <= 11:
+    if code <= Event.ROLLOUT_REWARD:
         return "awaiting training"
     return "in training"

@@ -8,6 +8,7 @@ never zero.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 DEFAULT_MEMORY_LIMIT = "1GB"  # DuckDB's memory limit unless --memory-limit says otherwise
 
@@ -25,13 +26,22 @@ class Skipped:
     examples: tuple[str, ...] = ()
 
 
+class FileKind(str, Enum):
+    """What an input file holds; the value is the folder the runtime writes such files into."""
+
+    SAMPLE = "sample"  # the per-sample flow CSV (trace_flow)
+    PROGRESS = "progress"  # the training-progress log (log_progress)
+    TRAJECTORY = "trajectory"  # the per-trajectory JSONL (TrajectoryStore)
+    STATUS = "status"  # a process's counts of what it wrote and lost
+
+
 @dataclass(frozen=True)
 class SourceFile:
     """One input file and what it holds."""
 
     file_id: int
     path: str
-    kind: str  # "sample", "progress", "trajectory" or "status"
+    kind: FileKind
     root: str  # the TRACE_DIR argument it was found under
     host: str | None = None
     pid: int | None = None

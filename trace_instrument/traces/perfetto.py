@@ -18,8 +18,8 @@ from typing import IO, Any
 
 from trace_instrument.traces.analyze import DEFAULT_OPTIONS, Options, _steps, open_engine
 from trace_instrument.traces.backend import Backend
-from trace_instrument.traces.events import short_name
-from trace_instrument.traces.model import SourceFile
+from trace_instrument.traces.events import Event, short_name
+from trace_instrument.traces.model import FileKind, SourceFile
 from trace_instrument.traces.progress import parse_progress
 
 EVENT_BUDGET = 1_000_000
@@ -43,7 +43,7 @@ def export_perfetto(
     with open_engine([Path(r) for r in roots], options) as (backend, inputs, _report, _cached):
         backend.select_steps(options.steps)
         files = {f.file_id: f for f in inputs.files}
-        progress = parse_progress(inputs.of_kind("progress"))
+        progress = parse_progress(inputs.of_kind(FileKind.PROGRESS))
         total, rows = backend.rows("trajectory_count")[0]
         limit = _trajectory_limit(int(total), int(rows), max_trajectories)
         slowest = min(limit, max(1, int(limit * SLOWEST_SHARE))) if limit else 0
@@ -70,11 +70,11 @@ def _pid(file_id: int) -> int:
 
 
 def _segment_name(prev_code: int, code: int, param: str | None) -> str:
-    if code == 8:
+    if code == Event.GENERATE_RESPONSE_RECEIVED:
         return "generate"
-    if code == 9:
+    if code == Event.TOOL_EXECUTED:
         return f"tool {param}"
-    if code == 7 and prev_code == 9:
+    if code == Event.GENERATE_REQUEST_SENT and prev_code == Event.TOOL_EXECUTED:
         return "next turn"
     return f"{short_name(prev_code)} -> {short_name(code)}"
 

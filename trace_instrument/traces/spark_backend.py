@@ -14,7 +14,7 @@ from typing import Any
 
 from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
 from trace_instrument.traces.discover import Inputs, TornTail
-from trace_instrument.traces.model import Skipped, SourceFile
+from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 
 _TURN = (
     "struct<turn_index:bigint,prompt_token_count:bigint,completion_token_count:bigint,finish_reason:string,"
@@ -114,7 +114,7 @@ class SparkBackend(Backend):
     def load(self, inputs: Inputs) -> LoadReport:
         self._files(inputs.files)
         torn = {t.file_id: t for t in inputs.torn}
-        samples = inputs.of_kind("sample")
+        samples = inputs.of_kind(FileKind.SAMPLE)
         skipped: list[Skipped] = []
         rejected = 0
         if samples:
@@ -128,7 +128,7 @@ class SparkBackend(Backend):
         else:
             self.script("empty_events")
         self.build_samples()
-        trajectories = inputs.of_kind("trajectory")
+        trajectories = inputs.of_kind(FileKind.TRAJECTORY)
         if trajectories:
             self._read_text(trajectories)
             self.script("trajectories", torn_filter=_jsonl_torn_filter(trajectories, torn))

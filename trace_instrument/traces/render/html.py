@@ -279,17 +279,19 @@ document.addEventListener('DOMContentLoaded', function () {
 def page(a: Analysis) -> str:
     """The whole report as one HTML document."""
     h = a.header
-    by_title = {s.title.split(" (")[0]: s for s in sections(a)}
+    by_key = {s.key: s for s in sections(a)}
     r = a.rollouts
     blocks = [
-        ("wide", "Step windows", gantt(a) + _table(by_title["Step windows"])),
+        ("wide", "step-windows", "Step windows", gantt(a) + _table(by_key["step-windows"])),
         (
             "wide",
+            "stage-latencies",
             "Stage latencies (log-scale histograms of the busiest transitions)",
-            _latency_charts(a) + _table(by_title["Stage latencies"]),
+            _latency_charts(a) + _table(by_key["stage-latencies"]),
         ),
         (
             "",
+            "funnel",
             "Funnel (trajectories per milestone)",
             hbars(
                 [
@@ -306,6 +308,7 @@ def page(a: Analysis) -> str:
         ),
         (
             "",
+            "never-trained",
             "Never trained (stuck or in flight)",
             hbars(
                 [
@@ -319,13 +322,14 @@ def page(a: Analysis) -> str:
                 "never trained",
                 PALETTE[3],
             )
-            + _table(by_title["Oldest never-trained samples"]),
+            + _table(by_key["oldest-never-trained"]),
         ),
     ]
     if r is not None:
         blocks += [
             (
                 "",
+                "stop-reasons",
                 "Stop reasons",
                 hbars(
                     [(s.reason, float(s.count), f"{num(s.count)} ({s.ratio:.1%})") for s in r.stop_reasons],
@@ -335,12 +339,19 @@ def page(a: Analysis) -> str:
             ),
             (
                 "",
+                "turns",
                 "Turns per trajectory",
-                histogram(r.turns_histogram, "turns per trajectory") + _table(by_title["Rollouts"]),
+                histogram(r.turns_histogram, "turns per trajectory") + _table(by_key["rollouts"]),
             ),
-            ("", "Response length per rollout (tokens)", histogram(r.response_length_histogram, "response length")),
             (
                 "",
+                "response-length",
+                "Response length per rollout (tokens)",
+                histogram(r.response_length_histogram, "response length"),
+            ),
+            (
+                "",
+                "tool-time",
                 "Tool time by tool",
                 hbars(
                     [
@@ -351,12 +362,13 @@ def page(a: Analysis) -> str:
                     PALETTE[6],
                 ),
             ),
-            ("", "sglang timing", _table(by_title["sglang timing"])),
+            ("", "sglang-timing", "sglang timing", _table(by_key["sglang-timing"])),
         ]
     blocks += [
-        ("", "Staleness (train step − generation step)", stacked(a)),
+        ("", "staleness", "Staleness (train step − generation step)", stacked(a)),
         (
             "",
+            "throughput-per-step",
             "Generation throughput per step (tokens/s)",
             bars(
                 [str(t.step) for t in a.step_throughput],
@@ -365,10 +377,11 @@ def page(a: Analysis) -> str:
                 " tok/s",
                 PALETTE[5],
             )
-            + _table(by_title["Generation throughput per step"]),
+            + _table(by_key["throughput-per-step"]),
         ),
         (
             "",
+            "throughput-per-worker",
             "Generation throughput per worker (tokens/s)",
             hbars(
                 [
@@ -382,7 +395,8 @@ def page(a: Analysis) -> str:
     ]
     notes = "".join(f'<p class="note">{_esc(n)}</p>' for n in a.notes)
     body = "".join(
-        f'<section class="{cls}"><h2>{_esc(title)}</h2>{content}</section>' for cls, title, content in blocks
+        f'<section id="{key}" class="{cls}"><h2>{_esc(title)}</h2>{content}</section>'
+        for cls, key, title, content in blocks
     )
     head_lines = "".join(f"<p>{_esc(line)}</p>" for line in header_lines(h))
     title = f"Trace analysis — {', '.join(h.job_ids) or 'run'}"
@@ -391,7 +405,7 @@ def page(a: Analysis) -> str:
         f'<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
         f"<body><header><h1>{_esc(title)}</h1>{head_lines}</header>"
-        f'<main><section class="wide">{notes or "<p>No warnings.</p>"}</section>{body}</main>'
+        f'<main><section id="warnings" class="wide">{notes or "<p>No warnings.</p>"}</section>{body}</main>'
         f"<script>{SCRIPT}</script></body></html>\n"
     )
 

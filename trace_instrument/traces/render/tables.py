@@ -10,6 +10,9 @@ from trace_instrument.traces.model import Analysis, Header
 
 @dataclass(frozen=True)
 class Section:
+    """One table of the report; `key` names it for the page (its section's id), `title` is for people."""
+
+    key: str
     title: str
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
@@ -84,6 +87,7 @@ def sections(a: Analysis) -> list[Section]:
     origin = a.header.first_ms
     out = [
         Section(
+            "step-windows",
             "Step windows (from the CSV rows; progress lines for order)",
             (
                 "step",
@@ -118,6 +122,7 @@ def sections(a: Analysis) -> list[Section]:
             ),
         ),
         Section(
+            "stage-latencies",
             "Stage latencies (consecutive stages of a sample)",
             ("from", "to", "count", "p50", "p90", "p99", "max", "neg", "slowest"),
             tuple(
@@ -136,21 +141,25 @@ def sections(a: Analysis) -> list[Section]:
             ),
         ),
         Section(
+            "slowest-trajectories",
             "Slowest trajectories (first to last row)",
             ("sample id", "time"),
             tuple((sid, ms(total)) for sid, total in a.slowest),
         ),
         Section(
+            "funnel",
             "Funnel",
             ("milestone", "prompts", "trajectories"),
             tuple((f.milestone, num(f.prompts), num(f.trajectories)) for f in a.funnel),
         ),
         Section(
+            "never-trained",
             "Never trained (stuck or in flight), by last stage",
             ("last stage", "state", "count", "oldest"),
             tuple((g.last_event, g.state, num(g.count), ms(g.oldest_age_ms)) for g in a.in_flight),
         ),
         Section(
+            "oldest-never-trained",
             "Oldest never-trained samples",
             ("sample id", "last stage", "ago", "process"),
             tuple((x.sample_id, x.last_event, ms(x.age_ms), x.host or "-") for x in a.in_flight_oldest[:10]),
@@ -160,6 +169,7 @@ def sections(a: Analysis) -> list[Section]:
     if r is not None:
         out.append(
             Section(
+                "stop-reasons",
                 "Stop reasons",
                 ("reason", "count", "ratio"),
                 tuple((s.reason, num(s.count), f"{s.ratio:.1%}") for s in r.stop_reasons),
@@ -179,11 +189,15 @@ def sections(a: Analysis) -> list[Section]:
             )
         out.append(
             Section(
-                "Rollouts", ("quantity", "count", "mean", "min", "p50", "p90", "p95", "p99", "max"), tuple(dist_rows)
+                "rollouts",
+                "Rollouts",
+                ("quantity", "count", "mean", "min", "p50", "p90", "p95", "p99", "max"),
+                tuple(dist_rows),
             )
         )
         out.append(
             Section(
+                "tool-time",
                 "Tool time by tool (generate response -> tool executed)",
                 ("tool", "calls", "p50", "p90", "p99", "max", "total"),
                 tuple(
@@ -194,6 +208,7 @@ def sections(a: Analysis) -> list[Section]:
         if r.sglang.collected:
             out.append(
                 Section(
+                    "sglang-timing",
                     f"sglang timing ({r.sglang.turns_with_timing:,} of {r.sglang.turns:,} turns)",
                     ("part", "mean", "p50", "p90", "p99", "max"),
                     tuple(
@@ -210,13 +225,21 @@ def sections(a: Analysis) -> list[Section]:
                 )
             )
         else:
-            out.append(Section("sglang timing", ("part", "value"), (("queue / prefill / decode", "not collected"),)))
+            out.append(
+                Section(
+                    "sglang-timing",
+                    "sglang timing",
+                    ("part", "value"),
+                    (("queue / prefill / decode", "not collected"),),
+                )
+            )
     stale: dict[int, dict[int, int]] = {}
     for row in a.staleness:
         stale.setdefault(row.train_step, {})[row.staleness] = row.count
     values = sorted({row.staleness for row in a.staleness})
     out.append(
         Section(
+            "staleness",
             "Staleness (train step - generation step), samples per step",
             ("train step", *(f"+{v}" for v in values)),
             tuple((str(step), *(num(c.get(v, 0)) for v in values)) for step, c in sorted(stale.items())),
@@ -224,6 +247,7 @@ def sections(a: Analysis) -> list[Section]:
     )
     out.append(
         Section(
+            "throughput-per-step",
             "Generation throughput per step",
             ("step", "trajectories", "tokens", "span", "tok/s", "progress tok/s"),
             tuple(
@@ -241,6 +265,7 @@ def sections(a: Analysis) -> list[Section]:
     )
     out.append(
         Section(
+            "throughput-per-worker",
             "Generation throughput per worker",
             ("worker", "trajectories", "tokens", "busy", "tok/s"),
             tuple(

@@ -15,17 +15,17 @@ SELECT sample_id,
        max_by(code, {{order_key}}) AS last_code,
        max_by(ts, {{order_key}}) AS last_ordered_ts,
        max_by(file_id, {{order_key}}) AS last_file,
-       max(CASE WHEN code = 10 THEN step END) AS completed_step,
-       max(CASE WHEN code IN (5, 6) THEN step END) AS started_step,
-       max(CASE WHEN code = 17 THEN step END) AS train_step,
-       coalesce(max(CASE WHEN code = 10 THEN step END), max(CASE WHEN code IN (5, 6) THEN step END), min(step)) AS gen_step,
-       max(CASE WHEN code BETWEEN 5 AND 10 THEN file_id END) AS worker_file,
-       bool_or(code IN (1, 2, 6)) AS m_generated,
-       bool_or(code IN (3, 4)) AS m_dispatched,
-       bool_or(code IN (5, 6)) AS m_started,
-       bool_or(code = 10) AS m_completed,
-       bool_or(code IN (11, 13)) AS m_reward,
-       bool_or(code = 17) AS m_trained
+       max(CASE WHEN code = {{event(AGENT_RUN_COMPLETED)}} THEN step END) AS completed_step,
+       max(CASE WHEN code IN ({{event(AGENT_TASK_STARTED, SESSION_STARTED)}}) THEN step END) AS started_step,
+       max(CASE WHEN code = {{event(TRAIN_UPDATE)}} THEN step END) AS train_step,
+       coalesce(max(CASE WHEN code = {{event(AGENT_RUN_COMPLETED)}} THEN step END), max(CASE WHEN code IN ({{event(AGENT_TASK_STARTED, SESSION_STARTED)}}) THEN step END), min(step)) AS gen_step,
+       max(CASE WHEN code BETWEEN {{event(AGENT_TASK_STARTED)}} AND {{event(AGENT_RUN_COMPLETED)}} THEN file_id END) AS worker_file,
+       bool_or(code IN ({{event(UID_GENERATED, TRAJ_UID_GENERATED, SESSION_STARTED)}})) AS m_generated,
+       bool_or(code IN ({{event(DISPATCHED_TO_MANAGER, DISPATCHED_TO_WORKER)}})) AS m_dispatched,
+       bool_or(code IN ({{event(AGENT_TASK_STARTED, SESSION_STARTED)}})) AS m_started,
+       bool_or(code = {{event(AGENT_RUN_COMPLETED)}}) AS m_completed,
+       bool_or(code IN ({{event(ROLLOUT_REWARD, TRAIN_REWARD)}})) AS m_reward,
+       bool_or(code = {{event(TRAIN_UPDATE)}}) AS m_trained
 FROM events_all
-WHERE code IS NOT NULL AND code <> 19
+WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}}
 GROUP BY sample_id

@@ -13,7 +13,7 @@ SELECT row_number() OVER (ORDER BY content) AS cid, content, code, step, param, 
 FROM (
     SELECT content, code,
            TRY_CAST(NULLIF(step_text, '') AS BIGINT) AS step,
-           CASE WHEN code IN (9, 11) THEN split_part(detail, '=', 2) END AS param,
+           CASE WHEN code IN ({{event(TOOL_EXECUTED, ROLLOUT_REWARD)}}) THEN split_part(detail, '=', 2) END AS param,
            CASE WHEN code IS NULL THEN stage END AS stage,
            CASE WHEN code IS NULL THEN detail END AS detail,
            CASE WHEN code IS NULL AND stage = '' THEN coalesce(content, '') END AS bad_content
@@ -21,25 +21,25 @@ FROM (
         SELECT content,
                p.stage AS stage, p.step AS step_text, p.detail AS detail,
                CASE p.stage
-                   WHEN 'DATA_PREPROCESS' THEN CASE p.detail WHEN 'uid_generated' THEN 1
-                                                            WHEN 'traj_uid_generated_by_repeat' THEN 2 END
-                   WHEN 'DATA_DISPATCH' THEN CASE p.detail WHEN 'dispatched_to_agent_loop_manager' THEN 3
-                                                          WHEN 'dispatched_to_agent_loop_worker' THEN 4 END
-                   WHEN 'AGENT_LOOP' THEN CASE WHEN p.detail = 'agent_task_started' THEN 5
-                                               WHEN p.detail LIKE 'session_started%' THEN 6
-                                               WHEN p.detail = 'agent_run_completed' THEN 10 END
-                   WHEN 'LLM_GENERATE' THEN CASE p.detail WHEN 'sending_generate_request' THEN 7
-                                                         WHEN 'received_generate_response' THEN 8 END
-                   WHEN 'AGENT_TOOL' THEN CASE WHEN p.detail LIKE 'tool_executed_name=%' THEN 9 END
-                   WHEN 'ROLLOUT_REWARD' THEN CASE WHEN p.detail LIKE 'reward_score_computed%' THEN 11 END
-                   WHEN 'TRAIN_SAMPLE' THEN 12
-                   WHEN 'TRAIN_REWARD' THEN 13
-                   WHEN 'TRAIN_LOGPROB' THEN 14
-                   WHEN 'TRAIN_REF_LOGPROB' THEN 15
-                   WHEN 'TRAIN_ADVANTAGE' THEN 16
-                   WHEN 'TRAIN_UPDATE' THEN 17
-                   WHEN 'FILTER_TRAJECTORIES' THEN 18
-                   WHEN 'SYNC_PARAMS' THEN 19
+                   WHEN 'DATA_PREPROCESS' THEN CASE p.detail WHEN 'uid_generated' THEN {{event(UID_GENERATED)}}
+                                                            WHEN 'traj_uid_generated_by_repeat' THEN {{event(TRAJ_UID_GENERATED)}} END
+                   WHEN 'DATA_DISPATCH' THEN CASE p.detail WHEN 'dispatched_to_agent_loop_manager' THEN {{event(DISPATCHED_TO_MANAGER)}}
+                                                          WHEN 'dispatched_to_agent_loop_worker' THEN {{event(DISPATCHED_TO_WORKER)}} END
+                   WHEN 'AGENT_LOOP' THEN CASE WHEN p.detail = 'agent_task_started' THEN {{event(AGENT_TASK_STARTED)}}
+                                               WHEN p.detail LIKE 'session_started%' THEN {{event(SESSION_STARTED)}}
+                                               WHEN p.detail = 'agent_run_completed' THEN {{event(AGENT_RUN_COMPLETED)}} END
+                   WHEN 'LLM_GENERATE' THEN CASE p.detail WHEN 'sending_generate_request' THEN {{event(GENERATE_REQUEST_SENT)}}
+                                                         WHEN 'received_generate_response' THEN {{event(GENERATE_RESPONSE_RECEIVED)}} END
+                   WHEN 'AGENT_TOOL' THEN CASE WHEN p.detail LIKE 'tool_executed_name=%' THEN {{event(TOOL_EXECUTED)}} END
+                   WHEN 'ROLLOUT_REWARD' THEN CASE WHEN p.detail LIKE 'reward_score_computed%' THEN {{event(ROLLOUT_REWARD)}} END
+                   WHEN 'TRAIN_SAMPLE' THEN {{event(TRAIN_SAMPLE)}}
+                   WHEN 'TRAIN_REWARD' THEN {{event(TRAIN_REWARD)}}
+                   WHEN 'TRAIN_LOGPROB' THEN {{event(TRAIN_LOGPROB)}}
+                   WHEN 'TRAIN_REF_LOGPROB' THEN {{event(TRAIN_REF_LOGPROB)}}
+                   WHEN 'TRAIN_ADVANTAGE' THEN {{event(TRAIN_ADVANTAGE)}}
+                   WHEN 'TRAIN_UPDATE' THEN {{event(TRAIN_UPDATE)}}
+                   WHEN 'FILTER_TRAJECTORIES' THEN {{event(FILTER_TRAJECTORIES)}}
+                   WHEN 'SYNC_PARAMS' THEN {{event(SYNC_PARAMS)}}
                END AS code
         FROM (SELECT content, {{content_struct(content, parts)}} AS p
               FROM (SELECT content, {{content_parts(content)}} AS parts

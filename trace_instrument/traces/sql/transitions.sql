@@ -5,7 +5,7 @@
 -- points at the row's content (the tool name is its `param`).
 CREATE TABLE transitions_all AS
 SELECT skey, prev_code, code, ts - prev_ts AS dt, prev_file, file_id, cid,
-       CASE WHEN code = 9 THEN ts - last_recv END AS tool_dt,
+       CASE WHEN code = {{event(TOOL_EXECUTED)}} THEN ts - last_recv END AS tool_dt,
        (code = prev_code AND ts = prev_ts AND file_id = prev_file) AS dup
 FROM (
     SELECT skey, code, ts, file_id, cid,
@@ -13,11 +13,11 @@ FROM (
            lag(ts) OVER w AS prev_ts,
            lag(file_id) OVER w AS prev_file,
            -- the same window as lag(): one sort serves both
-           {{last_ignore_nulls(CASE WHEN code = 8 THEN ts END)}} OVER w AS last_recv
+           {{last_ignore_nulls(CASE WHEN code = {{event(GENERATE_RESPONSE_RECEIVED)}} THEN ts END)}} OVER w AS last_recv
     -- the key computed before the window: the sort then carries no text
     FROM (SELECT {{sample_key}} AS skey, code, ts, file_id, cid
           FROM events_all
-          WHERE code IS NOT NULL AND code <> 19) AS keyed
+          WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}}) AS keyed
     -- the order key alone: extra sort keys double the cost of this sort, the largest of the analysis
     WINDOW w AS (PARTITION BY skey ORDER BY {{order_key}})
 ) AS ordered

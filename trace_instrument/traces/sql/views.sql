@@ -3,7 +3,7 @@ CREATE OR REPLACE TEMP VIEW entities AS
 SELECT * FROM entities_all WHERE {{all}} OR gen_step BETWEEN {{lo}} AND {{hi}};
 CREATE OR REPLACE TEMP VIEW events AS
 SELECT * FROM events_all
-WHERE {{all}} OR sample_id IN (SELECT sample_id FROM entities) OR (code = 19 AND step BETWEEN {{lo}} AND {{hi}});
+WHERE {{all}} OR sample_id IN (SELECT sample_id FROM entities) OR (code = {{event(SYNC_PARAMS)}} AND step BETWEEN {{lo}} AND {{hi}});
 CREATE OR REPLACE TEMP VIEW transitions AS
 SELECT * FROM transitions_all WHERE {{all}} OR skey IN (SELECT skey FROM entities);
 CREATE OR REPLACE TEMP VIEW trajectories AS
