@@ -11,11 +11,13 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from trace_instrument.traces.analyze import DEFAULT_OPTIONS, Options, _steps, open_engine
 from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.events import EVENT_NAMES
 from trace_instrument.traces.model import FileKind, StepWindow
+from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.progress import parse_progress
+from trace_instrument.traces.store import open_engine
+from trace_instrument.traces.views import selected_steps
 
 SCHEMA_VERSION = 1
 
@@ -35,7 +37,7 @@ def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_O
             backend.run(f"CREATE OR REPLACE TEMP TABLE export_{table} AS {sql}")
             backend.export_parquet(f"export_{table}", str(path))
             written[table] = int(backend.run(f"SELECT count(*) FROM export_{table}")[0][0])
-        steps = _steps(backend, parse_progress(inputs.of_kind(FileKind.PROGRESS)), options.steps)
+        steps = selected_steps(backend, parse_progress(inputs.of_kind(FileKind.PROGRESS)), options.steps)
         _write_steps(backend, steps, target / "steps.parquet")
         written["steps"] = len(steps)
         manifest = {

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from trace_instrument.traces.analyze import DEFAULT_OPTIONS, Options, _steps, open_engine
 from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.events import Event, short_name
 from trace_instrument.traces.model import FileKind, SourceFile
+from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.progress import parse_progress
+from trace_instrument.traces.store import open_engine
+from trace_instrument.traces.views import selected_steps
 
 EVENT_BUDGET = 1_000_000
 SLOWEST_SHARE = 0.1
@@ -124,7 +126,7 @@ class _EventWriter:
         pid = _pid(int(trainer[0][0])) if trainer else TRAINER_PID  # the trainer's own host-pid process
         for tid, name in ((1, "rollout windows"), (2, "train windows"), (3, "weight syncs")):
             self.emit({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
-        for window in _steps(backend, progress, options.steps):
+        for window in selected_steps(backend, progress, options.steps):
             for tid, label, start, end in (
                 (1, "rollout", window.rollout_start_ms, window.rollout_end_ms),
                 (2, "train", window.train_start_ms, window.train_end_ms),

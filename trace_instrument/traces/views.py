@@ -1,0 +1,467 @@
+"""The views of one loaded run, each a query of the engine turned into the model's types."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from trace_instrument.traces.backend import Backend, LoadReport
+from trace_instrument.traces.discover import Inputs, locate_line
+from trace_instrument.traces.events import EVENT_NAMES, MILESTONES, event_name, in_flight_state
+from trace_instrument.traces.model import (
+    Analysis,
+    ClockSkew,
+    Distribution,
+    FileKind,
+    FunnelRow,
+    Header,
+    Histogram,
+    InFlight,
+    InFlightGroup,
+    Latency,
+    Rollouts,
+    SglangBreakdown,
+    Skipped,
+    SourceFile,
+    StalenessRow,
+    StepThroughput,
+    StepWindow,
+    StopReason,
+    ToolTime,
+    TraceInputError,
+    WorkerThroughput,
+)
+from trace_instrument.traces.options import Options
+from trace_instrument.traces.progress import ProgressInfo, parse_progress, parse_status
+
+SLOWEST = 10
+OLDEST = 20
+
+
+def compute(backend: Backend, inputs: Inputs, report: LoadReport, options: Options) -> Analysis:
+    """Run the views on a loaded engine."""
+    files = {f.file_id: f for f in inputs.files}
+    progress = parse_progress(inputs.of_kind(FileKind.PROGRESS))
+    lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))
+    step_rows = _step_rows(backend)
+    steps = _step_windows(step_rows, progress, options.steps)
+    latencies = _latencies(backend)
+    rollouts = _rollouts(backend, progress)
+    header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, rollouts, files)
+    if header.rows_read == 0 and (rollouts is None or rollouts.trajectories == 0) and progress.lines == 0:
+        raise TraceInputError("no usable rows in the trace files: " + _skipped_summary(header.skipped))
+    groups, oldest = _in_flight(backend, files, header.last_ms)
+    return Analysis(
+        header=header,
+        steps=steps,
+        latencies=latencies,
+        latency_histograms=_latency_histograms(backend, latencies),
+        slowest=tuple((sid, int(total)) for sid, total in backend.rows("slowest", limit=SLOWEST)),
+        funnel=_funnel(backend),
+        in_flight=groups,
+        in_flight_oldest=oldest,
+        rollouts=rollouts,
+        staleness=tuple(StalenessRow(int(a), int(b), int(n)) for a, b, n in backend.rows("staleness")),
+        step_throughput=_step_throughput(backend, progress, options.steps),
+        worker_throughput=_worker_throughput(backend, inputs),
+        engine=backend.name,
+        notes=_notes(rollouts, latencies, progress, header),
+    )
+
+
+def _skipped_summary(skipped: tuple[Skipped, ...]) -> str:
+    if not skipped:
+        return "nothing was recognised"
+    return "; ".join(f"{s.count} {s.reason}" for s in skipped)
+
+
+def _dist(count: Any, mean: Any, lo: Any, hi: Any, q: Any, names: tuple[str, ...]) -> Distribution:
+    quantiles = {name: float(v) for name, v in zip(names, q or ()) if v is not None}
+    return Distribution(
+        int(count or 0),
+        None if mean is None else float(mean),
+        None if lo is None else float(lo),
+        None if hi is None else float(hi),
+        quantiles,
+    )
+
+
+# -- step windows ----------------------------------------------------------------------------------
+
+
+def _union_overlap(start: int, end: int, windows: list[tuple[int, int]]) -> int:
+    """Length of [start, end] covered by the union of ``windows``."""
+    covered = 0
+    cursor = start
+    for lo, hi in sorted(windows):
+        lo, hi = max(lo, cursor), min(hi, end)
+        if hi > lo:
+            covered += hi - lo
+            cursor = hi
+    return covered
+
+
+def _step_rows(backend: Backend) -> dict[int, tuple[Any, ...]]:
+    """The steps query's rows by step: every step a (selected) coded row carries."""
+    return {int(r[0]): r for r in backend.rows("steps")}
+
+
+def selected_steps(
+    backend: Backend, progress: ProgressInfo, selected: tuple[int, int] | None
+) -> tuple[StepWindow, ...]:
+    return _step_windows(_step_rows(backend), progress, selected)
+
+
+def _step_windows(
+    rows: dict[int, tuple[Any, ...]], progress: ProgressInfo, selected: tuple[int, int] | None
+) -> tuple[StepWindow, ...]:
+    lines: dict[int, dict[tuple[str, str], int]] = {}
+    for line in progress.step_lines:
+        lines.setdefault(line.step, {}).setdefault((line.phase, line.boundary), line.seq)
+    all_steps = sorted(set(rows) | set(lines))
+    if selected:
+        all_steps = [s for s in all_steps if selected[0] <= s <= selected[1]]
+    rollouts = [(int(r[2]), int(r[3])) for r in rows.values() if r[2] is not None and r[3] is not None]
+    windows: list[StepWindow] = []
+    previous: tuple[Any, ...] | None = None
+    for step in all_steps:
+        r = rows.get(step, (step, None, None, None, None, None, None, 0, 0))
+        _, data_ts, r_start, r_end, t_start, t_end, sync_ts, completed, trained = r
+        overlap = _union_overlap(t_start, t_end, rollouts) if t_start is not None and t_end is not None else 0
+        idle = gap = None
+        if previous is not None:
+            prev_end = previous[6] if previous[6] is not None else previous[5]
+            if t_start is not None and prev_end is not None:
+                idle = int(t_start - prev_end)
+            if r_start is not None and previous[3] is not None:
+                gap = int(r_start - previous[3])
+        seen = lines.get(step, {})
+        windows.append(
+            StepWindow(
+                step=step,
+                data_ms=_int(data_ts),
+                rollout_start_ms=_int(r_start),
+                rollout_end_ms=_int(r_end),
+                train_start_ms=_int(t_start),
+                train_end_ms=_int(t_end),
+                sync_ms=_int(sync_ts),
+                rollouts_completed=int(completed or 0),
+                samples_trained=int(trained or 0),
+                overlap_ms=int(overlap),
+                trainer_idle_ms=idle,
+                rollout_gap_ms=gap,
+                progress="complete" if len(seen) == 4 else "partial" if seen else "absent",
+                progress_order_ok=_progress_order_ok(seen, r_start, t_start),
+                gen_throughput=progress.throughput.get(step),
+            )
+        )
+        if step in rows:
+            previous = rows[step]
+    return tuple(windows)
+
+
+def _progress_order_ok(seen: dict[tuple[str, str], int], rollout_start: Any, train_start: Any) -> bool | None:
+    order = [("rollout", "started"), ("rollout", "finished"), ("train", "started"), ("train", "finished")]
+    seqs = [seen[key] for key in order if key in seen]
+    if len(seqs) < 2:
+        return None
+    lines_ok = seqs == sorted(seqs)
+    csv_ok = rollout_start is None or train_start is None or rollout_start <= train_start
+    return lines_ok and csv_ok
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+# -- latencies -------------------------------------------------------------------------------------
+
+
+def _latencies(backend: Backend) -> tuple[Latency, ...]:
+    result = []
+    for prev, code, n, q, max_dt, negative, slowest in backend.rows("latencies"):
+        q = list(q or [0.0, 0.0, 0.0])
+        result.append(
+            Latency(
+                from_event=event_name(prev),
+                to_event=event_name(code),
+                count=int(n),
+                p50=float(q[0]),
+                p90=float(q[1]),
+                p99=float(q[2]),
+                max=int(max_dt),
+                negative=int(negative),
+                slowest=tuple(str(s) for s in (slowest or ())),
+            )
+        )
+    order = {name: code for code, name in EVENT_NAMES.items()}
+    return tuple(sorted(result, key=lambda x: (order.get(x.from_event, 99), order.get(x.to_event, 99))))
+
+
+def _latency_histograms(backend: Backend, latencies: tuple[Latency, ...]) -> dict[str, Histogram]:
+    bins: dict[str, dict[int, int]] = {}
+    for prev, code, b, n in backend.rows("latency_histogram"):
+        bins.setdefault(f"{event_name(prev)} -> {event_name(code)}", {})[int(b)] = int(n)
+    result = {}
+    for lat in latencies:
+        key = f"{lat.from_event} -> {lat.to_event}"
+        if key not in bins:
+            continue
+        lo, hi = min(bins[key]), max(bins[key])
+        edges = tuple(0.0 if b == 0 else 10 ** (b / 10) for b in range(lo, hi + 2))
+        result[key] = Histogram(edges, tuple(bins[key].get(b, 0) for b in range(lo, hi + 1)))
+    return result
+
+
+# -- funnel, in flight -----------------------------------------------------------------------------
+
+
+def _funnel(backend: Backend) -> tuple[FunnelRow, ...]:
+    counts = {row[0]: row[1:] for row in backend.rows("funnel")}
+    prompts = counts.get("prompts", (0,) * 6)
+    trajectories = counts.get("trajectories", (0,) * 6)
+    return tuple(FunnelRow(m, int(p), int(t)) for m, p, t in zip(MILESTONES, prompts, trajectories))
+
+
+def _host(files: dict[int, SourceFile], file_id: Any) -> str | None:
+    source = files.get(int(file_id)) if file_id is not None else None
+    if source is None:
+        return None
+    return f"{source.host}-pid{source.pid}" if source.host else Path(source.path).name
+
+
+def _in_flight(
+    backend: Backend, files: dict[int, SourceFile], end_ts: int | None
+) -> tuple[tuple[InFlightGroup, ...], tuple[InFlight, ...]]:
+    """Never-trained samples, their ages measured to ``end_ts``, the last row of the (selected) run."""
+    end = "NULL" if end_ts is None else str(int(end_ts))
+    groups = tuple(
+        sorted(
+            (
+                InFlightGroup(event_name(c), in_flight_state(c), int(n), int(age))
+                for c, n, age in backend.rows("inflight", end_ts=end)
+            ),
+            key=lambda g: (-g.count, g.last_event),
+        )
+    )
+    oldest = tuple(
+        InFlight(str(sid), event_name(c), in_flight_state(c), int(ts), int(age), _host(files, fid))
+        for sid, c, ts, age, fid in backend.rows("inflight_oldest", limit=OLDEST, end_ts=end)
+    )
+    return groups, oldest
+
+
+# -- rollouts --------------------------------------------------------------------------------------
+
+TURN_QUANTILES = ("p50", "p90", "p95", "p99")
+SGLANG_FIELDS = ("queue", "ttft", "prefill", "decode", "total")
+
+
+def _nice_width(span: float, bins: int = 20) -> int:
+    raw = max(span / bins, 1.0)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    for step in (1, 2, 5, 10):
+        if raw <= step * magnitude:
+            return int(step * magnitude)
+    return int(10 * magnitude)
+
+
+def _rollouts(backend: Backend, progress: ProgressInfo) -> Rollouts | None:
+    (n, mean, lo, hi, q) = backend.rows("turn_counts")[0]
+    tools = tuple(
+        ToolTime(str(name), int(c), float(qq[0]), float(qq[1]), float(qq[2]), int(mx), int(total))
+        for name, c, qq, mx, total in backend.rows("tools")
+    )
+    if not n and not tools:
+        return None
+    stops = backend.rows("stop_reasons")
+    total = sum(int(c) for _, c in stops)
+    turn_hist = {int(k): int(c) for k, c in backend.rows("turn_histogram") if k is not None}
+    t_lo, t_hi = (min(turn_hist), max(turn_hist)) if turn_hist else (0, 0)
+    rl = backend.rows("response_length")[0]
+    width = _nice_width(float(rl[3] or 0))
+    rl_bins = {int(b): int(c) for b, c in backend.rows("response_histogram", width=width)}
+    b_hi = max(rl_bins) if rl_bins else 0
+    formats = {str(fmt): int(c) for fmt, c in backend.rows("trajectory_formats")}
+    return Rollouts(
+        trajectories=int(n or 0),
+        formats=formats,
+        stop_reasons=tuple(StopReason(str(r), int(c), int(c) / total if total else 0.0) for r, c in stops),
+        turns=_dist(n, mean, lo, hi, q, TURN_QUANTILES),
+        turns_histogram=Histogram(
+            tuple(float(k) for k in range(t_lo, t_hi + 2)), tuple(turn_hist.get(k, 0) for k in range(t_lo, t_hi + 1))
+        ),
+        response_length=_dist(rl[0], rl[1], rl[2], rl[3], rl[4], TURN_QUANTILES),
+        response_length_histogram=Histogram(
+            tuple(float(b * width) for b in range(b_hi + 2)), tuple(rl_bins.get(b, 0) for b in range(b_hi + 1))
+        ),
+        tools=tools,
+        sglang=_sglang(backend),
+        completed_lines=progress.completed,
+    )
+
+
+def _sglang(backend: Backend) -> SglangBreakdown:
+    row = backend.rows("sglang")[0]
+    turns, with_timing = int(row[0] or 0), int(row[1] or 0)
+    fields = {}
+    for i, name in enumerate(SGLANG_FIELDS):
+        mean, lo, hi, count, q = row[2 + 5 * i : 7 + 5 * i]
+        if count:
+            fields[name] = _dist(count, mean, lo, hi, q, ("p50", "p90", "p99"))
+    return SglangBreakdown(collected=with_timing > 0, turns=turns, turns_with_timing=with_timing, fields=fields)
+
+
+# -- throughput ------------------------------------------------------------------------------------
+
+
+def _step_throughput(
+    backend: Backend, progress: ProgressInfo, selected: tuple[int, int] | None
+) -> tuple[StepThroughput, ...]:
+    rows = {int(r[0]): r for r in backend.rows("throughput_steps")}
+    steps = sorted(set(rows) | set(progress.throughput))
+    if selected:
+        steps = [s for s in steps if selected[0] <= s <= selected[1]]
+    result = []
+    for step in steps:
+        _, n, tokens, first, last = rows.get(step, (step, 0, 0, None, None))
+        seconds = float(last - first) if first is not None and last is not None else None
+        tps = float(tokens) / seconds if seconds and tokens is not None else None
+        result.append(StepThroughput(step, int(n), int(tokens or 0), seconds, tps, progress.throughput.get(step)))
+    return tuple(result)
+
+
+def _worker_label(inputs: Inputs, source: SourceFile) -> str:
+    for other in inputs.of_kind(FileKind.SAMPLE):
+        if other.root == source.root and other.pid == source.pid:
+            return f"{other.host}-pid{other.pid}"
+    roots = {f.root for f in inputs.files}
+    return f"{source.root}:pid{source.pid}" if len(roots) > 1 else f"pid{source.pid}"
+
+
+def _worker_throughput(backend: Backend, inputs: Inputs) -> tuple[WorkerThroughput, ...]:
+    files = {f.file_id: f for f in inputs.files}
+    acc: dict[str, list[float]] = {}
+    for file_id, _step, n, tokens, first, last in backend.rows("throughput_workers"):
+        label = _worker_label(inputs, files[int(file_id)])
+        entry = acc.setdefault(label, [0, 0, 0.0])
+        entry[0] += int(n)
+        entry[1] += int(tokens or 0)
+        if first is not None and last is not None:
+            entry[2] += float(last - first)
+    return tuple(
+        WorkerThroughput(label, int(n), int(tok), sec or None, tok / sec if sec else None)
+        for label, (n, tok, sec) in sorted(acc.items())
+    )
+
+
+# -- header ----------------------------------------------------------------------------------------
+
+
+def _header(
+    backend: Backend,
+    inputs: Inputs,
+    report: LoadReport,
+    progress: ProgressInfo,
+    lost: dict[str, dict[str, int]] | None,
+    bad_status: list[str],
+    event_steps: set[int],
+    steps: tuple[StepWindow, ...],
+    rollouts: Rollouts | None,
+    files: dict[int, SourceFile],
+) -> Header:
+    n, first, last, unknown, bad_content = backend.rows("header")[0]
+    (duplicates,) = backend.rows("duplicates")[0]
+    skipped = list(inputs.skipped) + list(report.skipped)
+    if unknown:
+        skipped.append(Skipped("row with an unknown stage or detail", int(unknown), _examples(backend, files, True)))
+    if bad_content:
+        skipped.append(Skipped("row whose content does not parse", int(bad_content), _examples(backend, files, False)))
+    if duplicates:
+        skipped.append(Skipped("duplicate row (left out of the latencies)", int(duplicates)))
+    if bad_status:
+        skipped.append(Skipped("status file that is not valid JSON", len(bad_status), tuple(bad_status[:3])))
+    if progress.undecodable:
+        skipped.append(Skipped("progress line with bytes that are not UTF-8", progress.undecodable))
+    processes = {
+        (f.host or f.root, f.pid) for f in inputs.files if f.kind in (FileKind.SAMPLE, FileKind.STATUS) and f.pid
+    }
+    processes |= {(f.root, f.pid) for f in inputs.files if f.kind is FileKind.TRAJECTORY and f.pid} - {
+        (f.root, f.pid) for f in inputs.of_kind(FileKind.SAMPLE)
+    }
+    hosts = sorted({f.host for f in inputs.files if f.host})
+    step_numbers = event_steps | {s.step for s in steps}
+    step_numbers |= set(progress.banner_steps)
+    kinds: dict[str, int] = {}
+    for f in inputs.files:
+        kinds[f.kind.value] = kinds.get(f.kind.value, 0) + 1
+    rejected = report.rows_rejected + int(unknown or 0) + int(bad_content or 0) + int(duplicates or 0)
+    return Header(
+        job_ids=tuple(str(j) for j, _ in backend.rows("job_ids")),
+        hosts=tuple(hosts),
+        processes=len(processes),
+        steps=tuple(sorted(step_numbers)),
+        first_ms=_int(first),
+        last_ms=_int(last),
+        rows_read=int(n or 0),
+        rows_rejected=rejected,
+        trajectories_read=rollouts.trajectories if rollouts else 0,
+        progress_lines=progress.lines,
+        files=kinds,
+        trainer_mode=("separate_async" if progress.disagg else "colocated") if progress.lines else None,
+        total_training_steps=progress.total_training_steps,
+        config=dict(progress.config),
+        lost=lost,
+        skipped=tuple(skipped),
+        clock_skew=_clock_skew(backend, files),
+    )
+
+
+def _examples(backend: Backend, files: dict[int, SourceFile], unknown: bool) -> tuple[str, ...]:
+    which = "bad_content IS NULL" if unknown else "bad_content IS NOT NULL"
+    examples = []
+    for file_id, sample_id, ts, stage, detail, content in backend.rows("unknown_examples", which=which):
+        path = files[int(file_id)].path
+        line = locate_line(path, f"{sample_id},RUNNING,{ts},") or locate_line(path, f"{sample_id},COMPLETE,{ts},")
+        what = f"stage={stage} detail={detail}" if unknown else repr((content or "")[:60])
+        examples.append(f"{path}:{line} ({what})" if line else f"{path} ({what})")
+    return tuple(examples)
+
+
+def _clock_skew(backend: Backend, files: dict[int, SourceFile]) -> tuple[ClockSkew, ...]:
+    trainer = backend.rows("trainer_file")
+    if not trainer:
+        return ()
+    reference = files[int(trainer[0][0])].host
+    mins: dict[tuple[str, str], int] = {}
+    for prev_file, file_id, min_dt, _n in backend.rows("skew"):
+        a, b = files[int(prev_file)].host, files[int(file_id)].host
+        if a and b and a != b:
+            key = (a, b)
+            mins[key] = min(mins.get(key, int(min_dt)), int(min_dt))
+    result = []
+    for host in sorted({h for pair in mins for h in pair} - {reference}):
+        forward, backward = mins.get((reference or "", host)), mins.get((host, reference or ""))
+        if forward is None or backward is None or reference is None:
+            continue
+        result.append(ClockSkew(host, reference, -backward, forward))
+    return tuple(result)
+
+
+def _notes(
+    rollouts: Rollouts | None, latencies: tuple[Latency, ...], progress: ProgressInfo, header: Header
+) -> tuple[str, ...]:
+    notes = []
+    negative = sum(lat.negative for lat in latencies)
+    if negative:
+        notes.append(
+            f"{negative} transitions have a negative time: the hosts' clocks differ (see the clock skew estimates)"
+        )
+    if rollouts is not None and not rollouts.sglang.collected:
+        notes.append("sglang queue/prefill/decode timing was not collected (the sglang-timing extra is off)")
+    if progress.lines and not progress.step_lines:
+        notes.append("the progress logs have no `Step N rollout|train started|finished` lines")
+    if header.lost is None:
+        notes.append("no status files: the runtime's own drop counts are not known")
+    return tuple(notes)
