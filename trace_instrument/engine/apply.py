@@ -35,7 +35,7 @@ from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_
 from trace_instrument.engine.manifest import Manifest, Replacements
 from trace_instrument.engine.originals import FileText, for_removal, placed_extents, recorded, records_edit
 from trace_instrument.engine.parallel import file_size, map_in_order
-from trace_instrument.engine.results import excluded_reason, internal_error, point_result, problem_results
+from trace_instrument.engine.results import excluded_reason, one_file, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.locate import FileLocator, Placement
 from trace_instrument.locate.business import business_fingerprints, declared_removals
@@ -216,11 +216,10 @@ def _run_jobs(
 def _file_job(context: _ApplyRun, item: tuple[str, str, frozenset[str], frozenset[str]]) -> _Outcome:
     """One file's apply; whatever goes wrong becomes that file's error, never the run's crash."""
     root, relative, selected, excluded = item
-    try:
-        return _apply_to_file(context, Path(root), relative, selected, excluded)
-    except Exception as exc:  # noqa: BLE001 - contain it to the file
-        points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
-        return _Outcome(internal_error(relative, points, exc))
+    points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
+    return one_file(
+        relative, points, lambda: _apply_to_file(context, Path(root), relative, selected, excluded), _Outcome
+    )
 
 
 def _refuse_unwritable(base: Path, outcome: _Outcome) -> _Outcome:

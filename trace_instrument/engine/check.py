@@ -19,7 +19,7 @@ from trace_instrument.engine import runtime
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.parallel import file_size, map_in_order
-from trace_instrument.engine.results import excluded_reason, internal_error, problem_results
+from trace_instrument.engine.results import excluded_reason, one_file, problem_results
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.model import (
     TRACING_NAMES,
@@ -146,11 +146,11 @@ def _file_job(context: _CheckRun, item: tuple[str, str, str | None]) -> FileResu
     """One file's check, put in the cache unless it failed."""
     root, relative, key = item
     points = _points_of(context, relative)
-    try:
-        result, others = _check_file(context, Path(root), relative, points)
-    except Exception as exc:  # noqa: BLE001 - contain it to the file
-        return internal_error(relative, points, exc)
-    if key is not None and result.error is None:
+    failed: dict[str, str] = {}  # a failed file's result is never cached: it reads nothing else
+    result, others = one_file(
+        relative, points, lambda: _check_file(context, Path(root), relative, points), lambda r: (r, failed)
+    )
+    if key is not None and result.error is None and others is not failed:
         _CACHE.put(key, _Entry(result, tuple(sorted(others.items()))))
     return result
 

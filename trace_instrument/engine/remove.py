@@ -34,7 +34,7 @@ from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacemen
 from trace_instrument.engine.originals import FileText, before_apply, for_removal, records_edit, refreshed
 from trace_instrument.engine.ownership import OURS
 from trace_instrument.engine.parallel import file_size, map_in_order
-from trace_instrument.engine.results import internal_error, point_result, problem_results
+from trace_instrument.engine.results import one_file, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.locate import Block, FileLocator, PointState
 from trace_instrument.locate.names import BUILTINS, NameTable
@@ -212,11 +212,10 @@ def _file_job(context: _RemoveRun, item: tuple[str, str, frozenset[str], tuple[t
     """One file's removal; whatever goes wrong becomes that file's error, never the run's crash.
     (`held`: points kept for a point that stays, with the reason.)"""
     root, relative, selected, held = item
-    try:
-        return _remove_from_file(context, Path(root), relative, selected, dict(held))
-    except Exception as exc:  # noqa: BLE001 - contain it to the file
-        points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
-        return _Removal(internal_error(relative, points, exc))
+    points = [p for p in context.catalog.points if p.file == relative and p.id in selected]
+    return one_file(
+        relative, points, lambda: _remove_from_file(context, Path(root), relative, selected, dict(held)), _Removal
+    )
 
 
 def _remove_from_file(

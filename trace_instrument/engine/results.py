@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import traceback
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trace_instrument.model import FileError, FileProblemKind, FileResult, Point, PointResult, Reason, Status
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from trace_instrument.engine.analysis import FileProblem
@@ -34,6 +37,15 @@ def internal_error(path: str, points: list[Point], exc: BaseException) -> FileRe
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     results = tuple(point_result(p, Status.ERROR, message=message, reason=Reason.INTERNAL) for p in points)
     return FileResult(path, results, error=FileError(FileProblemKind.INTERNAL, message, trace))
+
+
+def one_file(relative: str, points: list[Point], job: Callable[[], R], wrap: Callable[[FileResult], R]) -> R:
+    """One file's job of a run (apply, check, remove): whatever goes wrong in it becomes that
+    file's error (`wrap`ped as the job's own result), never the run's crash."""
+    try:
+        return job()
+    except Exception as exc:  # noqa: BLE001 - contain it to the file
+        return wrap(internal_error(relative, points, exc))
 
 
 def excluded_reason(point: Point, selected: frozenset[str]) -> str:
