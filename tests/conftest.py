@@ -122,6 +122,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if any(word in code for word in SLOW_WORDS):
             item.add_marker(pytest.mark.slow)
 
+    # the longest first (Spark, Chromium, other processes, real trees), so parallel workers do not
+    # end waiting on one of them; the order within each kind is the collection's
+    items.sort(key=_weight)
+
+
+def _weight(item: pytest.Item) -> int:
+    marks = {m.name for m in item.iter_markers()}
+    for rank, mark in enumerate(("spark", "browser", "slow", "e2e")):
+        if mark in marks:
+            return rank
+    return 4
+
 
 MEMORY_DISK = Path("/dev/shm")  # Linux's tmpfs: the suite copies and writes thousands of small files
 _OWN_BASETEMP: list[Path] = []
