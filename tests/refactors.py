@@ -38,19 +38,25 @@ def _method_lines(text: str, cls: str, method: str) -> tuple[ast.ClassDef, int, 
     return owner, first, node.end_lineno
 
 
+def _cut_method(text: str, cls: str, method: str, mixin: str) -> tuple[list[str], list[str], int]:
+    """The file's lines without one method of a class that now also derives from `mixin`, the method's
+    lines, and the index of the class's first line (where a new definition above it goes)."""
+    owner, first, last = _method_lines(text, cls, method)
+    lines = text.splitlines(keepends=True)
+    body = lines[first - 1 : last]
+    del lines[first - 1 : last]
+    header = owner.lineno - 1 + len(owner.decorator_list)
+    lines[header] = lines[header].replace(f"class {cls}:", f"class {cls}({mixin}):", 1)
+    return lines, body, owner.lineno - 1
+
+
 def _to_mixin(relative: str, cls: str, method: str, mixin: str) -> Refactor:
     """Move a method out of its class into a new base class defined just above it."""
 
     def edit(tree: Path) -> None:
         path = tree / relative
-        text = path.read_text(encoding="utf-8")
-        owner, first, last = _method_lines(text, cls, method)
-        lines = text.splitlines(keepends=True)
-        body = lines[first - 1 : last]
-        del lines[first - 1 : last]
-        header = owner.lineno - 1 + len(owner.decorator_list)
-        lines[header] = lines[header].replace(f"class {cls}:", f"class {cls}({mixin}):", 1)
-        lines[owner.lineno - 1 : owner.lineno - 1] = [f"class {mixin}:\n", *body, "\n\n"]
+        lines, body, above = _cut_method(path.read_text(encoding="utf-8"), cls, method, mixin)
+        lines[above:above] = [f"class {mixin}:\n", *body, "\n\n"]
         path.write_text("".join(lines), encoding="utf-8")
 
     return edit
@@ -63,20 +69,16 @@ def _to_module(relative: str, cls: str, method: str, module: str, mixin: str) ->
     def edit(tree: Path) -> None:
         path = tree / relative
         text = path.read_text(encoding="utf-8")
-        owner, first, last = _method_lines(text, cls, method)
-        lines = text.splitlines(keepends=True)
-        body = lines[first - 1 : last]
+        original = text.splitlines(keepends=True)
         imports = [
-            "".join(lines[n.lineno - 1 : n.end_lineno])
+            "".join(original[n.lineno - 1 : n.end_lineno])
             for n in ast.parse(text).body
             if isinstance(n, ast.Import) or (isinstance(n, ast.ImportFrom) and n.module != "__future__")
         ]
+        lines, body, above = _cut_method(text, cls, method, mixin)
         new = ["from __future__ import annotations\n\n", *imports, f"\n\nclass {mixin}:\n", *body]
         (tree / module.replace(".", "/")).with_suffix(".py").write_text("".join(new), encoding="utf-8")
-        del lines[first - 1 : last]
-        header = owner.lineno - 1 + len(owner.decorator_list)
-        lines[header] = lines[header].replace(f"class {cls}:", f"class {cls}({mixin}):", 1)
-        lines[owner.lineno - 1 : owner.lineno - 1] = [f"from {module} import {mixin}\n\n\n"]
+        lines[above:above] = [f"from {module} import {mixin}\n\n\n"]
         path.write_text("".join(lines), encoding="utf-8")
 
     return edit
