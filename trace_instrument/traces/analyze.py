@@ -7,18 +7,12 @@ from pathlib import Path
 
 from trace_instrument.traces import serde
 from trace_instrument.traces.backend import Backend
-from trace_instrument.traces.model import (
-    Analysis,
-    TraceInputError,
-)
+from trace_instrument.traces.model import Analysis, TraceInputError
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.store import open_engine
 from trace_instrument.traces.views import compute
 
-__all__ = ["DEFAULT_OPTIONS", "Options", "analyze", "compute", "open_engine"]
-
-
-# -- the analysis ----------------------------------------------------------------------------------
+__all__ = ["Options", "analyze"]  # Options for the callers that build them beside the call
 
 
 def analyze(roots: list[Path], options: Options = DEFAULT_OPTIONS) -> Analysis:

@@ -14,11 +14,7 @@ from pathlib import Path
 
 from trace_instrument.traces.backend import Backend, LoadReport
 from trace_instrument.traces.discover import CACHE_DIR_NAME, Inputs, discover
-from trace_instrument.traces.model import (
-    Skipped,
-    SourceFile,
-    TraceInputError,
-)
+from trace_instrument.traces.model import Skipped, SourceFile, TraceInputError
 from trace_instrument.traces.options import GZIP_RATIO, Options
 
 CACHE_VERSION = "4"
