@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from recompute import read_rows
 
 from trace_instrument.traces import Options, analyze
 
@@ -45,3 +47,27 @@ def test_spark_matches_duckdb(tiny_run: Path, monkeypatch: pytest.MonkeyPatch) -
     gen = next(x for x in spark["latencies"] if x["to_event"].endswith("received_generate_response"))
     assert (gen["count"], gen["p50"], gen["p90"]) == (4, 250.0, 300.0)
     assert spark["rollouts"]["turns"]["quantiles"]["p99"] == pytest.approx(1.98)
+
+
+def test_spark_skips_the_same_damaged_rows_as_duckdb(tiny_run: Path, tmp_path: Path) -> None:
+    """A bare LF in a CRLF file and a corrupt file: both engines read the good rows and count the same bad ones."""
+    _pyspark()
+    copy = shutil.copytree(tiny_run, tmp_path / "trace")
+    worker = next((copy / "sample").glob("node-b-*.csv"))
+    lines = worker.read_bytes().splitlines()
+    worker.write_bytes(b"\r\n".join(lines[:5] + [lines[5] + b"\nstray"] + lines[6:]) + b"\r\n")
+    (copy / "sample" / "node-z-pid9.csv").write_bytes(
+        b"\xff\xfe\x00garbage\n"
+        b'job,sample,u/0,RUNNING,1787215021000,"never closed\n'
+        b"a,b,c\n"
+        b"job,sample,u/0,RUNNING,soon,from=A|to=B|stage=X\n"
+        b"job,sample,u/0,RUNNING,1,2,3,4\n"
+    )
+    spark = analyze([copy], Options(cache=False, engine="spark"))
+    duck = analyze([copy], Options(cache=False))
+    assert len(read_rows(tiny_run)) == duck.header.rows_read == spark.header.rows_read
+    assert duck.header.rows_rejected == spark.header.rows_rejected == 6
+    assert spark.header.skipped == duck.header.skipped
+    spark_figures, duck_figures = asdict(spark), asdict(duck)
+    assert spark_figures.pop("engine") == "spark" and duck_figures.pop("engine") == "duckdb"
+    assert _rounded(spark_figures) == _rounded(duck_figures)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ import duckdb
 from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
 from trace_instrument.traces.discover import Inputs, TornTail, locate_line
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
+from trace_instrument.traces.salvage import Salvage, rows_refused, salvage_csv, skipped_rows
 
 # Only the turn fields a view or the export uses: converting JSON into this struct is the largest
 # cost of reading trajectories, and it grows with every field.
@@ -40,6 +42,12 @@ PAYLOAD_SCHEMA = {
 }
 TOP_SCHEMA = {"prompt_uid": "VARCHAR", "sample_index": "BIGINT", "raw_message": "VARCHAR"}
 EXAMPLES = 3
+# How every sample-flow CSV scan reads (raw_events, csv_probe): no header, six typed columns.
+CSV_OPTIONS = (
+    "columns = {'job_id': 'VARCHAR', 'cat': 'VARCHAR', 'sample_id': 'VARCHAR', 'status': 'VARCHAR', "
+    "'ts': 'BIGINT', 'content': 'VARCHAR'}, header = false, auto_detect = false, delim = ',', quote = '\"', "
+    "escape = '\"', filename = true"
+)
 JSONL_MEMORY_LIMIT = "4GB"
 # The optimizers that pick a join's build side from cardinality estimates (see _joins_as_written).
 JOIN_ORDER_OPTIMIZERS = ("join_order", "build_side_probe_side")
@@ -84,6 +92,7 @@ class DuckDBDialect(Dialect):
             "unit_sep": "\x1f",
             "top_schema": json.dumps(TOP_SCHEMA),
             "payload_schema": json.dumps(PAYLOAD_SCHEMA),
+            "csv_options": CSV_OPTIONS,
         }
 
 
@@ -130,11 +139,9 @@ class DuckDBBackend(Backend):
         samples = inputs.of_kind(FileKind.SAMPLE)
         torn = {t.file_id: t for t in inputs.torn}
         if samples:
-            self.script("raw_events", paths=_paths(samples), torn_filter=_csv_torn_filter(samples, torn))
-            with self._joins_as_written():
-                self.script("events")
-            reject_skips, rejected = self._csv_rejects(samples, torn)
-            skipped.extend(reject_skips)
+            salvaged = self._read_events(samples, torn)
+            skipped.extend(skipped_rows(salvaged))
+            rejected = rows_refused(salvaged)
         else:
             self.script("empty_events")
         self.build_samples()
@@ -178,31 +185,82 @@ class DuckDBBackend(Backend):
 
     def _files_table(self, files: tuple[SourceFile, ...]) -> None:
         self.con.execute(
-            "CREATE TABLE files (file_id INTEGER, path VARCHAR, kind VARCHAR, root VARCHAR, host VARCHAR, pid BIGINT)"
+            "CREATE TABLE files (file_id INTEGER, path VARCHAR, kind VARCHAR, root VARCHAR, host VARCHAR, pid BIGINT, "
+            "read_path VARCHAR)"
         )
         if files:
             # one statement: executemany runs one statement per file (50 ms for 64 files)
-            rows = ", ".join(["(?, ?, ?, ?, ?, ?)"] * len(files))
-            values = [v for f in files for v in (f.file_id, f.path, f.kind, f.root, f.host, f.pid)]
+            rows = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(files))
+            values = [v for f in files for v in (f.file_id, f.path, f.kind, f.root, f.host, f.pid, f.path)]
             self.con.execute(f"INSERT INTO files VALUES {rows}", values)
 
-    def _csv_rejects(self, samples: list[SourceFile], torn: dict[int, TornTail]) -> tuple[list[Skipped], int]:
-        rows = self.rows("rejects")
+    def _read_events(self, samples: list[SourceFile], torn: dict[int, TornTail]) -> list[Salvage]:
+        """``contents`` and ``events_all`` from the sample files; damaged files are read through salvage.py.
+
+        One scan reads every file. A file that stops the scan (DuckDB's parser gives up on it), or in
+        which the scan refused rows, is copied row by row without its bad rows and the scan runs
+        again on the copies: at most three scans, the last one on clean files only.
+        """
+        salvaged: dict[int, Salvage] = {}
+        with tempfile.TemporaryDirectory(prefix="trace-salvage-") as work:
+            for attempt in range(3):
+                rejects = f"csv_rejects_{attempt}"
+                try:
+                    self.script(
+                        "raw_events",
+                        paths=_paths(samples, salvaged),
+                        torn_filter=_csv_torn_filter(samples, torn),
+                        rejects=rejects,
+                    )
+                    with self._joins_as_written():
+                        self.script("events")
+                except duckdb.Error:
+                    self._drop_events()
+                    damaged = self._files_that_stop_a_scan(samples, salvaged)
+                    if not damaged:
+                        raise
+                else:
+                    damaged = self._files_with_rejects(samples, torn, rejects)
+                    if not damaged:
+                        return list(salvaged.values())
+                    self._drop_events()
+                for f in damaged:
+                    salvaged[f.file_id] = salvage_csv(
+                        f.path, Path(work) / f"{f.file_id}.csv", torn[f.file_id].text if f.file_id in torn else None
+                    )
+                self._point_at_copies(salvaged)
+        raise duckdb.InvalidInputException("the sample files could not be read, even row by row")
+
+    def _drop_events(self) -> None:
+        for table in ("events_all", "contents"):
+            self.run(f"DROP TABLE IF EXISTS {table}")
+
+    def _files_that_stop_a_scan(self, samples: list[SourceFile], salvaged: dict[int, Salvage]) -> list[SourceFile]:
+        damaged = []
+        for f in samples:
+            if f.file_id in salvaged:
+                continue
+            try:
+                self.rows("csv_probe", paths=_sql_string(f.path))
+            except duckdb.Error:
+                damaged.append(f)
+        return damaged
+
+    def _files_with_rejects(
+        self, samples: list[SourceFile], torn: dict[int, TornTail], rejects: str
+    ) -> list[SourceFile]:
+        """The files with a refused line other than their torn last line (which is reported as torn)."""
         torn_lines = {(f.path, torn[f.file_id].text.rstrip("\r")) for f in samples if f.file_id in torn}
-        by_reason: dict[str, list[str]] = {}
-        for path, line, error, text in rows:
-            text = (text or "").strip("\r\n")
-            if (path, text) in torn_lines:
-                continue  # a torn last line the CSV reader refused: reported once, as torn
-            reason = {
-                "MISSING COLUMNS": "CSV row with too few columns",
-                "TOO MANY COLUMNS": "CSV row with too many columns",
-                "INVALID ENCODING": "CSV row with bytes that are not UTF-8",
-                "CAST": "CSV row whose timestamp is not an integer",
-            }.get(error, f"CSV row refused ({error.lower()})")
-            by_reason.setdefault(reason, []).append(f"{path}:{line}")
-        skipped = [Skipped(r, len(ex), tuple(ex[:EXAMPLES])) for r, ex in sorted(by_reason.items())]
-        return skipped, sum(s.count for s in skipped)
+        paths = {
+            path
+            for path, _line, text in self.rows("rejects", rejects=rejects)
+            if (path, (text or "").strip("\r\n")) not in torn_lines
+        }
+        return [f for f in samples if f.path in paths]
+
+    def _point_at_copies(self, salvaged: dict[int, Salvage]) -> None:
+        for file_id, s in salvaged.items():
+            self.con.execute("UPDATE files SET read_path = ? WHERE file_id = ?", [str(s.clean_path), file_id])
 
     def _jsonl_problems(self, files: list[SourceFile]) -> list[Skipped]:
         by_id = {f.file_id: f for f in files}
@@ -231,8 +289,11 @@ class DuckDBBackend(Backend):
         return problems
 
 
-def _paths(files: list[SourceFile]) -> str:
-    return "[" + ", ".join(_sql_string(f.path) for f in files) + "]"
+def _paths(files: list[SourceFile], salvaged: dict[int, Salvage] | None = None) -> str:
+    """The files to read as a SQL list: a damaged file's clean copy in its place."""
+    copies = salvaged or {}
+    read = [str(copies[f.file_id].clean_path) if f.file_id in copies else f.path for f in files]
+    return "[" + ", ".join(_sql_string(path) for path in read) + "]"
 
 
 def _csv_torn_filter(samples: list[SourceFile], torn: dict[int, TornTail]) -> str:

@@ -9,12 +9,15 @@ system); every view after that is the shared SQL. Tables are cached temp views.
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
 from trace_instrument.traces.discover import Inputs, TornTail
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
+from trace_instrument.traces.salvage import Salvage, rows_refused, salvage_csv, skipped_rows
 
 _TURN = (
     "struct<turn_index:bigint,prompt_token_count:bigint,completion_token_count:bigint,finish_reason:string,"
@@ -92,6 +95,8 @@ class SparkBackend(Backend):
             .config("spark.driver.memory", "1g")
         )
         self.spark = builder.getOrCreate()
+        self._work: str | None = None  # the clean copies of damaged sample files
+        self._inputs_files: tuple[SourceFile, ...] = ()
         self.spark.sparkContext.setLogLevel("ERROR")
 
     def run(self, sql: str) -> list[tuple[Any, ...]]:
@@ -107,6 +112,8 @@ class SparkBackend(Backend):
     def close(self) -> None:
         self.spark.catalog.clearCache()
         self.spark.stop()
+        if self._work:
+            shutil.rmtree(self._work, ignore_errors=True)
 
     def export_parquet(self, table: str, path: str) -> None:
         self.spark.table(table).write.mode("overwrite").parquet(path)
@@ -118,13 +125,11 @@ class SparkBackend(Backend):
         skipped: list[Skipped] = []
         rejected = 0
         if samples:
-            self._read_csv(samples)
+            salvaged = self._read_csv(samples, torn)
             self.script("raw_events", torn_filter=_csv_torn_filter(samples, torn))
             self.script("events")
-            (refused,) = self.run("SELECT count(*) FROM raw_csv WHERE ts IS NULL OR content IS NULL")[0]
-            if refused:
-                skipped.append(Skipped("CSV row refused (no timestamp or content)", int(refused)))
-                rejected += int(refused)
+            skipped.extend(skipped_rows(salvaged))
+            rejected += rows_refused(salvaged)
         else:
             self.script("empty_events")
         self.build_samples()
@@ -144,30 +149,80 @@ class SparkBackend(Backend):
         self.select_steps(None)
         return LoadReport(tuple(skipped), rejected)
 
-    def _files(self, files: tuple[SourceFile, ...]) -> None:
-        rows = [(f.file_id, f.path, Path(f.path).resolve().as_uri(), f.kind, f.root, f.host, f.pid) for f in files]
+    def _files(self, files: tuple[SourceFile, ...], salvaged: dict[int, Salvage] | None = None) -> None:
+        """The ``files`` table; ``uri`` is the file Spark reads (a damaged file's clean copy in its place)."""
+        self._inputs_files = files
+        copies = salvaged or {}
+        rows = [
+            (
+                f.file_id,
+                f.path,
+                _uri(str(copies[f.file_id].clean_path) if f.file_id in copies else f.path),
+                f.kind,
+                f.root,
+                f.host,
+                f.pid,
+            )
+            for f in files
+        ]
         schema = "file_id INT, path STRING, uri STRING, kind STRING, root STRING, host STRING, pid BIGINT"
         self.spark.createDataFrame(rows, schema).createOrReplaceTempView("files")
 
-    def _read_csv(self, samples: list[SourceFile]) -> None:
+    def _read_csv(self, samples: list[SourceFile], torn: dict[int, TornTail]) -> list[Salvage]:
+        """``raw_csv`` from the sample files; damaged ones are read through salvage.py, as DuckDB does.
+
+        Spark's permissive reader accepts what DuckDB refuses (bad bytes become U+FFFD, a stray quote
+        stays in the field): a file with a row it could not fill, a replacement character or a quote
+        left in a field is damaged, or at worst quoted in a way only a row-by-row reading tells.
+        """
         from pyspark.sql.functions import input_file_name
 
-        frame = self.spark.read.csv(
-            [f.path for f in samples],
-            schema="job_id STRING, cat STRING, sample_id STRING, status STRING, ts BIGINT, content STRING",
+        salvaged: dict[int, Salvage] = {}
+        self._work = tempfile.mkdtemp(prefix="trace-salvage-")
+        frame = self._csv_frame([f.path for f in samples]).withColumn("path", input_file_name())
+        frame.createOrReplaceTempView("raw_csv")
+        suspects = {
+            row[0]
+            for row in self.run(
+                "SELECT DISTINCT path FROM raw_csv WHERE _corrupt IS NOT NULL OR ts IS NULL OR content IS NULL "
+                "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\ufffd') > 0 "
+                "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\"') > 0"
+            )
+        }
+        uris = {Path(f.path).resolve().as_uri(): f for f in samples}
+        for uri in sorted(suspects):
+            f = uris[uri]
+            tail = torn[f.file_id].text if f.file_id in torn else None
+            salvaged[f.file_id] = salvage_csv(f.path, Path(self._work) / f"{f.file_id}.csv", tail)
+        if salvaged:
+            read = [str(salvaged[f.file_id].clean_path) if f.file_id in salvaged else f.path for f in samples]
+            self._files(self._inputs_files, salvaged)
+            frame = self._csv_frame(read).withColumn("path", input_file_name())
+            frame.createOrReplaceTempView("raw_csv")
+        return list(salvaged.values())
+
+    def _csv_frame(self, paths: list[str]) -> Any:
+        return self.spark.read.csv(
+            paths,
+            schema="job_id STRING, cat STRING, sample_id STRING, status STRING, ts BIGINT, content STRING, "
+            "_corrupt STRING",
             header=False,
             quote='"',
             escape='"',
             mode="PERMISSIVE",
+            columnNameOfCorruptRecord="_corrupt",
             encoding="UTF-8",
-        ).withColumn("path", input_file_name())
-        frame.createOrReplaceTempView("raw_csv")
+        )
 
     def _read_text(self, files: list[SourceFile]) -> None:
         from pyspark.sql.functions import input_file_name
 
         frame = self.spark.read.text([f.path for f in files]).withColumn("path", input_file_name())
         frame.createOrReplaceTempView("traj_text")
+
+
+def _uri(path: str) -> str:
+    return Path(path).resolve().as_uri()
 
 
 def _plain(value: Any) -> Any:

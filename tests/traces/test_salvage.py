@@ -1,0 +1,116 @@
+"""One damaged sample file never costs the good ones: its bad rows are counted at their lines, the rest is read.
+
+The damage is built by hand, so each expected count and line number is known from the construction;
+the rows that must still be read are counted from the pristine files (recompute.read_rows).
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+from recompute import read_rows
+from typer.testing import CliRunner
+
+from trace_instrument.cli import app
+from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.salvage import RowProblem, salvage_csv
+
+runner = CliRunner()
+GOOD_ROW = (
+    b"job-tiny,sample,33333333-cccc-4ccc-cccc-333333333333/0,RUNNING,1787215021000,from=A|to=B|stage=MYSTERY|detail=x"
+)
+
+
+def _skipped(result) -> dict[str, tuple[int, tuple[str, ...]]]:
+    return {s.reason: (s.count, s.examples) for s in result.header.skipped}
+
+
+def _worker_csv(trace: Path) -> Path:
+    return next((trace / "sample").glob("node-b-*.csv"))
+
+
+@pytest.fixture
+def copy(tiny_run: Path, tmp_path: Path) -> Path:
+    return shutil.copytree(tiny_run, tmp_path / "trace")
+
+
+def test_a_bare_line_feed_inside_a_crlf_file_costs_one_line(copy: Path, tiny_run: Path) -> None:
+    worker = _worker_csv(copy)
+    lines = worker.read_bytes().splitlines()
+    damaged = lines[:5] + [lines[5] + b"\nstray"] + lines[6:]  # line 7 of the file is the stray half
+    worker.write_bytes(b"\r\n".join(damaged) + b"\r\n")
+    result = analyze([copy], Options(cache=False))
+    assert _skipped(result)[RowProblem.TOO_FEW_COLUMNS.value] == (1, (f"{worker}:7",))
+    assert result.header.rows_read == len(read_rows(tiny_run))
+    pristine = analyze([tiny_run], Options(cache=False))
+    assert result.latencies == pristine.latencies and result.funnel == pristine.funnel
+
+
+def test_a_corrupt_file_among_good_ones_is_counted_line_by_line(copy: Path, tiny_run: Path) -> None:
+    corrupt = copy / "sample" / "node-z-pid9.csv"
+    corrupt.write_bytes(
+        b"\xff\xfe\x00garbage\n"  # 1: not UTF-8
+        b'job,sample,u/0,RUNNING,1787215021000,"never closed\n'  # 2: a quote that never closes
+        b"a,b,c\n"  # 3: too few columns
+        b"job,sample,u/0,RUNNING,soon,from=A|to=B|stage=X\n"  # 4: the timestamp is not a number
+        b"job,sample,u/0,RUNNING,1,2,3,4\n"  # 5: too many columns
+        b'job,sample,u/0,RUN"NING,1787215021000,from=A|to=B|stage=X\n'  # 6: a quote inside a field
+    )
+    result = analyze([copy], Options(cache=False))
+    skipped = _skipped(result)
+    assert skipped[RowProblem.NOT_UTF8.value] == (1, (f"{corrupt}:1",))
+    assert skipped[RowProblem.BAD_QUOTING.value] == (2, (f"{corrupt}:2", f"{corrupt}:6"))
+    assert skipped[RowProblem.TOO_FEW_COLUMNS.value] == (1, (f"{corrupt}:3",))
+    assert skipped[RowProblem.BAD_TIMESTAMP.value] == (1, (f"{corrupt}:4",))
+    assert skipped[RowProblem.TOO_MANY_COLUMNS.value] == (1, (f"{corrupt}:5",))
+    assert result.header.rows_read == len(read_rows(tiny_run))
+    assert result.header.rows_rejected == 6
+
+
+def test_a_file_that_stops_the_scan_and_one_with_refused_rows_are_both_read(copy: Path, tiny_run: Path) -> None:
+    worker = _worker_csv(copy)
+    with open(worker, "ab") as f:
+        f.write(b"a,b,c\n" + GOOD_ROW + b"\n")  # refused row, then one more good (unknown-stage) row
+    (copy / "sample" / "node-z-pid9.csv").write_bytes(b'x,"y\n' * 3 + GOOD_ROW + b"\n")
+    result = analyze([copy], Options(cache=False))
+    skipped = _skipped(result)
+    n = len(worker.read_bytes().splitlines())
+    assert skipped[RowProblem.TOO_FEW_COLUMNS.value] == (1, (f"{worker}:{n - 1}",))
+    assert skipped[RowProblem.BAD_QUOTING.value][0] == 3
+    assert skipped["row with an unknown stage or detail"][0] == 2  # the good row at the end of each file
+    assert result.header.rows_read == len(read_rows(tiny_run)) + 2
+
+
+def test_the_cli_reports_the_damage_and_exits_0(copy: Path) -> None:
+    (copy / "sample" / "node-z-pid9.csv").write_bytes(b'\x00\x01"\xff\n' * 5)
+    result = runner.invoke(app, ["analyze", str(copy), "--no-cache"])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and "Invalid Input Error" not in result.output
+    assert f"skipped 5 {RowProblem.NOT_UTF8.value}" in result.output
+
+
+def test_salvage_keeps_quoted_line_breaks_and_drops_the_torn_tail(tmp_path: Path) -> None:
+    source = tmp_path / "a.csv"
+    source.write_bytes(
+        b'j,s,u/1,R,1,"two\nlines"\r\n'  # one row over two lines
+        b"\r\n"  # a blank line: not a row, not a problem
+        b'j,s,u/2,R,2,"say ""hi"""\n'
+        b"j,s,u/3,R,3,cut he"  # the torn last line
+    )
+    result = salvage_csv(str(source), tmp_path / "clean.csv", "j,s,u/3,R,3,cut he")
+    assert result.rows == 2 and result.problems == {}
+    assert (tmp_path / "clean.csv").read_bytes() == b'j,s,u/1,R,1,"two\nlines"\nj,s,u/2,R,2,"say ""hi"""\n'
+
+
+def test_salvage_of_a_cut_gzip_file_keeps_the_rows_before_the_cut(tmp_path: Path) -> None:
+    rows = b"".join(b"j,s,u/%d,R,%d,c\n" % (i, i) for i in range(2000))
+    whole = gzip.compress(rows)
+    source = tmp_path / "a.csv.gz"
+    source.write_bytes(whole[: len(whole) // 2])
+    result = salvage_csv(str(source), tmp_path / "clean.csv", None)
+    assert result.problems == {RowProblem.UNREADABLE_FILE: [0]}
+    kept = (tmp_path / "clean.csv").read_bytes()
+    assert 0 < result.rows < 2000 and rows.startswith(kept)

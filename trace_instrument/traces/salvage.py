@@ -1,0 +1,163 @@
+"""Reading a damaged sample-flow CSV file row by row: every good row kept, every bad one counted at its line.
+
+The engines read all sample files in one scan, which is what makes a large run fast; a damaged
+file (a bare LF inside a CRLF file, a stray quote, random bytes, a row cut short) makes that scan
+fail or refuse rows, and each engine describes that in its own terms. The loader then passes the
+damaged files through :func:`salvage_csv`: one pass in Python that writes the good rows to a clean
+copy, which the engine reads in place of the original, and counts each bad row at its line in the
+original file. Both engines send the same files here, so they count the same rows the same way.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from trace_instrument.traces.model import Skipped
+
+COLUMNS = 6  # job_id, cat, sample_id, sample_status, timestamp, content (trace_data_formats.md)
+TIMESTAMP = 4
+# A quoted field may hold line breaks; a quote never closed would otherwise swallow the rest of
+# the file, so a record is given up after this many lines and read again from its next line.
+MAX_RECORD_LINES = 64
+EXAMPLES = 3
+_INTEGER = re.compile(r"^-?\d+$")
+
+
+class RowProblem(str, Enum):
+    """Why a CSV row was left out; the value is how the report names it."""
+
+    TOO_FEW_COLUMNS = "CSV row with too few columns"
+    TOO_MANY_COLUMNS = "CSV row with too many columns"
+    NOT_UTF8 = "CSV row with bytes that are not UTF-8"
+    BAD_TIMESTAMP = "CSV row whose timestamp is not an integer"
+    BAD_QUOTING = "CSV row with a quote out of place"
+    UNREADABLE_FILE = "sample file that cannot be read to its end (the rows before the damage are kept)"
+
+
+@dataclass
+class Salvage:
+    """What reading one damaged file found: the clean copy, and each problem's line numbers."""
+
+    source: str
+    clean_path: Path
+    rows: int = 0
+    problems: dict[RowProblem, list[int]] = field(default_factory=dict)
+
+    def add(self, problem: RowProblem, line: int) -> None:
+        self.problems.setdefault(problem, []).append(line)
+
+
+def salvage_csv(source: str, clean_path: Path, torn_tail: str | None) -> Salvage:
+    """Copy the good rows of ``source`` to ``clean_path`` (LF, minimal quoting) and count the bad ones.
+
+    ``torn_tail`` is the file's last line when it does not end with a newline (the loader reports
+    it as torn; it is neither copied nor counted here).
+    """
+    result = Salvage(source, clean_path)
+    with open(clean_path, "w", encoding="utf-8", newline="") as out:
+        writer = csv.writer(out, lineterminator="\n")
+        try:
+            for fields in _good_rows(source, result, torn_tail is not None):
+                writer.writerow(fields)
+                result.rows += 1
+        except (OSError, EOFError, gzip.BadGzipFile):
+            result.add(RowProblem.UNREADABLE_FILE, 0)
+    return result
+
+
+def _physical_lines(source: str) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes without the line break, whether it is the file's unterminated last line)."""
+    opener = gzip.open if source.endswith(".gz") else open
+    with opener(source, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            ended = raw.endswith(b"\n")
+            body = raw[:-1] if ended else raw
+            yield number, body[:-1] if body.endswith(b"\r") else body, not ended
+
+
+def _good_rows(source: str, result: Salvage, torn: bool) -> Iterator[list[str]]:
+    """The fields of each good row; each bad line counted at its number.
+
+    Lines are joined while a quoted field is open (at most MAX_RECORD_LINES). A joined record that
+    does not make a good row costs its first line only: that line is judged alone, and the lines
+    after it are read again, each as the start of a record.
+    """
+    lines = _physical_lines(source)
+    again: deque[tuple[int, bytes, bool]] = deque()
+    pending: list[tuple[int, bytes, bool]] = []
+    while True:
+        item = again.popleft() if again else next(lines, None)
+        if item is None and not pending:
+            return
+        if item is not None:
+            if item[2] and torn:
+                continue  # the torn last line: reported by the loader, neither kept nor counted here
+            pending.append(item)
+            record = b"\n".join(body for _, body, _ in pending)
+            if record.count(b'"') % 2 and len(pending) < MAX_RECORD_LINES:
+                continue
+            if record.count(b'"') % 2 == 0:
+                fields = _fields(record)
+                if isinstance(fields, list):
+                    yield fields
+                    pending = []
+                    continue
+                if fields is None or len(pending) == 1:
+                    if fields is not None:
+                        result.add(fields, pending[0][0])
+                    pending = []
+                    continue
+        # the first line alone has an odd number of quotes: a row the runtime never writes
+        first = pending[0]
+        result.add(
+            RowProblem.NOT_UTF8 if _fields(first[1]) is RowProblem.NOT_UTF8 else RowProblem.BAD_QUOTING, first[0]
+        )
+        again.extendleft(reversed(pending[1:]))
+        pending = []
+
+
+def _fields(record: bytes) -> list[str] | RowProblem | None:
+    """The six fields of a good row, the problem of a bad one, None for a blank line."""
+    if not record.strip():
+        return None
+    try:
+        text = record.decode("utf-8")
+    except UnicodeDecodeError:
+        return RowProblem.NOT_UTF8
+    try:
+        fields = next(csv.reader(io.StringIO(text), strict=True))
+    except (csv.Error, StopIteration):
+        return RowProblem.BAD_QUOTING
+    if len(fields) < COLUMNS:
+        return RowProblem.TOO_FEW_COLUMNS
+    if len(fields) > COLUMNS:
+        return RowProblem.TOO_MANY_COLUMNS
+    if not _INTEGER.match(fields[TIMESTAMP].strip()):
+        return RowProblem.BAD_TIMESTAMP
+    return fields
+
+
+def skipped_rows(salvages: list[Salvage]) -> list[Skipped]:
+    """The problems of every salvaged file, one entry per reason, examples as ``file:line``."""
+    by_problem: dict[RowProblem, list[str]] = {}
+    for s in salvages:
+        for problem, lines in s.problems.items():
+            where = [s.source if line == 0 else f"{s.source}:{line}" for line in lines]
+            by_problem.setdefault(problem, []).extend(where)
+    return [
+        Skipped(problem.value, len(where), tuple(where[:EXAMPLES]))
+        for problem, where in sorted(by_problem.items(), key=lambda item: item[0].value)
+    ]
+
+
+def rows_refused(salvages: list[Salvage]) -> int:
+    """Rows left out (an unreadable rest of a file counts as one: its row count is not known)."""
+    return sum(len(lines) for s in salvages for lines in s.problems.values())
