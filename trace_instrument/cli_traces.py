@@ -10,10 +10,14 @@ import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from trace_instrument.traces.model import MultipleRunsError
 
 out = Console(soft_wrap=False, highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
@@ -34,6 +38,10 @@ class Engine(str, Enum):
 DirsArg = Annotated[list[Path], typer.Argument(help="Trace folders ($VERL_TRACE_DIR), one per node if copied apart.")]
 StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only samples generated in these steps: A-B or N.")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache next to the traces.")]
+RunOpt = Annotated[
+    str | None,
+    typer.Option("--run", help="The run to read when the folders hold several: its run id, or its job id."),
+]
 MemoryOpt = Annotated[
     str | None,
     typer.Option("--memory-limit", help="DuckDB's memory limit (default 1GB); beyond it, it spills to disk."),
@@ -53,13 +61,39 @@ def _steps(text: str | None) -> tuple[int, int] | None:
     return lo, hi
 
 
+def _output_parent(path: Path | None, option: str) -> None:
+    """An output path whose folder does not exist is a mistyped path: refuse it rather than create folders."""
+    if path is not None and not path.parent.is_dir():
+        raise typer.BadParameter(f"the folder {path.parent} does not exist", param_hint=option)
+
+
 def _internal(exc: Exception) -> None:
     """An engine failure (a full disk, a bug): one clear line, exit 2, no traceback."""
     _fail(f"could not read the traces ({type(exc).__name__}: {exc}); try --no-cache, or report this")
 
 
 def _fail(message: str) -> None:
-    err.print(f"[red]error:[/red] {message}", markup=True)
+    err.print(Text("error: ", style="red") + Text(message))
+    raise typer.Exit(ERROR)
+
+
+def _refuse_runs(exc: MultipleRunsError) -> None:
+    """Several runs and no (valid) --run: list them and say how to pick one; exit 2."""
+    from trace_instrument.traces.render.tables import runs_section
+    from trace_instrument.traces.render.text import print_section
+
+    if exc.chosen:
+        what = f"--run {exc.chosen} names none of the {len(exc.runs)} runs found"
+    else:
+        what = f"the inputs hold {len(exc.runs)} runs; their figures are never added up"
+    err.print(Text("error: ", style="red") + Text(what))
+    print_section(runs_section(exc.runs), err)
+    err.print(
+        Text(
+            "pick one with --run RUN (a run id above, or a job id only one run has), "
+            "or give the folders of one run alone"
+        )
+    )
     raise typer.Exit(ERROR)
 
 
@@ -74,16 +108,19 @@ def analyze_command(
     spark_master: Annotated[str | None, typer.Option("--spark-master", help="Spark master URL (default local[2]).")] = (
         None
     ),
+    run: RunOpt = None,
     no_cache: NoCacheOpt = False,
     memory_limit: MemoryOpt = None,
 ) -> None:
     """Step windows, stage latencies, funnel, rollouts, staleness and throughput of a traced run."""
     # the trace reader (and DuckDB) is loaded by the commands that read traces only
     from trace_instrument.traces.analyze import Options, analyze
-    from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT, TraceInputError
+    from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT, MultipleRunsError, TraceInputError
 
+    _output_parent(html, "--html")
     options = Options(
         steps=_steps(steps),
+        run=run,
         engine=engine.value,
         cache=not no_cache,
         memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT,
@@ -91,6 +128,9 @@ def analyze_command(
     )
     try:
         result = analyze(trace_dirs, options)
+    except MultipleRunsError as exc:
+        _refuse_runs(exc)
+        return
     except TraceInputError as exc:
         _fail(str(exc))
         return
@@ -130,18 +170,25 @@ def export_command(
     steps: StepsOpt = None,
     max_trajectories: Annotated[
         int | None,
-        typer.Option("--max-trajectories", help="Trajectories in the timeline (a uniform sample plus the slowest)."),
+        typer.Option(
+            "--max-trajectories", min=0, help="Trajectories in the timeline (a uniform sample plus the slowest)."
+        ),
     ] = None,
+    run: RunOpt = None,
     no_cache: NoCacheOpt = False,
     memory_limit: MemoryOpt = None,
 ) -> None:
     """Write a Perfetto timeline or the normalised Parquet tables of a traced run."""
     if (perfetto is None) == (parquet is None):
         _fail("give exactly one of --perfetto FILE or --parquet DIR")
+    _output_parent(perfetto, "--perfetto")
+    _output_parent(parquet, "--parquet")
     from trace_instrument.traces.analyze import Options
-    from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT, TraceInputError
+    from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT, MultipleRunsError, TraceInputError
 
-    options = Options(steps=_steps(steps), cache=not no_cache, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT)
+    options = Options(
+        steps=_steps(steps), run=run, cache=not no_cache, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT
+    )
     try:
         if perfetto is not None:
             from trace_instrument.traces.perfetto import export_perfetto
@@ -159,6 +206,8 @@ def export_command(
             written = export_parquet(trace_dirs, parquet, options)
             for table, rows in written.items():
                 err.print(f"wrote {parquet / (table + '.parquet')}: {rows:,} rows", markup=False)
+    except MultipleRunsError as exc:
+        _refuse_runs(exc)
     except TraceInputError as exc:
         _fail(str(exc))
     except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from recompute import read_rows
 
 from trace_instrument.traces import Options, analyze
 from trace_instrument.traces.model import Analysis
@@ -155,3 +156,16 @@ def test_the_page_finds_its_tables_by_key_and_each_section_has_its_own_id(result
         body = html.split(f'<section id="{section}"', 1)[1].split("</section>", 1)[0]
         header = "".join(f"<th>{column}</th>" for column in tables[key].columns)
         assert header in body, (section, key)
+
+
+def test_slowest_rollouts_rank_by_the_agent_loop_not_by_queueing(result: Analysis, tiny_run: Path) -> None:
+    """Hand-written times (conftest.tiny_plan): U1/0 ran 1010 -> 1425, U1/1 1011 -> 1320, U2/0 2210 -> 2515;
+    training rows start at 1500 (step 1) and 2600 (step 2). U2/1 never completed: not a finished rollout."""
+    u1, u2 = "11111111-aaaa-4aaa-aaaa-111111111111", "22222222-bbbb-4bbb-bbbb-222222222222"
+    spans = {}
+    for row in read_rows(tiny_run):
+        lo, hi = spans.get(row["sample_id"], (row["ts"], row["ts"]))
+        spans[row["sample_id"]] = (min(lo, row["ts"]), max(hi, row["ts"]))
+    expected = [(f"{u1}/0", 415, 75), (f"{u1}/1", 309, 180), (f"{u2}/0", 305, 85)]
+    assert [(t.sample_id, t.rollout_ms, t.waiting_ms) for t in result.slowest] == expected
+    assert [t.total_ms for t in result.slowest] == [spans[sid][1] - spans[sid][0] for sid, _, _ in expected]

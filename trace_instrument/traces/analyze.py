@@ -9,6 +9,7 @@ from trace_instrument.traces import serde
 from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.model import Analysis, TraceInputError
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
+from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import open_engine
 from trace_instrument.traces.views import compute
 
@@ -26,15 +27,16 @@ def analyze(roots: list[Path], options: Options = DEFAULT_OPTIONS) -> Analysis:
             stored = _cached_result(backend, options)
             if stored is not None:
                 return _replace_cached(stored, True)
-        backend.select_steps(options.steps)
-        analysis = compute(backend, inputs, report, options)
+        selection = select_run(backend, inputs, options.run)
+        analysis = compute(backend, selection, report, options)
         if options.cache and backend.name == "duckdb":
             _store_result(backend, options, analysis)
         return _replace_cached(analysis, cached)
 
 
 def _result_key(options: Options) -> str:
-    return "all" if options.steps is None else f"{options.steps[0]}-{options.steps[1]}"
+    steps = "all" if options.steps is None else f"{options.steps[0]}-{options.steps[1]}"
+    return steps if options.run is None else f"{steps} run={options.run}"
 
 
 def _cached_result(backend: Backend, options: Options) -> Analysis | None:

@@ -22,6 +22,10 @@ from trace_instrument.traces.model import Skipped
 
 _PIPE = "'|'"
 UID_PATTERN = "^(.*)/[^/]*$"
+# What the runtime writes as a uid when the batch has none: the templates' default ('unknown'),
+# format() of a missing value ('None', 'nan'), the trajectory placeholder ('N/A') and nothing at all.
+# Rows under such an id come from unrelated samples, so they never form a sample of their own.
+PLACEHOLDER_UIDS = ("unknown", "None", "nan", "N/A", "")
 _MACRO = re.compile(r"\{\{\s*(\w+)\s*(?:\((.*?)\))?\s*\}\}", re.DOTALL)
 
 
@@ -113,6 +117,15 @@ class Dialect:
     def constants(self) -> dict[str, str]:
         return {"order_key": ORDER_KEY_SQL}
 
+    def is_placeholder(self, column: str) -> str:
+        """Whether the sample id ``column`` has a placeholder uid (PLACEHOLDER_UIDS)."""
+        return self.is_placeholder_uid(self.uid_of(column))
+
+    def is_placeholder_uid(self, expr: str) -> str:
+        """Whether the uid ``expr`` is a placeholder (PLACEHOLDER_UIDS)."""
+        listed = ", ".join("'" + uid.replace("'", "''") + "'" for uid in PLACEHOLDER_UIDS)
+        return f"({expr} IN ({listed}))"
+
     def render(self, sql: str, params: dict[str, Any]) -> str:
         """Expand macros and parameters of ``sql``."""
         constants = self.constants()
@@ -197,10 +210,24 @@ class Backend(ABC):
     def drop_table(self, name: str) -> None:
         """Drop a table of the pipeline."""
 
+    run_files: tuple[int, ...] | None = None  # the files of the run the views show (None: every file)
+
+    def select_run(self, file_ids: tuple[int, ...] | None) -> None:
+        """Show only the rows of these files (one run's, see runs.py) from the next ``select_steps`` on."""
+        self.run_files = file_ids
+
     def select_steps(self, steps: tuple[int, int] | None) -> None:
         """Point the views at the whole run, or at the samples generated in the inclusive step range."""
         lo, hi = steps if steps else (0, 0)
-        self.script("views", all="FALSE" if steps else "TRUE", lo=lo, hi=hi)
+        files = self.run_files
+        self.script(
+            "views",
+            all="FALSE" if steps else "TRUE",
+            lo=lo,
+            hi=hi,
+            every_file="TRUE" if files is None else "FALSE",
+            run_files=", ".join(str(f) for f in files or ()) or "-1",
+        )
 
     @abstractmethod
     def export_parquet(self, table: str, path: str) -> None:

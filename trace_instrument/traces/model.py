@@ -18,6 +18,35 @@ class TraceInputError(Exception):
 
 
 @dataclass(frozen=True)
+class Run:
+    """One training run among the inputs: the files that are linked to each other (see traces/runs.py).
+
+    ``run_id`` is ``YYYYMMDDTHHMMSSZ-{host}-pid{pid}``: the UTC start of its earliest sample file and
+    that file's process (a trajectory-only run names its first trajectory file's process).
+    """
+
+    run_id: str
+    job_ids: tuple[str, ...]
+    first_ms: int | None
+    last_ms: int | None
+    hosts: tuple[str, ...]
+    steps: tuple[int, int] | None  # the lowest and highest global step its rows carry
+    file_ids: tuple[int, ...]
+    sample_rows: int
+    trajectories: int
+
+
+class MultipleRunsError(TraceInputError):
+    """The inputs hold more than one run and none was chosen (or the choice names none of them)."""
+
+    def __init__(self, runs: tuple[Run, ...], chosen: str | None = None) -> None:
+        self.runs = runs
+        self.chosen = chosen
+        what = f"--run {chosen} names none of the" if chosen else "the inputs hold"
+        super().__init__(f"{what} {len(runs)} runs: " + ", ".join(r.run_id for r in runs))
+
+
+@dataclass(frozen=True)
 class Skipped:
     """Input left out, by reason, with the first examples (``file:line`` where known)."""
 
@@ -82,6 +111,8 @@ class Header:
     lost: dict[str, dict[str, int]] | None  # output -> reason -> count, from status files (None: none found)
     skipped: tuple[Skipped, ...]
     clock_skew: tuple[ClockSkew, ...]
+    unattributable_rows: int = 0  # rows under a placeholder sample id (also one of ``skipped``)
+    run_id: str | None = None  # the run analysed (traces/runs.py); None when no file names one
 
 
 @dataclass(frozen=True)
@@ -97,7 +128,7 @@ class StepWindow:
     sync_ms: int | None  # SYNC_PARAMS
     rollouts_completed: int
     samples_trained: int
-    overlap_ms: int  # training of this step while any rollout ran
+    overlap_ms: int | None  # training of this step while any rollout ran (None: no training or rollout rows)
     trainer_idle_ms: int | None  # previous step's train end (or sync) -> this train start
     rollout_gap_ms: int | None  # previous step's rollout end -> this rollout start
     progress: str  # "complete", "partial" or "absent": the 4 `Step N ...` lines
@@ -249,6 +280,16 @@ class WorkerThroughput:
 
 
 @dataclass(frozen=True)
+class SlowTrajectory:
+    """A trajectory among the slowest rollouts: ranked by its own rollout time, never by its queueing."""
+
+    sample_id: str
+    rollout_ms: int  # its agent loop: first agent_task_started/session_started row -> agent_run_completed
+    waiting_ms: int | None  # agent_run_completed -> its first training row (None: not trained)
+    total_ms: int  # its first row -> its last row
+
+
+@dataclass(frozen=True)
 class Analysis:
     """Everything ``analyze`` shows, in the order of the report."""
 
@@ -256,7 +297,7 @@ class Analysis:
     steps: tuple[StepWindow, ...]
     latencies: tuple[Latency, ...]
     latency_histograms: dict[str, Histogram]  # "FROM -> TO" -> histogram of ms (the busiest transitions)
-    slowest: tuple[tuple[str, int], ...]  # (sample id, first -> last row ms), slowest first
+    slowest: tuple[SlowTrajectory, ...]  # the slowest rollouts, slowest first
     funnel: tuple[FunnelRow, ...]
     in_flight: tuple[InFlightGroup, ...]
     in_flight_oldest: tuple[InFlight, ...]

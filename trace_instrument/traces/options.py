@@ -17,13 +17,14 @@ GZIP_RATIO = 8  # a compressed trace file counts as this many times its size
 
 @dataclass(frozen=True)
 class Options:
-    """How to read: the step range, the engine, the cache and DuckDB's memory limit.
+    """How to read: the step range, the run, the engine, the cache and DuckDB's memory limit.
 
     ``in_memory_max_bytes``: inputs of at most this size (gzip files weighted by GZIP_RATIO) are
     read into memory and never cached.
     """
 
     steps: tuple[int, int] | None = None
+    run: str | None = None  # a run id or job id (traces/runs.py): required when the inputs hold several runs
     engine: str = "duckdb"
     cache: bool = True
     memory_limit: str = DEFAULT_MEMORY_LIMIT

@@ -16,6 +16,7 @@ from trace_instrument.traces.events import EVENT_NAMES
 from trace_instrument.traces.model import FileKind, StepWindow
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.progress import parse_progress
+from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import open_engine
 from trace_instrument.traces.views import selected_steps
 
@@ -24,9 +25,11 @@ SCHEMA_VERSION = 1
 
 def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_OPTIONS) -> dict[str, int]:
     """Write events/trajectories/turns/steps Parquet files into ``target``; returns rows per table."""
-    target.mkdir(parents=True, exist_ok=True)
+    target.mkdir(exist_ok=True)
     written: dict[str, int] = {}
     with open_engine([Path(r) for r in roots], options) as (backend, inputs, _report, _cached):
+        selection = select_run(backend, inputs, options.run)
+        inputs = selection.inputs
         backend.select_steps(options.steps)
         backend.run("CREATE OR REPLACE TEMP TABLE event_names (code INTEGER, event VARCHAR, stage VARCHAR)")
         for code, name in EVENT_NAMES.items():
@@ -45,6 +48,7 @@ def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_O
             "tables": written,
             "sources": [asdict(f) for f in inputs.files],
             "steps": list(options.steps) if options.steps else None,
+            "run": selection.run.run_id if selection.run else None,
         }
         (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return written

@@ -21,6 +21,7 @@ from trace_instrument.traces.events import Event, short_name
 from trace_instrument.traces.model import FileKind, SourceFile
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.progress import parse_progress
+from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import open_engine
 from trace_instrument.traces.views import selected_steps
 
@@ -43,6 +44,8 @@ def export_perfetto(
 ) -> PerfettoSummary:
     """Write the timeline of the run under ``roots`` to ``target`` (gzip when it ends in .gz)."""
     with open_engine([Path(r) for r in roots], options) as (backend, inputs, _report, _cached):
+        selection = select_run(backend, inputs, options.run)
+        inputs = selection.inputs
         backend.select_steps(options.steps)
         files = {f.file_id: f for f in inputs.files}
         progress = parse_progress(inputs.of_kind(FileKind.PROGRESS))
@@ -50,7 +53,6 @@ def export_perfetto(
         limit = _trajectory_limit(int(total), int(rows), max_trajectories)
         slowest = min(limit, max(1, int(limit * SLOWEST_SHARE))) if limit else 0
         backend.script("perfetto_selection", slowest=slowest, uniform=max(0, limit - slowest))
-        target.parent.mkdir(parents=True, exist_ok=True)
         opener = gzip.open if target.name.endswith(".gz") else open
         with opener(target, "wt", encoding="utf-8") as out:
             writer = _EventWriter(out)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from trace_instrument.traces.model import (
     Rollouts,
     SglangBreakdown,
     Skipped,
+    SlowTrajectory,
     SourceFile,
     StalenessRow,
     StepThroughput,
@@ -34,21 +36,37 @@ from trace_instrument.traces.model import (
 )
 from trace_instrument.traces.options import Options
 from trace_instrument.traces.progress import ProgressInfo, parse_progress, parse_status
+from trace_instrument.traces.runs import RunSelection
 
 SLOWEST = 10
 OLDEST = 20
 
 
-def compute(backend: Backend, inputs: Inputs, report: LoadReport, options: Options) -> Analysis:
-    """Run the views on a loaded engine."""
+def compute(backend: Backend, selection: RunSelection, report: LoadReport, options: Options) -> Analysis:
+    """Run the views on a loaded engine, for the selected run (runs.select_run has pointed the views at it).
+
+    The step windows and step throughput are computed over the whole run and then filtered: a
+    step's own figures (its overlap with rollouts, its idle gap, what it trained) never depend on
+    which other steps are shown.
+    """
+    inputs = selection.inputs
     files = {f.file_id: f for f in inputs.files}
     progress = parse_progress(inputs.of_kind(FileKind.PROGRESS))
     lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))
+    backend.select_steps(None)
     step_rows = _step_rows(backend)
+    throughput_rows = backend.rows("throughput_steps")
+    _check_steps(options.steps, set(step_rows) | {line.step for line in progress.step_lines})
+    backend.select_steps(options.steps)
     steps = _step_windows(step_rows, progress, options.steps)
     latencies = _latencies(backend)
     rollouts = _rollouts(backend, progress)
     header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, rollouts, files)
+    header = replace(
+        header,
+        run_id=selection.run.run_id if selection.run else None,
+        skipped=header.skipped + selection.left_out,
+    )
     if header.rows_read == 0 and (rollouts is None or rollouts.trajectories == 0) and progress.lines == 0:
         raise TraceInputError("no usable rows in the trace files: " + _skipped_summary(header.skipped))
     groups, oldest = _in_flight(backend, files, header.last_ms)
@@ -57,17 +75,30 @@ def compute(backend: Backend, inputs: Inputs, report: LoadReport, options: Optio
         steps=steps,
         latencies=latencies,
         latency_histograms=_latency_histograms(backend, latencies),
-        slowest=tuple((sid, int(total)) for sid, total in backend.rows("slowest", limit=SLOWEST)),
+        slowest=tuple(
+            SlowTrajectory(str(sid), int(rollout), _int(waiting), int(total))
+            for sid, rollout, waiting, total in backend.rows("slowest", limit=SLOWEST)
+        ),
         funnel=_funnel(backend),
         in_flight=groups,
         in_flight_oldest=oldest,
         rollouts=rollouts,
         staleness=tuple(StalenessRow(int(a), int(b), int(n)) for a, b, n in backend.rows("staleness")),
-        step_throughput=_step_throughput(backend, progress, options.steps),
+        step_throughput=_step_throughput(throughput_rows, progress, options.steps),
         worker_throughput=_worker_throughput(backend, inputs),
         engine=backend.name,
         notes=_notes(rollouts, latencies, progress, header),
     )
+
+
+def _check_steps(selected: tuple[int, int] | None, steps: set[int]) -> None:
+    """Refuse a step range that holds none of the run's steps (rather than show empty tables)."""
+    if selected is None or any(selected[0] <= s <= selected[1] for s in steps):
+        return
+    lo, hi = selected
+    asked = str(lo) if lo == hi else f"{lo}-{hi}"
+    have = f"steps {min(steps)}-{max(steps)}" if steps else "no step numbers"
+    raise TraceInputError(f"--steps {asked} holds none of this run's steps: its rows and progress lines carry {have}")
 
 
 def _skipped_summary(skipped: tuple[Skipped, ...]) -> str:
@@ -110,7 +141,11 @@ def _step_rows(backend: Backend) -> dict[int, tuple[Any, ...]]:
 def selected_steps(
     backend: Backend, progress: ProgressInfo, selected: tuple[int, int] | None
 ) -> tuple[StepWindow, ...]:
-    return _step_windows(_step_rows(backend), progress, selected)
+    """The selected steps' windows, computed over the whole run; the views are left on ``selected``."""
+    backend.select_steps(None)
+    rows = _step_rows(backend)
+    backend.select_steps(selected)
+    return _step_windows(rows, progress, selected)
 
 
 def _step_windows(
@@ -120,15 +155,14 @@ def _step_windows(
     for line in progress.step_lines:
         lines.setdefault(line.step, {}).setdefault((line.phase, line.boundary), line.seq)
     all_steps = sorted(set(rows) | set(lines))
-    if selected:
-        all_steps = [s for s in all_steps if selected[0] <= s <= selected[1]]
     rollouts = [(int(r[2]), int(r[3])) for r in rows.values() if r[2] is not None and r[3] is not None]
     windows: list[StepWindow] = []
     previous: tuple[Any, ...] | None = None
     for step in all_steps:
         r = rows.get(step, (step, None, None, None, None, None, None, 0, 0))
         _, data_ts, r_start, r_end, t_start, t_end, sync_ts, completed, trained = r
-        overlap = _union_overlap(t_start, t_end, rollouts) if t_start is not None and t_end is not None else 0
+        known = t_start is not None and t_end is not None and bool(rollouts)
+        overlap = _union_overlap(t_start, t_end, rollouts) if known else None
         idle = gap = None
         if previous is not None:
             prev_end = previous[6] if previous[6] is not None else previous[5]
@@ -137,6 +171,10 @@ def _step_windows(
             if r_start is not None and previous[3] is not None:
                 gap = int(r_start - previous[3])
         seen = lines.get(step, {})
+        if step in rows:
+            previous = rows[step]
+        if selected and not selected[0] <= step <= selected[1]:
+            continue
         windows.append(
             StepWindow(
                 step=step,
@@ -148,7 +186,7 @@ def _step_windows(
                 sync_ms=_int(sync_ts),
                 rollouts_completed=int(completed or 0),
                 samples_trained=int(trained or 0),
-                overlap_ms=int(overlap),
+                overlap_ms=_int(overlap),
                 trainer_idle_ms=idle,
                 rollout_gap_ms=gap,
                 progress="complete" if len(seen) == 4 else "partial" if seen else "absent",
@@ -156,8 +194,6 @@ def _step_windows(
                 gen_throughput=progress.throughput.get(step),
             )
         )
-        if step in rows:
-            previous = rows[step]
     return tuple(windows)
 
 
@@ -317,9 +353,10 @@ def _sglang(backend: Backend) -> SglangBreakdown:
 
 
 def _step_throughput(
-    backend: Backend, progress: ProgressInfo, selected: tuple[int, int] | None
+    step_rows: list[tuple[Any, ...]], progress: ProgressInfo, selected: tuple[int, int] | None
 ) -> tuple[StepThroughput, ...]:
-    rows = {int(r[0]): r for r in backend.rows("throughput_steps")}
+    """Per step, from the whole run's ``throughput_steps`` rows; only the selected steps are returned."""
+    rows = {int(r[0]): r for r in step_rows}
     steps = sorted(set(rows) | set(progress.throughput))
     if selected:
         steps = [s for s in steps if selected[0] <= s <= selected[1]]
@@ -380,6 +417,9 @@ def _header(
         skipped.append(Skipped("row whose content does not parse", int(bad_content), _examples(backend, files, False)))
     if duplicates:
         skipped.append(Skipped("duplicate row (left out of the latencies)", int(duplicates)))
+    placeholders = _placeholder_rows(backend, files)
+    if placeholders is not None:
+        skipped.append(placeholders)
     if bad_status:
         skipped.append(Skipped("status file that is not valid JSON", len(bad_status), tuple(bad_status[:3])))
     if progress.undecodable:
@@ -415,7 +455,24 @@ def _header(
         lost=lost,
         skipped=tuple(skipped),
         clock_skew=_clock_skew(backend, files),
+        unattributable_rows=placeholders.count if placeholders else 0,
     )
+
+
+UNATTRIBUTABLE = "unattributable row: its sample id has a placeholder uid (left out of the per-sample views)"
+
+
+def _placeholder_rows(backend: Backend, files: dict[int, SourceFile]) -> Skipped | None:
+    """The rows whose sample id names no sample (``unknown/sample``): counted and shown, never joined."""
+    rows = backend.rows("placeholder_rows")
+    if not rows:
+        return None
+    examples = []
+    for file_id, sample_id, ts, _n in rows:
+        path = files[int(file_id)].path
+        line = locate_line(path, f"{sample_id},RUNNING,{ts},") or locate_line(path, f"{sample_id},COMPLETE,{ts},")
+        examples.append(f"{path}:{line} ({sample_id})" if line else f"{path} ({sample_id})")
+    return Skipped(UNATTRIBUTABLE, int(rows[0][3]), tuple(examples))
 
 
 def _examples(backend: Backend, files: dict[int, SourceFile], unknown: bool) -> tuple[str, ...]:
@@ -462,6 +519,11 @@ def _notes(
         notes.append("sglang queue/prefill/decode timing was not collected (the sglang-timing extra is off)")
     if progress.lines and not progress.step_lines:
         notes.append("the progress logs have no `Step N rollout|train started|finished` lines")
+    if header.unattributable_rows:
+        notes.append(
+            f"{header.unattributable_rows} rows carry a placeholder sample id (the runtime had no uid): they are counted in the "
+            "step windows but belong to no sample, so the latencies, funnel and in-flight views leave them out"
+        )
     if header.lost is None:
         notes.append("no status files: the runtime's own drop counts are not known")
     return tuple(notes)

@@ -412,5 +412,4 @@ def page(a: Analysis) -> str:
 
 def write_html(analysis: Analysis, target: Path) -> None:
     """Write the report to ``target``."""
-    target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(page(analysis), encoding="utf-8")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from trace_instrument.traces.model import Analysis, Header
+from trace_instrument.traces.model import Analysis, Header, Run
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,30 @@ def _short(event: str) -> str:
     return event.split(":", 1)[-1]
 
 
+def runs_section(runs: tuple[Run, ...]) -> Section:
+    """The runs found among the inputs, for the refusal that asks which one to analyse."""
+    rows = tuple(
+        (
+            r.run_id,
+            ", ".join(r.job_ids) or "-",
+            clock(r.first_ms),
+            clock(r.last_ms),
+            ", ".join(r.hosts) or "-",
+            f"{r.steps[0]}-{r.steps[1]}" if r.steps else "-",
+            f"{len(r.file_ids):,}",
+            f"{r.sample_rows:,}",
+            f"{r.trajectories:,}",
+        )
+        for r in runs
+    )
+    columns = ("run", "job id", "first row", "last row", "hosts", "steps", "files", "rows", "trajectories")
+    return Section("runs", "Runs found", columns, rows)
+
+
 def header_lines(h: Header) -> list[str]:
     steps = f"{h.steps[0]}-{h.steps[-1]} ({len(h.steps)})" if h.steps else "-"
     lines = [
+        *([f"run {h.run_id}"] if h.run_id else []),
         f"job {', '.join(h.job_ids) or '-'} | hosts {', '.join(h.hosts) or '-'} | {h.processes} processes | steps {steps}",
         (
             f"{clock(h.first_ms)} -> {clock(h.last_ms)} | rows read {h.rows_read:,} | rejected {h.rows_rejected:,} | "
@@ -142,9 +163,9 @@ def sections(a: Analysis) -> list[Section]:
         ),
         Section(
             "slowest-trajectories",
-            "Slowest trajectories (first to last row)",
-            ("sample id", "time"),
-            tuple((sid, ms(total)) for sid, total in a.slowest),
+            "Slowest rollouts (agent loop started to completed; then waiting for training)",
+            ("sample id", "rollout", "waiting for training", "first to last row"),
+            tuple((t.sample_id, ms(t.rollout_ms), ms(t.waiting_ms), ms(t.total_ms)) for t in a.slowest),
         ),
         Section(
             "funnel",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from trace_instrument.traces.model import Analysis
-from trace_instrument.traces.render.tables import header_lines, sections
+from trace_instrument.traces.render.tables import Section, header_lines, sections
 
 
 def print_text(analysis: Analysis, console: Console) -> None:
@@ -18,15 +19,20 @@ def print_text(analysis: Analysis, console: Console) -> None:
     for note in analysis.notes:
         console.print(f"  note: {note}", markup=False, style="yellow")
     for section in sections(analysis):
-        table = Table(title=section.title, title_justify="left", show_edge=False, pad_edge=False)
-        for i, column in enumerate(section.columns):
-            table.add_column(column, justify="left" if i == 0 else "right", overflow="fold")
-        for row in section.rows:
-            table.add_row(*row)
-        if not section.rows:
-            table.add_row("(none)", *([""] * (len(section.columns) - 1)))
         console.print()
-        console.print(table)
+        print_section(section, console)
+
+
+def print_section(section: Section, console: Console) -> None:
+    """One table; its cells are text, never markup (a host or tool name may hold brackets)."""
+    table = Table(title=Text(section.title), title_justify="left", show_edge=False, pad_edge=False)
+    for i, column in enumerate(section.columns):
+        table.add_column(Text(column), justify="left" if i == 0 else "right", overflow="fold")
+    for row in section.rows:
+        table.add_row(*(Text(cell) for cell in row))
+    if not section.rows:
+        table.add_row("(none)", *([""] * (len(section.columns) - 1)))
+    console.print(table)
 
 
 def markdown(analysis: Analysis) -> str:

@@ -15,6 +15,9 @@ SELECT sample_id,
        max_by(code, {{order_key}}) AS last_code,
        max_by(ts, {{order_key}}) AS last_ordered_ts,
        max_by(file_id, {{order_key}}) AS last_file,
+       min(CASE WHEN code IN ({{event(AGENT_TASK_STARTED, SESSION_STARTED)}}) THEN ts END) AS rollout_start_ts,
+       max(CASE WHEN code = {{event(AGENT_RUN_COMPLETED)}} THEN ts END) AS rollout_end_ts,
+       min(CASE WHEN code BETWEEN {{event(TRAIN_SAMPLE)}} AND {{event(TRAIN_UPDATE)}} THEN ts END) AS train_start_ts,
        max(CASE WHEN code = {{event(AGENT_RUN_COMPLETED)}} THEN step END) AS completed_step,
        max(CASE WHEN code IN ({{event(AGENT_TASK_STARTED, SESSION_STARTED)}}) THEN step END) AS started_step,
        max(CASE WHEN code = {{event(TRAIN_UPDATE)}} THEN step END) AS train_step,
@@ -27,5 +30,6 @@ SELECT sample_id,
        bool_or(code IN ({{event(ROLLOUT_REWARD, TRAIN_REWARD)}})) AS m_reward,
        bool_or(code = {{event(TRAIN_UPDATE)}}) AS m_trained
 FROM events_all
-WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}}
+-- a placeholder uid (backend.PLACEHOLDER_UIDS) joins unrelated rows: they are counted, never a sample
+WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND NOT {{is_placeholder(sample_id)}}
 GROUP BY sample_id

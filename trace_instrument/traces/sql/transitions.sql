@@ -17,7 +17,7 @@ FROM (
     -- the key computed before the window: the sort then carries no text
     FROM (SELECT {{sample_key}} AS skey, code, ts, file_id, cid
           FROM events_all
-          WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}}) AS keyed
+          WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND NOT {{is_placeholder(sample_id)}}) AS keyed
     -- the order key alone: extra sort keys double the cost of this sort, the largest of the analysis
     WINDOW w AS (PARTITION BY skey ORDER BY {{order_key}})
 ) AS ordered

@@ -1,12 +1,18 @@
--- The views every query reads: the whole run, or the samples generated in steps [{{lo}}, {{hi}}].
+-- The views every query reads: the rows of one run (the files {{run_files}}, or every file), and of
+-- those the whole run or the samples generated in steps [{{lo}}, {{hi}}]. A sample's files all
+-- belong to one run (runs.py joins files that share a uid), so its first file says which.
 CREATE OR REPLACE TEMP VIEW entities AS
-SELECT * FROM entities_all WHERE {{all}} OR gen_step BETWEEN {{lo}} AND {{hi}};
+SELECT * FROM entities_all
+WHERE ({{every_file}} OR first_file IN ({{run_files}})) AND ({{all}} OR gen_step BETWEEN {{lo}} AND {{hi}});
 CREATE OR REPLACE TEMP VIEW events AS
 SELECT * FROM events_all
-WHERE {{all}} OR sample_id IN (SELECT sample_id FROM entities) OR (code = {{event(SYNC_PARAMS)}} AND step BETWEEN {{lo}} AND {{hi}});
+WHERE ({{every_file}} OR file_id IN ({{run_files}}))
+  AND ({{all}} OR sample_id IN (SELECT sample_id FROM entities) OR (code = {{event(SYNC_PARAMS)}} AND step BETWEEN {{lo}} AND {{hi}}));
 CREATE OR REPLACE TEMP VIEW transitions AS
-SELECT * FROM transitions_all WHERE {{all}} OR skey IN (SELECT skey FROM entities);
+SELECT * FROM transitions_all
+WHERE ({{every_file}} OR file_id IN ({{run_files}})) AND ({{all}} OR skey IN (SELECT skey FROM entities));
 CREATE OR REPLACE TEMP VIEW trajectories AS
-SELECT * FROM trajectories_all WHERE {{all}} OR global_step BETWEEN {{lo}} AND {{hi}};
+SELECT * FROM trajectories_all
+WHERE ({{every_file}} OR file_id IN ({{run_files}})) AND ({{all}} OR global_step BETWEEN {{lo}} AND {{hi}});
 CREATE OR REPLACE TEMP VIEW turns AS
-SELECT * FROM turns_all WHERE {{all}} OR traj_id IN (SELECT traj_id FROM trajectories)
+SELECT * FROM turns_all WHERE ({{every_file}} AND {{all}}) OR traj_id IN (SELECT traj_id FROM trajectories)

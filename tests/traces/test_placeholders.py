@@ -1,0 +1,66 @@
+"""Rows under a placeholder sample id (the runtime had no uid) are counted, warned about, and never a sample.
+
+The extra rows are written by hand: their count and lines are known from the construction, and every
+per-sample figure must equal the pristine run's.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.backend import PLACEHOLDER_UIDS
+
+TOOL = "from=ToolAgentLoop|to=Tool|stage=AGENT_TOOL|detail=tool_executed_name=search"
+TEMPLATES = Path(__file__).parents[2] / "templates" / "points"
+
+
+def _append(path: Path, rows: list[str]) -> int:
+    """Append CRLF rows; returns the 1-based line of the first one."""
+    before = len(path.read_bytes().splitlines())
+    with open(path, "ab") as f:
+        f.write("".join(row + "\r\n" for row in rows).encode())
+    return before + 1
+
+
+@pytest.fixture
+def with_placeholders(tiny_run: Path, tmp_path: Path) -> tuple[Path, list[str]]:
+    copy = shutil.copytree(tiny_run, tmp_path / "trace")
+    trainer, worker = sorted((copy / "sample").glob("node-a-*.csv")), sorted((copy / "sample").glob("node-b-*.csv"))
+    first = _append(worker[0], [f"job-tiny,sample,unknown/sample,RUNNING,1787215021300,{TOOL}"])
+    second = _append(trainer[0], [f"job-tiny,sample,None/0,RUNNING,1787215021320,{TOOL}"])
+    _append(trainer[0], [f"job-tiny,sample,unknown/sample,RUNNING,1787215021340,{TOOL}"])
+    return copy, [f"{worker[0]}:{first}", f"{trainer[0]}:{second}"]
+
+
+def test_placeholder_rows_are_counted_and_joined_to_nothing(with_placeholders, tiny_run: Path) -> None:
+    trace, first_lines = with_placeholders
+    result = analyze([trace], Options(cache=False))
+    pristine = analyze([tiny_run], Options(cache=False))
+    assert result.header.unattributable_rows == 3
+    assert result.header.rows_read == pristine.header.rows_read + 3
+    skipped = [s for s in result.header.skipped if s.count == 3]
+    assert [e.split(" ")[0] for e in skipped[0].examples[:2]] == first_lines
+    # no invented sample: the per-sample views are exactly the pristine run's
+    assert result.latencies == pristine.latencies
+    assert result.funnel == pristine.funnel
+    assert result.slowest == pristine.slowest
+    assert result.in_flight == pristine.in_flight
+    assert any("placeholder sample id" in note for note in result.notes)
+    assert not any("placeholder" in note for note in pristine.notes)
+
+
+def test_every_placeholder_the_templates_write_is_known() -> None:
+    """The uid defaults the templates fall back to (``... else 'unknown'``) are all in PLACEHOLDER_UIDS."""
+    defaults: set[str] = set()
+    for template in TEMPLATES.rglob("*.py"):
+        text = template.read_text()
+        defaults |= set(
+            re.findall(r"uid=[^\n]*?(?:else|get\([^,]+,|getattr\([^,]+,[^,]+,)\s*['\"]([^'\"]*)['\"]", text)
+        )
+    assert defaults, "the pattern found no defaults: the templates changed shape"
+    assert defaults <= set(PLACEHOLDER_UIDS), defaults - set(PLACEHOLDER_UIDS)

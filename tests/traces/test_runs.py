@@ -1,0 +1,168 @@
+"""Several runs among the inputs are found, named and never added up; one is analysed with --run.
+
+Two simulated runs with the same job id and the same (virtual) times, the hard case: only their
+uids tell them apart. What each run holds is known from how the folders were built (which files
+each simulation wrote), independently of the tool.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+import simulate
+from recompute import read_rows, trajectories
+from typer.testing import CliRunner
+
+from trace_instrument.cli import app
+from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.model import MultipleRunsError, Run
+from trace_instrument.traces.runs import RunPartition, choose_run
+
+runner = CliRunner()
+
+
+def _config(seed: int) -> simulate.SimConfig:
+    return simulate.SimConfig(seed=seed, hosts=2, workers_per_host=1, steps=3, prompts_per_step=3, rollout_n=2)
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("runs")
+    return simulate.run_plan(simulate.plan_run(_config(1)), base / "A"), simulate.run_plan(
+        simulate.plan_run(_config(2)), base / "B"
+    )
+
+
+def _reused(a: Path, b: Path, target: Path) -> Path:
+    """One folder both runs wrote into: B's processes got other pids, its progress lines were appended."""
+    shutil.copytree(a, target)
+    for path in b.rglob("*"):
+        if path.is_dir():
+            continue
+        relative = path.relative_to(b)
+        destination = target / relative
+        if relative.parts[0] == "progress":
+            with open(destination, "ab") as f:
+                f.write(path.read_bytes())
+            continue
+        name = path.name.replace("-pid", "-pid9").replace("trajectory_", "trajectory_9")
+        destination = destination.with_name(name)
+        assert not destination.exists()
+        destination.write_bytes(path.read_bytes())
+    return target
+
+
+def _same(x: object, y: object) -> bool:
+    """Equal, floats within 1e-9: DuckDB's parallel sums may differ in the last bits from run to run."""
+    if isinstance(x, float) and isinstance(y, float):
+        return math.isclose(x, y, rel_tol=1e-9)
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_same(x[k], y[k]) for k in x)
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        return len(x) == len(y) and all(_same(a, b) for a, b in zip(x, y))
+    return x == y
+
+
+def _figures(result) -> dict:
+    data = asdict(result)
+    data["header"].pop("skipped")
+    data.pop("notes")
+    return data
+
+
+def test_two_folders_of_two_runs_are_refused_with_the_list(two_runs) -> None:
+    a, b = two_runs
+    with pytest.raises(MultipleRunsError) as refused:
+        analyze([a, b], Options(cache=False))
+    runs = refused.value.runs
+    assert len(runs) == 2
+    rows = sorted(r.sample_rows for r in runs)
+    assert rows == sorted([len(read_rows(a)), len(read_rows(b))])
+    assert sorted(r.trajectories for r in runs) == sorted([len(trajectories(a)), len(trajectories(b))])
+    assert all(r.job_ids == ("dlc-sim-job",) for r in runs)
+
+
+def test_run_picks_one_run_and_its_figures_are_that_runs_alone(two_runs) -> None:
+    a, b = two_runs
+    alone = analyze([a], Options(cache=False))
+    with pytest.raises(MultipleRunsError) as refused:
+        analyze([a, b], Options(cache=False))
+    run_a = next(r for r in refused.value.runs if r.sample_rows == len(read_rows(a)))
+    picked = analyze([a, b], Options(cache=False, run=run_a.run_id))
+    assert picked.header.run_id == run_a.run_id == alone.header.run_id
+    assert _same(_figures(picked), _figures(alone))
+    assert picked.header.rows_read == len(read_rows(a))
+
+
+def test_a_reused_folder_is_split_by_uid_and_its_shared_progress_file_left_out(two_runs, tmp_path: Path) -> None:
+    a, b = two_runs
+    reused = _reused(a, b, tmp_path / "reused")
+    with pytest.raises(MultipleRunsError) as refused:
+        analyze([reused], Options(cache=False))
+    runs = refused.value.runs
+    run_b = next(r for r in runs if r.sample_rows == len(read_rows(b)))
+    picked = analyze([reused], Options(cache=False, run=run_b.run_id))
+    alone = analyze([b], Options(cache=False))
+    assert picked.header.rows_read == alone.header.rows_read == len(read_rows(b))
+    assert picked.latencies == alone.latencies
+    assert picked.funnel == alone.funnel
+    # the progress lines are not its own
+    assert _same(asdict(picked.rollouts), asdict(replace(alone.rollouts, completed_lines=0)))
+    left_out = [s for s in picked.header.skipped if s.reason.startswith("progress file in no run")]
+    assert left_out and left_out[0].count == len(list((reused / "progress").glob("*.log")))
+    assert all(w.progress == "absent" for w in picked.steps)
+
+
+def test_a_file_without_uids_joins_the_one_run_it_overlaps_and_no_run_when_two_do(two_runs, tmp_path: Path) -> None:
+    a, b = two_runs
+    row = next(line for line in (next((a / "sample").glob("*.csv"))).read_text().splitlines() if "AGENT_TOOL" in line)
+    fields = row.split(",")
+    fields[2] = "unknown/sample"
+    orphan = ",".join(fields) + "\r\n"
+    single = shutil.copytree(a, tmp_path / "single")
+    (single / "sample" / "node-x-pid4.csv").write_text(orphan, newline="")
+    result = analyze([single], Options(cache=False))
+    assert result.header.unattributable_rows == 1 and result.header.rows_read == len(read_rows(a)) + 1
+    reused = _reused(a, b, tmp_path / "reused")
+    (reused / "sample" / "node-x-pid4.csv").write_text(orphan, newline="")
+    with pytest.raises(MultipleRunsError) as refused:
+        analyze([reused], Options(cache=False))
+    run_a = next(r for r in refused.value.runs if r.sample_rows == len(read_rows(a)))
+    picked = analyze([reused], Options(cache=False, run=run_a.run_id))
+    assert picked.header.unattributable_rows == 0
+    assert any(s.reason.startswith("sample file in no run") for s in picked.header.skipped)
+
+
+def test_the_cli_lists_the_runs_and_how_to_pick_one(two_runs) -> None:
+    a, b = two_runs
+    result = runner.invoke(app, ["analyze", str(a), str(b), "--no-cache"])
+    assert result.exit_code == 2
+    with pytest.raises(MultipleRunsError) as refused:
+        analyze([a, b], Options(cache=False))
+    for run in refused.value.runs:
+        assert run.run_id in result.stderr
+    assert "--run" in result.stderr
+    picked = runner.invoke(app, ["analyze", str(a), str(b), "--no-cache", "--run", refused.value.runs[0].run_id])
+    assert picked.exit_code == 0, picked.stderr
+    wrong = runner.invoke(app, ["analyze", str(a), str(b), "--no-cache", "--run", "no-such-run"])
+    assert wrong.exit_code == 2 and "no-such-run" in wrong.stderr
+
+
+def _run(run_id: str, *jobs: str) -> Run:
+    return Run(run_id, jobs, 0, 1, (), None, (), 0, 0)
+
+
+def test_a_run_is_chosen_by_its_id_or_by_a_job_id_only_one_run_has() -> None:
+    partition = RunPartition((_run("r1", "job-a"), _run("r2", "job-b"), _run("r3", "job-b")), ())
+    assert choose_run(partition, "r2").run_id == "r2"
+    assert choose_run(partition, "job-a").run_id == "r1"
+    with pytest.raises(MultipleRunsError):
+        choose_run(partition, "job-b")  # two runs share it
+    with pytest.raises(MultipleRunsError):
+        choose_run(partition, None)
+    assert choose_run(RunPartition((_run("only"),), ()), None).run_id == "only"
+    assert choose_run(RunPartition((), ()), None) is None

@@ -1,0 +1,6 @@
+-- Rows whose sample id has a placeholder uid (backend.PLACEHOLDER_UIDS): their count and the first three.
+SELECT file_id, sample_id, ts, count(*) OVER () AS n
+FROM events
+WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND {{is_placeholder(sample_id)}}
+ORDER BY ts, file_id
+LIMIT 3
