@@ -7,6 +7,7 @@ each simulation wrote), independently of the tool.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from dataclasses import asdict, replace
@@ -166,3 +167,20 @@ def test_a_run_is_chosen_by_its_id_or_by_a_job_id_only_one_run_has() -> None:
         choose_run(partition, None)
     assert choose_run(RunPartition((_run("only"),), ()), None).run_id == "only"
     assert choose_run(RunPartition((), ()), None) is None
+
+
+def test_export_refuses_two_runs_and_writes_the_one_picked(two_runs, tmp_path: Path) -> None:
+    a, b = two_runs
+    target = tmp_path / "tables"
+    refused = runner.invoke(app, ["export", str(a), str(b), "--no-cache", "--parquet", str(target)])
+    assert refused.exit_code == 2 and "--run" in refused.stderr and not target.exists()
+    alone = analyze([a], Options(cache=False))
+    picked = runner.invoke(
+        app, ["export", str(a), str(b), "--no-cache", "--parquet", str(target), "--run", str(alone.header.run_id)]
+    )
+    assert picked.exit_code == 0, picked.stderr
+    manifest = json.loads((target / "manifest.json").read_text())
+    assert manifest["run"] == alone.header.run_id
+    assert manifest["tables"]["events"] == len(read_rows(a))
+    assert manifest["tables"]["trajectories"] == len(trajectories(a))
+    assert {Path(s["path"]).parent.parent for s in manifest["sources"]} == {a}

@@ -25,11 +25,11 @@ SCHEMA_VERSION = 1
 
 def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_OPTIONS) -> dict[str, int]:
     """Write events/trajectories/turns/steps Parquet files into ``target``; returns rows per table."""
-    target.mkdir(exist_ok=True)
     written: dict[str, int] = {}
     with open_engine([Path(r) for r in roots], options) as (backend, inputs, _report, _cached):
         selection = select_run(backend, inputs, options.run)
         inputs = selection.inputs
+        target.mkdir(exist_ok=True)  # only once the run is known: a refusal leaves nothing behind
         backend.select_steps(options.steps)
         backend.run("CREATE OR REPLACE TEMP TABLE event_names (code INTEGER, event VARCHAR, stage VARCHAR)")
         for code, name in EVENT_NAMES.items():
