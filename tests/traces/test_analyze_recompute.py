@@ -114,3 +114,35 @@ def test_samples_sharing_a_hash_fall_back_to_the_id_text(run, monkeypatch) -> No
     # everything read through the sample key; the rollouts come from the trajectory files (their float
     # means may differ in the last bit between two runs: DuckDB sums in parallel)
     assert dataclasses.replace(fallback, rollouts=None) == dataclasses.replace(result, rollouts=None)
+
+
+def test_per_step_rollouts_match_recomputation(run) -> None:
+    """verl logs a batch's rollout metrics at the step that trains it: each trajectory counts in the
+    step of its sample's TRAIN_UPDATE row (read from the CSV), recomputed here with numpy."""
+    trace_dir, _, result = run
+    rows = recompute.read_rows(trace_dir)
+    trained = {r["sample_id"]: r["step"] for r in rows if r["detail"] == "actor_parameters_updated"}
+    by_step: dict[int, list[dict]] = {}
+    for t in recompute.trajectories(trace_dir):
+        step = trained.get(f"{t['prompt_uid']}/{t['request_id']}")
+        if step is not None:
+            by_step.setdefault(step, []).append(t)
+    assert result.step_rollouts_by == "train_step"
+    assert [r.step for r in result.step_rollouts] == sorted(by_step) and len(by_step) > 2
+    for row in result.step_rollouts:
+        trajs = by_step[row.step]
+        stops = Counter((t["turns"][-1]["finish_reason"] or "unknown") for t in trajs)
+        assert {s.reason: s.count for s in row.stop_reasons} == dict(stops)
+        assert sum(s.ratio for s in row.stop_reasons) == pytest.approx(1.0)
+        turns = [len(t["turns"]) for t in trajs]
+        assert (row.trajectories, row.turns.min, row.turns.max) == (len(trajs), min(turns), max(turns))
+        for q in (50, 90, 95, 99):
+            assert row.turns.quantiles[f"p{q}"] == pytest.approx(np.percentile(turns, q))
+        tokens = [sum(turn["completion_token_count"] for turn in t["turns"]) for t in trajs]
+        assert row.completion_tokens.mean == pytest.approx(np.mean(tokens))
+    # a step filter shows fewer steps, never other numbers for a shown step
+    some = analyze([trace_dir], Options(cache=False, steps=(3, 4)))
+    shown = [r for r in result.step_rollouts if r.step in (3, 4)]
+    assert [(r.step, r.trajectories, r.stop_reasons, r.turns.quantiles) for r in some.step_rollouts] == [
+        (r.step, r.trajectories, r.stop_reasons, r.turns.quantiles) for r in shown
+    ]

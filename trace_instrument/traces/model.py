@@ -254,6 +254,17 @@ class Rollouts:
 
 
 @dataclass(frozen=True)
+class StepRollouts:
+    """The rollout figures of one step's trajectories (verl's ``stop_reason/*`` and ``num_turns/*``)."""
+
+    step: int
+    trajectories: int
+    stop_reasons: tuple[StopReason, ...]  # fractions of this step's trajectories, summing to 1
+    turns: Distribution  # turns per trajectory, p50/p90/p95/p99
+    completion_tokens: Distribution  # the sum of a trajectory's completion tokens (no tool observations)
+
+
+@dataclass(frozen=True)
 class StalenessRow:
     train_step: int
     staleness: int
@@ -308,3 +319,7 @@ class Analysis:
     engine: str = "duckdb"
     cached: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    step_rollouts: tuple[StepRollouts, ...] = ()  # over the whole run, the shown steps only
+    # which step a trajectory counts in: "train_step" (the step whose training rows carry it, as verl
+    # logs a batch's rollout metrics) or "global_step" (its own, when no CSV row says it was trained)
+    step_rollouts_by: str | None = None

@@ -27,6 +27,7 @@ from trace_instrument.traces.model import (
     SlowTrajectory,
     SourceFile,
     StalenessRow,
+    StepRollouts,
     StepThroughput,
     StepWindow,
     StopReason,
@@ -56,6 +57,7 @@ def compute(backend: Backend, selection: RunSelection, report: LoadReport, optio
     backend.select_steps(None)
     step_rows = _step_rows(backend)
     throughput_rows = backend.rows("throughput_steps")
+    step_rollouts_by, step_rollouts = _step_rollouts(backend, options.steps)
     _check_steps(options.steps, set(step_rows) | {line.step for line in progress.step_lines})
     backend.select_steps(options.steps)
     steps = _step_windows(step_rows, progress, options.steps)
@@ -88,6 +90,8 @@ def compute(backend: Backend, selection: RunSelection, report: LoadReport, optio
         worker_throughput=_worker_throughput(backend, inputs),
         engine=backend.name,
         notes=_notes(rollouts, latencies, progress, header),
+        step_rollouts=step_rollouts,
+        step_rollouts_by=step_rollouts_by,
     )
 
 
@@ -336,6 +340,37 @@ def _rollouts(backend: Backend, progress: ProgressInfo) -> Rollouts | None:
         sglang=_sglang(backend),
         completed_lines=progress.completed,
     )
+
+
+def _step_rollouts(backend: Backend, selected: tuple[int, int] | None) -> tuple[str | None, tuple[StepRollouts, ...]]:
+    """Per step, over the whole run (the views must show all of it): stop reasons, turns, completion tokens.
+
+    A trajectory counts in the step that trained it when the CSV rows say so for any trajectory of
+    the run; otherwise in its own global_step. Only the ``selected`` steps are returned.
+    """
+    (trained,) = backend.rows("trained_trajectories")[0]
+    by_train = bool(trained)
+    backend.script("step_trajectories", by_train="TRUE" if by_train else "FALSE")
+    reasons: dict[int, list[tuple[str, int]]] = {}
+    for step, reason, n in backend.rows("step_stop_reasons"):
+        reasons.setdefault(int(step), []).append((str(reason), int(n)))
+    result = []
+    for step, n, t_mean, t_lo, t_hi, t_q, c_mean, c_lo, c_hi in backend.rows("step_rollouts"):
+        step, n = int(step), int(n)
+        if selected and not selected[0] <= step <= selected[1]:
+            continue
+        result.append(
+            StepRollouts(
+                step=step,
+                trajectories=n,
+                stop_reasons=tuple(StopReason(r, c, c / n) for r, c in reasons.get(step, [])),
+                turns=_dist(n, t_mean, t_lo, t_hi, t_q, TURN_QUANTILES),
+                completion_tokens=_dist(n, c_mean, c_lo, c_hi, (), ()),
+            )
+        )
+    if not result and not reasons:
+        return None, ()
+    return ("train_step" if by_train else "global_step"), tuple(result)
 
 
 def _sglang(backend: Backend) -> SglangBreakdown:

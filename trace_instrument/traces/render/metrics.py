@@ -9,7 +9,7 @@ from statistics import mean
 from typing import Any
 
 from trace_instrument.traces.events import short_name
-from trace_instrument.traces.model import Analysis, Distribution
+from trace_instrument.traces.model import Analysis, Distribution, StepRollouts
 
 SCHEMA_VERSION = 1
 
@@ -95,6 +95,7 @@ def short_name_of(event: str) -> str:
 def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
     """Per global step: verl-style keys for its windows, staleness and throughput."""
     throughput = {t.step: t for t in analysis.step_throughput}
+    rollouts = {r.step: r for r in analysis.step_rollouts}
     stale: dict[int, list[tuple[int, int]]] = {}
     for row in analysis.staleness:
         stale.setdefault(row.train_step, []).append((row.staleness, row.count))
@@ -116,12 +117,29 @@ def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
         t = throughput.get(s.step)
         entry["throughput/gen_tokens_per_s"] = t.tokens_per_s if t else None
         entry["throughput/progress_tokens_per_s"] = s.gen_throughput
+        _step_rollout_keys(entry, rollouts.get(s.step))
         rows = stale.get(s.step, [])
         n = sum(c for _, c in rows)
         entry["staleness/mean"] = sum(v * c for v, c in rows) / n if n else None
         entry["staleness/max"] = max((v for v, _ in rows), default=None)
         out.append(entry)
     return out
+
+
+def _step_rollout_keys(entry: dict[str, Any], step: StepRollouts | None) -> None:
+    """verl's per-step rollout keys: ``stop_reason/{reason}/count|ratio`` (ratios sum to 1) and
+    ``num_turns/*``; ``completion_tokens/*`` is the completion-only length (no tool observations)."""
+    if step is None:
+        return
+    entry["rollout/trajectories"] = step.trajectories
+    for stop in step.stop_reasons:
+        entry[f"stop_reason/{stop.reason}/count"] = stop.count
+        entry[f"stop_reason/{stop.reason}/ratio"] = stop.ratio
+    for name, dist in (("num_turns", step.turns), ("completion_tokens", step.completion_tokens)):
+        for stat in ("mean", "min", "max"):
+            entry[f"{name}/{stat}"] = getattr(dist, stat)
+        for q, value in dist.quantiles.items():
+            entry[f"{name}/{q}"] = value
 
 
 def to_json(analysis: Analysis) -> str:

@@ -103,6 +103,29 @@ def header_lines(h: Header) -> list[str]:
     return lines
 
 
+def _step_rollouts_section(a: Analysis) -> Section:
+    basis = "the step that trained them" if a.step_rollouts_by == "train_step" else "their own global_step"
+    return Section(
+        "rollouts-per-step",
+        f"Rollouts per step (trajectories counted in {basis})",
+        ("step", "trajectories", "stop reasons", "turns mean", "p50", "p90", "p99", "max", "completion tokens mean"),
+        tuple(
+            (
+                str(r.step),
+                num(r.trajectories),
+                ", ".join(f"{s.reason} {s.ratio:.0%}" for s in r.stop_reasons),
+                num(r.turns.mean, 2),
+                num(r.turns.quantiles.get("p50")),
+                num(r.turns.quantiles.get("p90")),
+                num(r.turns.quantiles.get("p99")),
+                num(r.turns.max),
+                num(r.completion_tokens.mean),
+            )
+            for r in a.step_rollouts
+        ),
+    )
+
+
 def sections(a: Analysis) -> list[Section]:
     """Every view, in the order of the report."""
     origin = a.header.first_ms
@@ -258,6 +281,8 @@ def sections(a: Analysis) -> list[Section]:
     for row in a.staleness:
         stale.setdefault(row.train_step, {})[row.staleness] = row.count
     values = sorted({row.staleness for row in a.staleness})
+    if a.step_rollouts:
+        out.append(_step_rollouts_section(a))
     out.append(
         Section(
             "staleness",
