@@ -5,7 +5,9 @@ different runs side by side, often with the same job id (outside DLC every run's
 ``ENV_NOTFOUND_DLC_JOB_ID``). The rows themselves say what belongs together:
 
 - sample files that hold rows of the same prompt (uid) are one run: a uid is a uuid4 drawn by the
-  trainer, so two runs never share one (placeholder uids link nothing);
+  trainer, so two runs never share one (placeholder uids link nothing); the rows of a sample, and
+  a prompt's rows and its trajectories', are chained in ``transitions_all``, so its file changes
+  are the links;
 - a trajectory file belongs to the run whose sample files hold its prompts;
 - a file that no uid links (only placeholder ids, or trajectories whose prompts no sample file
   holds) joins the one run whose time span overlaps its own (and, for a sample file, that has its
@@ -94,12 +96,11 @@ class _UnionFind:
 
 def partition_runs(backend: Backend, inputs: Inputs) -> RunPartition:
     """Group the loaded files into runs (see the module's docstring for the rules)."""
-    backend.script("run_uids")
     samples = _sample_nodes(backend)
     linked = {int(f) for (f,) in backend.rows("linked_files")}
     union = _UnionFind(samples)
-    for file_id, anchor in backend.rows("run_links"):
-        union.union(int(file_id), int(anchor))
+    for prev_file, file_id in backend.rows("run_links"):
+        union.union(int(prev_file), int(file_id))
     groups: dict[int, _Group] = {}
     for node in samples.values():
         if node.file_id in linked:

@@ -1,2 +1,5 @@
--- The sample files with at least one row under a real (not placeholder) uid.
-SELECT DISTINCT file_id FROM sample_uid_files
+-- The sample files with at least one row of a real (not placeholder) sample: every such row is
+-- some transition's second row, or its sample's first row.
+SELECT DISTINCT file_id FROM transitions_all
+UNION
+SELECT DISTINCT first_file FROM entities_all

@@ -1,4 +1,4 @@
--- Pairs of sample files that share a prompt (each file paired with the lowest file of each of its uids).
-SELECT DISTINCT file_id, anchor
-FROM (SELECT file_id, min(file_id) OVER (PARTITION BY uid) AS anchor FROM sample_uid_files) AS w
-WHERE file_id <> anchor
+-- Pairs of sample files that hold consecutive rows of one sample (or a prompt's row and its
+-- trajectory's): every file of a sample is linked to the others through the chain of its rows.
+-- Placeholder ids are not in transitions_all, so they link nothing.
+SELECT DISTINCT prev_file, file_id FROM transitions_all WHERE prev_file <> file_id

@@ -1,4 +1,5 @@
--- Trajectory files and the sample files that hold rows of their prompts.
-SELECT DISTINCT t.file_id, u.file_id
+-- Trajectory files and a sample file of each of their prompts (any file of a sample is linked to
+-- its others, so its first file says which run).
+SELECT DISTINCT t.file_id, e.first_file
 FROM (SELECT DISTINCT file_id, prompt_uid FROM trajectories_all) AS t
-JOIN sample_uid_files AS u ON u.uid = t.prompt_uid
+JOIN entities_all AS e ON e.uid = t.prompt_uid
