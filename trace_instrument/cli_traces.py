@@ -83,7 +83,7 @@ def _refuse_runs(exc: MultipleRunsError) -> None:
     from trace_instrument.traces.render.text import print_section
 
     if exc.chosen:
-        what = f"--run {exc.chosen} names none of the {len(exc.runs)} runs found"
+        what = f"--run {exc.chosen} names {exc.named or 'none'} of the {len(exc.runs)} runs found"
     else:
         what = f"the inputs hold {len(exc.runs)} runs; their figures are never added up"
     err.print(Text("error: ", style="red") + Text(what))

@@ -184,3 +184,55 @@ def test_export_refuses_two_runs_and_writes_the_one_picked(two_runs, tmp_path: P
     assert manifest["tables"]["events"] == len(read_rows(a))
     assert manifest["tables"]["trajectories"] == len(trajectories(a))
     assert {Path(s["path"]).parent.parent for s in manifest["sources"]} == {a}
+
+
+def _is_trainer_file(path: Path) -> bool:
+    text = path.read_text()
+    return "uid_generated" in text or "TRAIN_" in text
+
+
+def test_a_worker_nodes_folder_without_the_trainer_is_one_run(two_runs, tmp_path: Path) -> None:
+    """Two workers never share a prompt; with no trainer among the inputs, overlapping files are one run."""
+    a, _ = two_runs
+    workers = tmp_path / "workers"
+    (workers / "sample").mkdir(parents=True)
+    kept = [p for p in (a / "sample").glob("*.csv") if not _is_trainer_file(p)]
+    for path in kept:
+        shutil.copy(path, workers / "sample" / path.name)
+    shutil.copytree(a / "trajectory", workers / "trajectory")
+    result = analyze([workers], Options(cache=False))
+    assert len(kept) >= 2
+    assert result.header.rows_read == sum(len(p.read_bytes().splitlines()) for p in kept)
+    assert result.rollouts is not None and result.rollouts.trajectories == len(trajectories(a))
+
+
+def test_trajectory_files_of_one_process_rotated_between_steps_are_one_run(two_runs, tmp_path: Path) -> None:
+    a, _ = two_runs
+    only = tmp_path / "trajectories"
+    (only / "trajectory").mkdir(parents=True)
+    for path in (a / "trajectory").glob("*.jsonl"):
+        lines = path.read_bytes().splitlines(keepends=True)
+        half = len(lines) // 2
+        (only / "trajectory" / path.name).write_bytes(b"".join(lines[:half]))
+        stem, stamp = path.stem.rsplit("_", 1)
+        (only / "trajectory" / f"{stem}_{int(stamp) + 1:03d}.jsonl").write_bytes(b"".join(lines[half:]))
+    result = analyze([only], Options(cache=False))
+    assert result.rollouts is not None and result.rollouts.trajectories == len(trajectories(a))
+    # and --steps reads the trajectories' own steps
+    steps = {t["global_step"] for t in trajectories(a)}
+    some = analyze([only], Options(cache=False, steps=(min(steps), min(steps))))
+    assert some.rollouts.trajectories == sum(1 for t in trajectories(a) if t["global_step"] == min(steps))
+
+
+def test_a_stray_file_outside_the_runs_time_is_left_out_not_a_run_of_its_own(two_runs, tmp_path: Path) -> None:
+    a, _ = two_runs
+    copy = shutil.copytree(a, tmp_path / "trace")
+    row = next(line for line in next((a / "sample").glob("*.csv")).read_text().splitlines() if "AGENT_TOOL" in line)
+    fields = row.split(",")
+    fields[2], fields[4] = "unknown/sample", "1000"  # 1970: long before the run
+    stray = copy / "sample" / "node-x-pid4.csv"
+    stray.write_text(",".join(fields) + "\r\n", newline="")
+    result = analyze([copy], Options(cache=False))
+    assert result.header.rows_read == len(read_rows(a))
+    left = [s for s in result.header.skipped if s.reason.startswith("sample file in no run")]
+    assert left and left[0].examples == (str(stray),)

@@ -114,3 +114,16 @@ def test_salvage_of_a_cut_gzip_file_keeps_the_rows_before_the_cut(tmp_path: Path
     assert result.problems == {RowProblem.UNREADABLE_FILE: [0]}
     kept = (tmp_path / "clean.csv").read_bytes()
     assert 0 < result.rows < 2000 and rows.startswith(kept)
+
+
+def test_a_timestamp_too_large_for_the_engines_is_counted(copy: Path, tiny_run: Path) -> None:
+    worker = _worker_csv(copy)
+    n = len(worker.read_bytes().splitlines())
+    with open(worker, "ab") as f:
+        f.write(GOOD_ROW.replace(b"1787215021000", b"9" * 25) + b"\r\n")
+        f.write(b"a,b,c\r\n")  # and a row that makes the file be salvaged
+    result = analyze([copy], Options(cache=False))
+    skipped = _skipped(result)
+    assert skipped[RowProblem.BAD_TIMESTAMP.value] == (1, (f"{worker}:{n + 1}",))
+    assert skipped[RowProblem.TOO_FEW_COLUMNS.value] == (1, (f"{worker}:{n + 2}",))
+    assert result.header.rows_read == len(read_rows(tiny_run))

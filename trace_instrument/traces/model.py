@@ -42,7 +42,9 @@ class MultipleRunsError(TraceInputError):
     def __init__(self, runs: tuple[Run, ...], chosen: str | None = None) -> None:
         self.runs = runs
         self.chosen = chosen
-        what = f"--run {chosen} names none of the" if chosen else "the inputs hold"
+        # how many runs the choice names (by run id or job id): none, or more than one
+        self.named = sum(1 for r in runs if chosen in (r.run_id, *r.job_ids)) if chosen else 0
+        what = f"--run {chosen} names {self.named or 'none'} of the" if chosen else "the inputs hold"
         super().__init__(f"{what} {len(runs)} runs: " + ", ".join(r.run_id for r in runs))
 
 

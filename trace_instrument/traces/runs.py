@@ -9,10 +9,14 @@ different runs side by side, often with the same job id (outside DLC every run's
   a prompt's rows and its trajectories', are chained in ``transitions_all``, so its file changes
   are the links;
 - a trajectory file belongs to the run whose sample files hold its prompts;
-- a file that no uid links (only placeholder ids, or trajectories whose prompts no sample file
-  holds) joins the one run whose time span overlaps its own (and, for a sample file, that has its
-  job id); when none does, such files that overlap each other make a run of their own; when
-  several do, the file is left out and said so;
+- a run is a group that holds the trainer's rows (uids drawn, training stages); a group without
+  them (a worker's files, whose prompts are linked only through the trainer's rows; a file that
+  no uid links: placeholder ids only, or trajectories whose prompts no sample file holds) joins
+  the one run whose time span overlaps its own and that has its job ids, and is left out, said
+  so, when none or several do;
+- with no trainer's rows among the inputs at all (a worker node's folder, trajectories only),
+  the groups that overlap in time under the same job ids, or hold files of the same process,
+  are one run;
 - progress lines carry no time and no id: a progress file belongs to the run when it is the only
   one under that folder (else it is left out and said so); a status file belongs to the run of the
   sample file of the same process.
@@ -49,6 +53,9 @@ class _Group:
     steps: set[int] = field(default_factory=set)
     sample_rows: int = 0
     trajectories: int = 0
+    trainer: bool = False  # holds rows only the trainer writes (uids drawn, training stages)
+    processes: set[tuple[str, int]] = field(default_factory=set)  # (folder, pid) of its trajectory files
+    starts: dict[int, int | None] = field(default_factory=dict)  # file -> its first row's time
 
     def add_span(self, first: int | None, last: int | None) -> None:
         if first is not None:
@@ -74,6 +81,8 @@ class _Node:
     steps: set[int]
     rows: int
     trajectories: int = 0
+    trainer: bool = False
+    process: tuple[str, int] | None = None
 
 
 class _UnionFind:
@@ -106,10 +115,9 @@ def partition_runs(backend: Backend, inputs: Inputs) -> RunPartition:
         if node.file_id in linked:
             _join(groups.setdefault(union.find(node.file_id), _Group()), node)
     left_out: list[Skipped] = []
-    trajectories = _trajectory_nodes(backend)
     owners = _trajectory_owners(backend, union)
-    orphans: list[_Node] = [n for n in samples.values() if n.file_id not in linked]
-    for node in trajectories.values():
+    floating = [_alone(n) for n in samples.values() if n.file_id not in linked]
+    for node in _trajectory_nodes(backend, inputs).values():
         owner_runs = sorted(owners.get(node.file_id, set()))
         if len(owner_runs) == 1:
             _join(groups[owner_runs[0]], node)
@@ -117,15 +125,75 @@ def partition_runs(backend: Backend, inputs: Inputs) -> RunPartition:
             reason = f"its prompts belong to {len(owner_runs)} different runs"
             left_out.append(_left_out(inputs, node.file_id, reason))
         else:
-            orphans.append(node)
-    left_out += _place_orphans(inputs, groups, orphans, set(samples))
-    return _with_side_files(inputs, _named_runs(inputs, groups), left_out)
+            floating.append(_alone(node))
+    trainers = [g for g in groups.values() if g.trainer]
+    floating += [g for g in groups.values() if not g.trainer]
+    if trainers:
+        left_out += _attach(inputs, trainers, floating)
+        runs = trainers
+    else:
+        runs = _merge_overlapping(floating)
+    return _with_side_files(inputs, _named_runs(inputs, runs), left_out)
+
+
+def _alone(node: _Node) -> _Group:
+    group = _Group()
+    _join(group, node)
+    return group
+
+
+def _attach(inputs: Inputs, trainers: list[_Group], floating: list[_Group]) -> list[Skipped]:
+    """Files with no trainer of their own (a worker's, placeholder rows only, trajectories whose
+    prompts no sample file holds) join the one run whose time span overlaps theirs and that has
+    their job ids; otherwise they are left out, with the reason."""
+    left_out: list[Skipped] = []
+    for group in floating:
+        matches = [t for t in trainers if t.overlaps(group.first_ms, group.last_ms) and group.job_ids <= t.job_ids]
+        if len(matches) == 1:
+            _merge(matches[0], group)
+            continue
+        what = "no sample id links it to a training process"
+        reason = (
+            f"{what}, and the time spans of {len(matches)} runs overlap its own"
+            if matches
+            else f"{what}, and no run of its job id overlaps its time span"
+        )
+        left_out += [_left_out(inputs, f, reason) for f in sorted(group.files)]
+    return left_out
+
+
+def _merge_overlapping(floating: list[_Group]) -> list[_Group]:
+    """With no training process among the inputs (a worker node's folder, trajectories only), the
+    groups whose time spans overlap, or that hold files of the same process, are one run."""
+    union = _UnionFind(range(len(floating)))
+    for i, a in enumerate(floating):
+        for j in range(i + 1, len(floating)):
+            b = floating[j]
+            if (a.overlaps(b.first_ms, b.last_ms) and a.job_ids == b.job_ids) or a.processes & b.processes:
+                union.union(i, j)
+    merged: dict[int, _Group] = {}
+    for i, group in enumerate(floating):
+        _merge(merged.setdefault(union.find(i), _Group()), group)
+    return list(merged.values())
+
+
+def _merge(target: _Group, group: _Group) -> None:
+    target.files |= group.files
+    target.job_ids |= group.job_ids
+    target.add_span(group.first_ms, group.last_ms)
+    target.steps |= group.steps
+    target.sample_rows += group.sample_rows
+    target.trajectories += group.trajectories
+    target.trainer = target.trainer or group.trainer
+    target.processes |= group.processes
+    target.starts.update(group.starts)
 
 
 def _sample_nodes(backend: Backend) -> dict[int, _Node]:
     nodes: dict[int, _Node] = {}
-    for file_id, job_id, first, last, lo, hi, rows in backend.rows("run_nodes"):
+    for file_id, job_id, first, last, lo, hi, rows, trainer in backend.rows("run_nodes"):
         node = nodes.setdefault(int(file_id), _Node(int(file_id), set(), None, None, set(), 0))
+        node.trainer = node.trainer or bool(trainer)
         node.job_ids.add(str(job_id))
         node.first_ms = _min(node.first_ms, first)
         node.last_ms = _max(node.last_ms, last)
@@ -134,11 +202,15 @@ def _sample_nodes(backend: Backend) -> dict[int, _Node]:
     return nodes
 
 
-def _trajectory_nodes(backend: Backend) -> dict[int, _Node]:
-    return {
-        int(f): _Node(int(f), set(), _int(first), _int(last), {int(s) for s in (lo, hi) if s is not None}, 0, int(n))
-        for f, first, last, lo, hi, n in backend.rows("run_trajectory_spans")
-    }
+def _trajectory_nodes(backend: Backend, inputs: Inputs) -> dict[int, _Node]:
+    files = {f.file_id: f for f in inputs.files}
+    nodes = {}
+    for f, first, last, lo, hi, n in backend.rows("run_trajectory_spans"):
+        source = files[int(f)]
+        steps = {int(s) for s in (lo, hi) if s is not None}
+        process = (source.root, source.pid) if source.pid is not None else None
+        nodes[int(f)] = _Node(int(f), set(), _int(first), _int(last), steps, 0, int(n), process=process)
+    return nodes
 
 
 def _trajectory_owners(backend: Backend, union: _UnionFind) -> dict[int, set[int]]:
@@ -151,47 +223,28 @@ def _trajectory_owners(backend: Backend, union: _UnionFind) -> dict[int, set[int
 
 def _join(group: _Group, node: _Node) -> None:
     group.files.add(node.file_id)
+    group.starts[node.file_id] = node.first_ms
     group.job_ids |= node.job_ids
     group.add_span(node.first_ms, node.last_ms)
     group.steps |= node.steps
     group.sample_rows += node.rows
     group.trajectories += node.trajectories
+    group.trainer = group.trainer or node.trainer
+    if node.process is not None:
+        group.processes.add(node.process)
 
 
-def _place_orphans(
-    inputs: Inputs, groups: dict[int, _Group], orphans: list[_Node], sample_files: set[int]
-) -> list[Skipped]:
-    """Files no uid links: into the one overlapping run, else runs of their own, else left out."""
-    left_out: list[Skipped] = []
-    linked_runs = list(groups.values())
-    alone: list[_Node] = []
-    for node in sorted(orphans, key=lambda n: (n.first_ms is None, n.first_ms or 0, n.file_id)):
-        is_sample = node.file_id in sample_files
-        matches = [
-            g
-            for g in linked_runs
-            if g.overlaps(node.first_ms, node.last_ms) and (not is_sample or node.job_ids <= g.job_ids)
-        ]
-        if len(matches) == 1:
-            _join(matches[0], node)
-        elif matches:
-            reason = f"no sample id links it to a run, and the time spans of {len(matches)} runs overlap its own"
-            left_out.append(_left_out(inputs, node.file_id, reason))
-        else:
-            alone.append(node)
-    for node in alone:
-        match = next((g for key, g in groups.items() if key < 0 and g.overlaps(node.first_ms, node.last_ms)), None)
-        if match is None:
-            match = groups.setdefault(-1 - node.file_id, _Group())
-        _join(match, node)
-    return left_out
-
-
-def _named_runs(inputs: Inputs, groups: dict[int, _Group]) -> list[tuple[Run, _Group]]:
+def _named_runs(inputs: Inputs, groups: list[_Group]) -> list[tuple[Run, _Group]]:
+    """Each group as a Run, named; the order (and the suffix of two equal names) follows the files'
+    start times and paths, never the order the folders were given in."""
     files = {f.file_id: f for f in inputs.files}
     named: list[tuple[Run, _Group]] = []
     seen: dict[str, int] = {}
-    for group in sorted(groups.values(), key=lambda g: (g.first_ms is None, g.first_ms or 0, min(g.files))):
+
+    def order(g: _Group) -> tuple[bool, int, list[str]]:
+        return (g.first_ms is None, g.first_ms or 0, sorted(files[f].path for f in g.files))
+
+    for group in sorted(groups, key=order):
         run_id = _run_id(group, files)
         seen[run_id] = seen.get(run_id, 0) + 1
         if seen[run_id] > 1:
@@ -214,13 +267,18 @@ def _named_runs(inputs: Inputs, groups: dict[int, _Group]) -> list[tuple[Run, _G
 
 
 def _run_id(group: _Group, files: dict[int, SourceFile]) -> str:
-    members = sorted(group.files)
-    samples = [f for f in members if files[f].kind is FileKind.SAMPLE]
-    first = files[(samples or members)[0]]
+    """The UTC start of the run and the process of its earliest file (sample files first; ties by path)."""
+    samples = [f for f in group.files if files[f].kind is FileKind.SAMPLE] or sorted(group.files)
+
+    def start(file_id: int) -> tuple[bool, int, str]:
+        first = group.starts.get(file_id)
+        return (first is None, first or 0, files[file_id].path)
+
+    lead = files[min(samples, key=start)]
     stamp = "unknown-time"
     if group.first_ms is not None:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(group.first_ms / 1000))
-    who = f"{first.host}-pid{first.pid}" if first.host else f"pid{first.pid}" if first.pid else Path(first.path).stem
+    who = f"{lead.host}-pid{lead.pid}" if lead.host else f"pid{lead.pid}" if lead.pid else Path(lead.path).stem
     return f"{stamp}-{who}"
 
 
@@ -240,7 +298,7 @@ def _with_side_files(inputs: Inputs, named: list[tuple[Run, _Group]], left_out: 
     runs = tuple(
         Run(**{**run.__dict__, "file_ids": tuple(sorted((*run.file_ids, *extra[run.run_id])))}) for run, _ in named
     )
-    return RunPartition(runs, tuple(_merge(left_out)))
+    return RunPartition(runs, tuple(_merge_skipped(left_out)))
 
 
 def _side_owner(
@@ -275,7 +333,7 @@ def _left_out_source(source: SourceFile, reason: str) -> Skipped:
     return Skipped(f"{source.kind.value} file in no run: {reason}", 1, (source.path,))
 
 
-def _merge(left_out: list[Skipped]) -> list[Skipped]:
+def _merge_skipped(left_out: list[Skipped]) -> list[Skipped]:
     merged: dict[str, Skipped] = {}
     for item in left_out:
         old = merged.get(item.reason)
@@ -343,5 +401,6 @@ def select_run(backend: Backend, inputs: Inputs, chosen: str | None) -> RunSelec
     """
     partition = partition_runs(backend, inputs)
     run = choose_run(partition, chosen)
-    backend.select_run(run.file_ids if run is not None and len(partition.runs) > 1 else None)
+    everything = run is None or set(run.file_ids) == {f.file_id for f in inputs.files}
+    backend.select_run(None if everything or run is None else run.file_ids)
     return RunSelection(run, restrict(inputs, run), partition.left_out, len(partition.runs))

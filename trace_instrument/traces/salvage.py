@@ -29,6 +29,11 @@ TIMESTAMP = 4
 MAX_RECORD_LINES = 64
 EXAMPLES = 3
 _INTEGER = re.compile(r"^-?\d+$")
+_BIGINT = range(-(2**63), 2**63)  # the engines' BIGINT: a longer run of digits is refused by both
+
+
+def _is_bigint(text: str) -> bool:
+    return bool(_INTEGER.match(text)) and int(text) in _BIGINT
 
 
 class RowProblem(str, Enum):
@@ -140,7 +145,7 @@ def _fields(record: bytes) -> list[str] | RowProblem | None:
         return RowProblem.TOO_FEW_COLUMNS
     if len(fields) > COLUMNS:
         return RowProblem.TOO_MANY_COLUMNS
-    if not _INTEGER.match(fields[TIMESTAMP].strip()):
+    if not _is_bigint(fields[TIMESTAMP].strip()):
         return RowProblem.BAD_TIMESTAMP
     return fields
 

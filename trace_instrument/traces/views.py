@@ -58,7 +58,8 @@ def compute(backend: Backend, selection: RunSelection, report: LoadReport, optio
     step_rows = _step_rows(backend)
     throughput_rows = backend.rows("throughput_steps")
     step_rollouts_by, step_rollouts = _step_rollouts(backend, options.steps)
-    _check_steps(options.steps, set(step_rows) | {line.step for line in progress.step_lines})
+    trajectory_steps = {int(s) for (s,) in backend.rows("trajectory_steps")}
+    _check_steps(options.steps, set(step_rows) | trajectory_steps | {line.step for line in progress.step_lines})
     backend.select_steps(options.steps)
     steps = _step_windows(step_rows, progress, options.steps)
     latencies = _latencies(backend)
@@ -102,7 +103,9 @@ def _check_steps(selected: tuple[int, int] | None, steps: set[int]) -> None:
     lo, hi = selected
     asked = str(lo) if lo == hi else f"{lo}-{hi}"
     have = f"steps {min(steps)}-{max(steps)}" if steps else "no step numbers"
-    raise TraceInputError(f"--steps {asked} holds none of this run's steps: its rows and progress lines carry {have}")
+    raise TraceInputError(
+        f"--steps {asked} holds none of this run's steps: its rows, trajectories and progress lines carry {have}"
+    )
 
 
 def _skipped_summary(skipped: tuple[Skipped, ...]) -> str:
