@@ -236,3 +236,16 @@ def test_a_stray_file_outside_the_runs_time_is_left_out_not_a_run_of_its_own(two
     assert result.header.rows_read == len(read_rows(a))
     left = [s for s in result.header.skipped if s.reason.startswith("sample file in no run")]
     assert left and left[0].examples == (str(stray),)
+
+
+def test_damage_read_from_another_runs_file_is_said_to_cover_every_input(two_runs, tmp_path: Path) -> None:
+    a, b = two_runs
+    reused = _reused(a, b, tmp_path / "reused")
+    with open(next((reused / "sample").glob("*pid9*.csv")), "ab") as f:  # one of run B's files
+        f.write(b"a,b,c\r\n")
+    with pytest.raises(MultipleRunsError) as refused:
+        analyze([reused], Options(cache=False))
+    run_a = next(r for r in refused.value.runs if r.sample_rows == len(read_rows(a)))
+    picked = analyze([reused], Options(cache=False, run=run_a.run_id))
+    assert picked.header.rows_read == len(read_rows(a))
+    assert any("counted over every input file" in note for note in picked.notes)

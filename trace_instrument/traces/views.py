@@ -90,7 +90,7 @@ def compute(backend: Backend, selection: RunSelection, report: LoadReport, optio
         step_throughput=_step_throughput(throughput_rows, progress, options.steps),
         worker_throughput=_worker_throughput(backend, inputs),
         engine=backend.name,
-        notes=_notes(rollouts, latencies, progress, header),
+        notes=_notes(rollouts, latencies, progress, header) + _run_notes(selection, report),
         step_rollouts=step_rollouts,
         step_rollouts_by=step_rollouts_by,
     )
@@ -542,6 +542,16 @@ def _clock_skew(backend: Backend, files: dict[int, SourceFile]) -> tuple[ClockSk
             continue
         result.append(ClockSkew(host, reference, -backward, forward))
     return tuple(result)
+
+
+def _run_notes(selection: RunSelection, report: LoadReport) -> tuple[str, ...]:
+    """What a reader of one run among several must know about the figures shown."""
+    if selection.runs_found <= 1 or not (report.skipped or report.rows_rejected):
+        return ()
+    return (
+        f"the inputs hold {selection.runs_found} runs: the rows skipped while reading the files (rejected, torn, "
+        "damaged) are counted over every input file, this run's and the others'",
+    )
 
 
 def _notes(
