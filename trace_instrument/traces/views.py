@@ -548,10 +548,11 @@ def _run_notes(selection: RunSelection, report: LoadReport) -> tuple[str, ...]:
     """What a reader of one run among several must know about the figures shown."""
     if selection.runs_found <= 1 or not (report.skipped or report.rows_rejected):
         return ()
-    return (
+    note = (
         f"the inputs hold {selection.runs_found} runs: the rows skipped while reading the files (rejected, torn, "
-        "damaged) are counted over every input file, this run's and the others'",
+        "damaged) are counted over every input file, this run's and the others'"
     )
+    return (note,)
 
 
 def _notes(
