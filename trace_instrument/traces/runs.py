@@ -137,9 +137,19 @@ def partition_runs(backend: Backend, inputs: Inputs) -> RunPartition:
 
 
 def _alone(node: _Node) -> _Group:
-    group = _Group()
-    _join(group, node)
-    return group
+    """A group of this one file."""
+    return _Group(
+        files={node.file_id},
+        job_ids=set(node.job_ids),
+        first_ms=node.first_ms,
+        last_ms=node.last_ms,
+        steps=set(node.steps),
+        sample_rows=node.rows,
+        trajectories=node.trajectories,
+        trainer=node.trainer,
+        processes={node.process} if node.process is not None else set(),
+        starts={node.file_id: node.first_ms},
+    )
 
 
 def _attach(inputs: Inputs, trainers: list[_Group], floating: list[_Group]) -> list[Skipped]:
@@ -222,16 +232,7 @@ def _trajectory_owners(backend: Backend, union: _UnionFind) -> dict[int, set[int
 
 
 def _join(group: _Group, node: _Node) -> None:
-    group.files.add(node.file_id)
-    group.starts[node.file_id] = node.first_ms
-    group.job_ids |= node.job_ids
-    group.add_span(node.first_ms, node.last_ms)
-    group.steps |= node.steps
-    group.sample_rows += node.rows
-    group.trajectories += node.trajectories
-    group.trainer = group.trainer or node.trainer
-    if node.process is not None:
-        group.processes.add(node.process)
+    _merge(group, _alone(node))
 
 
 def _named_runs(inputs: Inputs, groups: list[_Group]) -> list[tuple[Run, _Group]]:
