@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import tempfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -147,12 +150,15 @@ class DuckDBBackend(Backend):
         self.build_samples()
         trajectories = inputs.of_kind(FileKind.TRAJECTORY)
         if trajectories:
-            # a very long line (a 100 MB trajectory) needs a read buffer of a few times its size; the limit
-            # is raised for this statement only (ordinary lines never allocate such buffers)
-            self.run(f"SET memory_limit = {_sql_string(JSONL_MEMORY_LIMIT)}")
-            self.script("trajectories", paths=_paths(trajectories), torn_filter=_jsonl_torn_filter(trajectories, torn))
-            self.run(f"SET memory_limit = {_sql_string(self.memory_limit)}")
-            skipped.extend(self._jsonl_problems(trajectories))
+            with tempfile.TemporaryDirectory(prefix="trace-gunzip-") as work:
+                read = self._gunzipped(trajectories, Path(work))
+                # a very long line (a 100 MB trajectory) needs a read buffer of a few times its size; the
+                # limit is raised for this statement only (ordinary lines never allocate such buffers)
+                self.run(f"SET memory_limit = {_sql_string(JSONL_MEMORY_LIMIT)}")
+                paths = "[" + ", ".join(_sql_string(read[f.file_id]) for f in trajectories) + "]"
+                self.script("trajectories", paths=paths, torn_filter=_jsonl_torn_filter(trajectories, torn, read))
+                self.run(f"SET memory_limit = {_sql_string(self.memory_limit)}")
+                skipped.extend(self._jsonl_problems(trajectories, read))
         else:
             self.script("empty_trajectories")
         self.select_steps(None)
@@ -262,7 +268,28 @@ class DuckDBBackend(Backend):
         for file_id, s in salvaged.items():
             self.con.execute("UPDATE files SET read_path = ? WHERE file_id = ?", [str(s.clean_path), file_id])
 
-    def _jsonl_problems(self, files: list[SourceFile]) -> list[Skipped]:
+    def _gunzipped(self, files: list[SourceFile], work: Path) -> dict[int, str]:
+        """The path to read each trajectory file from: a ``.gz`` file is decompressed into ``work`` first.
+
+        DuckDB's gzip reader allocates sixteen times the longest line it accepts (16 GiB for the
+        1 GiB a trajectory line may take); a plain copy is read like any other file.
+        """
+        read: dict[int, str] = {}
+        for f in files:
+            if not f.path.endswith(".gz"):
+                read[f.file_id] = f.path
+                continue
+            plain = work / f"{f.file_id}.jsonl"
+            try:
+                with gzip.open(f.path, "rb") as source, open(plain, "wb") as target:
+                    shutil.copyfileobj(source, target, 2**20)
+            except (OSError, EOFError, zlib.error):
+                pass  # a cut or damaged archive: what could be decompressed is read, the rest is its torn tail
+            read[f.file_id] = str(plain)
+            self.con.execute("UPDATE files SET read_path = ? WHERE file_id = ?", [str(plain), f.file_id])
+        return read
+
+    def _jsonl_problems(self, files: list[SourceFile], read: dict[int, str]) -> list[Skipped]:
         by_id = {f.file_id: f for f in files}
         problems: list[Skipped] = []
         bad = self.run(
@@ -284,7 +311,10 @@ class DuckDBBackend(Backend):
             "GROUP BY s.file_path, e.line ORDER BY 1, 2"
         )
         if rejects:
-            examples = tuple(f"{path}:{line} ({error.lower()})" for path, line, error in rejects[:EXAMPLES])
+            source = {read[f.file_id]: f.path for f in files}
+            examples = tuple(
+                f"{source.get(path, path)}:{line} ({error.lower()})" for path, line, error in rejects[:EXAMPLES]
+            )
             problems.append(Skipped("trajectory line refused (bad bytes or too long)", len(rejects), examples))
         return problems
 
@@ -313,9 +343,9 @@ def _csv_torn_filter(samples: list[SourceFile], torn: dict[int, TornTail]) -> st
     return "NOT (" + " OR ".join(clauses) + ")" if clauses else "TRUE"
 
 
-def _jsonl_torn_filter(files: list[SourceFile], torn: dict[int, TornTail]) -> str:
+def _jsonl_torn_filter(files: list[SourceFile], torn: dict[int, TornTail], read: dict[int, str]) -> str:
     clauses = [
-        f"(filename = {_sql_string(f.path)} AND line = {_sql_string(torn[f.file_id].text)})"
+        f"(filename = {_sql_string(read[f.file_id])} AND line = {_sql_string(torn[f.file_id].text)})"
         for f in files
         if f.file_id in torn
     ]

@@ -17,7 +17,7 @@ FROM (SELECT f.file_id, length(r.line) AS line_len, r.line,
                           delim = '{{unit_sep}}', quote = '', escape = '', filename = true, max_line_size = 1073741824,
                           store_rejects = true, rejects_table = 'jsonl_rejects', rejects_scan = 'jsonl_scans')
             WHERE {{torn_filter}}) AS r
-      JOIN files AS f ON f.path = r.filename) AS parsed;
+      JOIN files AS f ON f.read_path = r.filename) AS parsed;
 
 CREATE TABLE trajectories_all AS
 SELECT rowid AS traj_id, file_id,
