@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from trace_instrument.cli import app
 from trace_instrument.traces import Options, analyze
-from trace_instrument.traces.model import MultipleRunsError, Run
+from trace_instrument.traces.model import MultipleRunsError, Run, TraceInputError
 from trace_instrument.traces.runs import RunPartition, choose_run
 
 runner = CliRunner()
@@ -249,3 +249,28 @@ def test_damage_read_from_another_runs_file_is_said_to_cover_every_input(two_run
     picked = analyze([reused], Options(cache=False, run=run_a.run_id))
     assert picked.header.rows_read == len(read_rows(a))
     assert any("counted over every input file" in note for note in picked.notes)
+
+
+def _shifted(csv_bytes: bytes, ms: int) -> bytes:
+    """The rows with their timestamps moved by ``ms`` (a run started that much later)."""
+    rows = []
+    for line in csv_bytes.splitlines():
+        fields = line.split(b",", 5)
+        fields[4] = str(int(fields[4]) + ms).encode()
+        rows.append(b",".join(fields))
+    return b"".join(row + b"\r\n" for row in rows)
+
+
+def test_a_second_run_appended_to_the_same_trainer_file_is_refused_with_the_reason(two_runs, tmp_path: Path) -> None:
+    """Same host name and pid (a restarted container): the runtime appends the second run to the file."""
+    a, b = two_runs
+    reused = shutil.copytree(a, tmp_path / "reused")
+    trainer_a = next(p for p in (reused / "sample").glob("*.csv") if _is_trainer_file(p))
+    trainer_b = next(p for p in (b / "sample").glob("*.csv") if _is_trainer_file(p))
+    with open(trainer_a, "ab") as f:
+        f.write(_shifted(trainer_b.read_bytes(), 3_600_000))
+    with pytest.raises(TraceInputError, match="hold rows of two runs") as refused:
+        analyze([reused], Options(cache=False))
+    assert str(trainer_a) in str(refused.value) and "step 1" in str(refused.value)
+    result = runner.invoke(app, ["analyze", str(reused), "--no-cache"])
+    assert result.exit_code == 2 and "VERL_TRACE_DIR" in result.stderr

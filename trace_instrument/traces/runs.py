@@ -31,7 +31,7 @@ from pathlib import Path
 
 from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.discover import Inputs
-from trace_instrument.traces.model import FileKind, MultipleRunsError, Run, Skipped, SourceFile
+from trace_instrument.traces.model import FileKind, MultipleRunsError, Run, Skipped, SourceFile, TraceInputError
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,12 @@ class _UnionFind:
 
 
 def partition_runs(backend: Backend, inputs: Inputs) -> RunPartition:
-    """Group the loaded files into runs (see the module's docstring for the rules)."""
+    """Group the loaded files into runs (see the module's docstring for the rules).
+
+    Raises TraceInputError when a sample file holds rows of two runs (see ``reused_files.sql``):
+    its rows cannot be told apart, and any figure of it would add up both.
+    """
+    _refuse_reused_files(backend, inputs)
     samples = _sample_nodes(backend)
     linked = {int(f) for (f,) in backend.rows("linked_files")}
     union = _UnionFind(samples)
@@ -134,6 +139,22 @@ def partition_runs(backend: Backend, inputs: Inputs) -> RunPartition:
     else:
         runs = _merge_overlapping(floating)
     return _with_side_files(inputs, _named_runs(inputs, runs), left_out)
+
+
+def _refuse_reused_files(backend: Backend, inputs: Inputs) -> None:
+    reused = backend.rows("reused_files")
+    if not reused:
+        return
+    paths = {f.file_id: f.path for f in inputs.files}
+    found = "; ".join(
+        f"{paths[int(f)]}: uids for step {int(step)} were drawn again after those of step {int(later)}"
+        for f, step, later in reused[:3]
+    )
+    raise TraceInputError(
+        f"{len(reused)} sample file(s) hold rows of two runs ({found}): a second run appended to a file of "
+        "the same host name and pid (a restarted container gets the same pids), and its rows cannot be told "
+        "apart from the first run's; give a trace folder per run (VERL_TRACE_DIR)"
+    )
 
 
 def _alone(node: _Node) -> _Group:
