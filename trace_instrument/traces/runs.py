@@ -178,8 +178,13 @@ def _attach(inputs: Inputs, trainers: list[_Group], floating: list[_Group]) -> l
     prompts no sample file holds) join the one run whose time span overlaps theirs and that has
     their job ids; otherwise they are left out, with the reason."""
     left_out: list[Skipped] = []
-    for group in floating:
-        matches = [t for t in trainers if t.overlaps(group.first_ms, group.last_ms) and group.job_ids <= t.job_ids]
+    # matched against the trainers' own spans, before anything joins them: the result never depends on
+    # the order of the files
+    candidates = [
+        [t for t in trainers if t.overlaps(group.first_ms, group.last_ms) and group.job_ids <= t.job_ids]
+        for group in floating
+    ]
+    for group, matches in zip(floating, candidates):
         if len(matches) == 1:
             _merge(matches[0], group)
             continue
