@@ -17,7 +17,7 @@ import duckdb
 from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
 from trace_instrument.traces.discover import Inputs, TornTail, locate_line
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
-from trace_instrument.traces.salvage import Salvage, rows_refused, salvage_csv, skipped_rows
+from trace_instrument.traces.salvage import Salvage, read_paths, rows_refused, salvage_csv, skipped_rows
 
 # Only the turn fields a view or the export uses: converting JSON into this struct is the largest
 # cost of reading trajectories, and it grows with every field.
@@ -155,8 +155,11 @@ class DuckDBBackend(Backend):
                 # a very long line (a 100 MB trajectory) needs a read buffer of a few times its size; the
                 # limit is raised for this statement only (ordinary lines never allocate such buffers)
                 self.run(f"SET memory_limit = {_sql_string(JSONL_MEMORY_LIMIT)}")
-                paths = "[" + ", ".join(_sql_string(read[f.file_id]) for f in trajectories) + "]"
-                self.script("trajectories", paths=paths, torn_filter=_jsonl_torn_filter(trajectories, torn, read))
+                self.script(
+                    "trajectories",
+                    paths=_paths(trajectories, read),
+                    torn_filter=_jsonl_torn_filter(trajectories, torn, read),
+                )
                 self.run(f"SET memory_limit = {_sql_string(self.memory_limit)}")
                 skipped.extend(self._jsonl_problems(trajectories, read))
         else:
@@ -214,7 +217,7 @@ class DuckDBBackend(Backend):
                 try:
                     self.script(
                         "raw_events",
-                        paths=_paths(samples, salvaged),
+                        paths=_paths(samples, read_paths(samples, salvaged)),
                         torn_filter=_csv_torn_filter(samples, torn),
                         rejects=rejects,
                     )
@@ -234,7 +237,7 @@ class DuckDBBackend(Backend):
                     salvaged[f.file_id] = salvage_csv(
                         f.path, Path(work) / f"{f.file_id}.csv", torn[f.file_id].text if f.file_id in torn else None
                     )
-                self._point_at_copies(salvaged)
+                self._set_read_paths({file_id: str(s.clean_path) for file_id, s in salvaged.items()})
         raise duckdb.InvalidInputException("the sample files could not be read, even row by row")
 
     def _drop_events(self) -> None:
@@ -264,9 +267,10 @@ class DuckDBBackend(Backend):
         }
         return [f for f in samples if f.path in paths]
 
-    def _point_at_copies(self, salvaged: dict[int, Salvage]) -> None:
-        for file_id, s in salvaged.items():
-            self.con.execute("UPDATE files SET read_path = ? WHERE file_id = ?", [str(s.clean_path), file_id])
+    def _set_read_paths(self, copies: dict[int, str]) -> None:
+        """Point ``files.read_path`` (what the scans' file names are joined on) at the copies read instead."""
+        for file_id, path in copies.items():
+            self.con.execute("UPDATE files SET read_path = ? WHERE file_id = ?", [path, file_id])
 
     def _gunzipped(self, files: list[SourceFile], work: Path) -> dict[int, str]:
         """The path to read each trajectory file from: a ``.gz`` file is decompressed into ``work`` first.
@@ -286,7 +290,7 @@ class DuckDBBackend(Backend):
             except (OSError, EOFError, zlib.error):
                 pass  # a cut or damaged archive: what could be decompressed is read, the rest is its torn tail
             read[f.file_id] = str(plain)
-            self.con.execute("UPDATE files SET read_path = ? WHERE file_id = ?", [str(plain), f.file_id])
+        self._set_read_paths({f.file_id: read[f.file_id] for f in files if read[f.file_id] != f.path})
         return read
 
     def _jsonl_problems(self, files: list[SourceFile], read: dict[int, str]) -> list[Skipped]:
@@ -319,11 +323,9 @@ class DuckDBBackend(Backend):
         return problems
 
 
-def _paths(files: list[SourceFile], salvaged: dict[int, Salvage] | None = None) -> str:
-    """The files to read as a SQL list: a damaged file's clean copy in its place."""
-    copies = salvaged or {}
-    read = [str(copies[f.file_id].clean_path) if f.file_id in copies else f.path for f in files]
-    return "[" + ", ".join(_sql_string(path) for path in read) + "]"
+def _paths(files: list[SourceFile], read: dict[int, str]) -> str:
+    """The paths the files are read from (``read``, by file id), as a SQL list."""
+    return "[" + ", ".join(_sql_string(read[f.file_id]) for f in files) + "]"
 
 
 def _csv_torn_filter(samples: list[SourceFile], torn: dict[int, TornTail]) -> str:

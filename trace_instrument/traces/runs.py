@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from trace_instrument.traces.backend import Backend
@@ -322,9 +322,7 @@ def _with_side_files(inputs: Inputs, named: list[tuple[Run, _Group]], left_out: 
             extra[owner].append(source.file_id)
         elif owner is not None:
             left_out.append(owner)
-    runs = tuple(
-        Run(**{**run.__dict__, "file_ids": tuple(sorted((*run.file_ids, *extra[run.run_id])))}) for run, _ in named
-    )
+    runs = tuple(replace(run, file_ids=tuple(sorted((*run.file_ids, *extra[run.run_id])))) for run, _ in named)
     return RunPartition(runs, tuple(_merge_skipped(left_out)))
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from trace_instrument.traces.model import Skipped
+from trace_instrument.traces.model import Skipped, SourceFile
 
 COLUMNS = 6  # job_id, cat, sample_id, sample_status, timestamp, content (trace_data_formats.md)
 TIMESTAMP = 4
@@ -58,6 +58,11 @@ class Salvage:
 
     def add(self, problem: RowProblem, line: int) -> None:
         self.problems.setdefault(problem, []).append(line)
+
+
+def read_paths(files: list[SourceFile], salvaged: dict[int, Salvage]) -> dict[int, str]:
+    """The path each file is read from: a damaged file's clean copy in its place."""
+    return {f.file_id: str(salvaged[f.file_id].clean_path) if f.file_id in salvaged else f.path for f in files}
 
 
 def salvage_csv(source: str, clean_path: Path, torn_tail: str | None) -> Salvage:

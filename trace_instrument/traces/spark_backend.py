@@ -17,7 +17,7 @@ from typing import Any
 from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
 from trace_instrument.traces.discover import Inputs, TornTail
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
-from trace_instrument.traces.salvage import Salvage, rows_refused, salvage_csv, skipped_rows
+from trace_instrument.traces.salvage import Salvage, read_paths, rows_refused, salvage_csv, skipped_rows
 
 _TURN = (
     "struct<turn_index:bigint,prompt_token_count:bigint,completion_token_count:bigint,finish_reason:string,"
@@ -152,19 +152,8 @@ class SparkBackend(Backend):
     def _files(self, files: tuple[SourceFile, ...], salvaged: dict[int, Salvage] | None = None) -> None:
         """The ``files`` table; ``uri`` is the file Spark reads (a damaged file's clean copy in its place)."""
         self._inputs_files = files
-        copies = salvaged or {}
-        rows = [
-            (
-                f.file_id,
-                f.path,
-                _uri(str(copies[f.file_id].clean_path) if f.file_id in copies else f.path),
-                f.kind,
-                f.root,
-                f.host,
-                f.pid,
-            )
-            for f in files
-        ]
+        read = read_paths(list(files), salvaged or {})
+        rows = [(f.file_id, f.path, _uri(read[f.file_id]), f.kind, f.root, f.host, f.pid) for f in files]
         schema = "file_id INT, path STRING, uri STRING, kind STRING, root STRING, host STRING, pid BIGINT"
         self.spark.createDataFrame(rows, schema).createOrReplaceTempView("files")
 
@@ -189,15 +178,15 @@ class SparkBackend(Backend):
                 "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\"') > 0"
             )
         }
-        uris = {Path(f.path).resolve().as_uri(): f for f in samples}
+        uris = {_uri(f.path): f for f in samples}
         for uri in sorted(suspects):
             f = uris[uri]
             tail = torn[f.file_id].text if f.file_id in torn else None
             salvaged[f.file_id] = salvage_csv(f.path, Path(self._work) / f"{f.file_id}.csv", tail)
         if salvaged:
-            read = [str(salvaged[f.file_id].clean_path) if f.file_id in salvaged else f.path for f in samples]
+            read = read_paths(samples, salvaged)
             self._files(self._inputs_files, salvaged)
-            frame = self._csv_frame(read).withColumn("path", input_file_name())
+            frame = self._csv_frame([read[f.file_id] for f in samples]).withColumn("path", input_file_name())
             frame.createOrReplaceTempView("raw_csv")
         return list(salvaged.values())
 

@@ -508,9 +508,14 @@ def _placeholder_rows(backend: Backend, files: dict[int, SourceFile]) -> Skipped
     examples = []
     for file_id, sample_id, ts, _n in rows:
         path = files[int(file_id)].path
-        line = locate_line(path, f"{sample_id},RUNNING,{ts},") or locate_line(path, f"{sample_id},COMPLETE,{ts},")
+        line = _row_line(path, sample_id, ts)
         examples.append(f"{path}:{line} ({sample_id})" if line else f"{path} ({sample_id})")
     return Skipped(UNATTRIBUTABLE, int(rows[0][3]), tuple(examples))
+
+
+def _row_line(path: str, sample_id: str, ts: int) -> int | None:
+    """The line of the CSV row of ``sample_id`` at ``ts`` (either status), for examples."""
+    return locate_line(path, f"{sample_id},RUNNING,{ts},") or locate_line(path, f"{sample_id},COMPLETE,{ts},")
 
 
 def _examples(backend: Backend, files: dict[int, SourceFile], unknown: bool) -> tuple[str, ...]:
@@ -518,7 +523,7 @@ def _examples(backend: Backend, files: dict[int, SourceFile], unknown: bool) -> 
     examples = []
     for file_id, sample_id, ts, stage, detail, content in backend.rows("unknown_examples", which=which):
         path = files[int(file_id)].path
-        line = locate_line(path, f"{sample_id},RUNNING,{ts},") or locate_line(path, f"{sample_id},COMPLETE,{ts},")
+        line = _row_line(path, sample_id, ts)
         what = f"stage={stage} detail={detail}" if unknown else repr((content or "")[:60])
         examples.append(f"{path}:{line} ({what})" if line else f"{path} ({what})")
     return tuple(examples)
