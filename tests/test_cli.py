@@ -23,8 +23,8 @@ def test_apply_check_remove_exit_codes(checkout_090, verl_090):
     assert _run("check", checkout_090).exit_code == 1  # pristine: every point missing
     first = _run("apply", checkout_090)
     assert first.exit_code == 0
-    assert first.output.strip().splitlines()[-1] == "apply: 93 applied — written"
-    assert _run("apply", checkout_090).output.strip().splitlines()[-1] == "apply: 93 present — nothing to write"
+    assert first.output.strip().splitlines()[-1] == "apply: 94 applied — written"
+    assert _run("apply", checkout_090).output.strip().splitlines()[-1] == "apply: 94 present — nothing to write"
     assert _run("check", checkout_090).exit_code == 0
     assert _run("verify", checkout_090).exit_code == 0
     removed = _run("remove", checkout_090)
@@ -68,7 +68,7 @@ def test_points_lists_the_catalog_and_marks_extras():
     assert result.exit_code == 0
     assert "extra.sglang-timing" in result.output and "changes verl's behaviour" in result.output
     body = json.loads(_run("points", "--format", "json").output)
-    assert len(body["points"]) == 97 and body["validated_on"]
+    assert len(body["points"]) == 98 and body["validated_on"]
     assert {p["id"] for p in body["points"] if not p["default"]} == {
         "extra.sglang-timing",
         "extra.reward-score.field",

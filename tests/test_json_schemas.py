@@ -54,7 +54,7 @@ def test_every_command_validates(checkout_090, state):
     if state != "pristine":
         apply_body = _json("apply", "--format", "json", checkout_090)
         _valid("run", apply_body)
-        assert apply_body["command"] == "apply" and apply_body["summary"]["by_status"] == {"applied": 93}
+        assert apply_body["command"] == "apply" and apply_body["summary"]["by_status"] == {"applied": 94}
     if state == "trouble":
         _trouble(checkout_090)
     check_body = _json("check", "--format", "json", checkout_090)

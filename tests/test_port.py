@@ -642,10 +642,11 @@ def test_verl_071_every_place_port_finds_is_the_pinned_one(catalog: Catalog, tmp
     placed = apply(tree, ported)
     assert {r.point_id for r in placed.points if r.status is Status.APPLIED} >= set(PINNED_071)
     in_place = frozenset(r.point_id for r in check(tree, ported).points if r.status.in_place)
-    # 44 in place as shipped (issue 19's table), the pinned ones, and the single-turn record,
-    # which waited for the tracker (it requires traj.c0.tracker)
-    assert in_place >= {*PINNED_071, "traj.c2.single-turn-record"}
-    assert len(in_place) == 44 + len(PINNED_071) + 1
+    # 44 in place as shipped (issue 19's table), the pinned ones, the single-turn record, which
+    # waited for the tracker (it requires traj.c0.tracker), and the tool loop's stop reason (its
+    # termination checks read as 0.9.0's; it requires the pinned traj.c3.tool-record)
+    assert in_place >= {*PINNED_071, "traj.c2.single-turn-record", "traj.c5.tool-stop-reason"}
+    assert len(in_place) == 44 + len(PINNED_071) + 2
     assert verify(tree, ported, Selection(only=in_place)).ok
 
 

@@ -56,7 +56,7 @@ def test_hook_passes_on_an_instrumented_checkout_and_fails_on_drift(verl_090, tm
     clean = _try_repo(repo)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     runtime_files = len(list((PROJECT / "templates" / "runtime").glob("*.py")))  # the runtime is split by concern
-    assert f"check: 93 present; runtime: {runtime_files} present — clean" in clean.stdout
+    assert f"check: 94 present; runtime: {runtime_files} present — clean" in clean.stdout
 
     trainer = repo / "verl/trainer/ppo/ray_trainer.py"
     trainer.write_text(

@@ -134,7 +134,7 @@ def test_not_yaml_at_all(tmp_path):
 def test_the_shipped_catalog_loads_and_is_complete():
     catalog = load_catalog()
     core = [p for p in catalog.points if p.extra is None]
-    assert len(core) == 93 and len(catalog.points) == 97
+    assert len(core) == 94 and len(catalog.points) == 98
     assert {p.facility for p in core} == {"sample_flow", "progress", "trajectory", "env"}
     assert {p.extra for p in catalog.points if p.extra} == {"sglang-timing", "reward-score-metric"}
     assert [name for name, _ in catalog.runtime.files] == [

@@ -30,7 +30,7 @@ def test_clean_result_verifies(instrumented_090, catalog):
     assert {f.subject: f.message for f in result.findings if f.check == "facilities"} == {
         "sample_flow": "36 of 36 points in place",
         "progress": "50 of 50 points in place",
-        "trajectory": "5 of 5 points in place",
+        "trajectory": "6 of 6 points in place",
         "env": "2 of 2 points in place",
     }
 

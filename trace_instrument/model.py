@@ -31,6 +31,7 @@ TRACING_NAMES = frozenset(
         "TurnRecord",
         "TrajectoryStore",
         "TrajectoryTracker",
+        "trace_agent_stop",
     }
 )
 TRACING_MODULE = "verl.utils.tracing"
@@ -39,6 +40,16 @@ GENERIC_RUNTIME_NAMES = frozenset({"Turn", "Trajectory", "flush"})
 # The runtime's `__all__` is exactly these (it stands alone inside verl, so it keeps its own copy;
 # tests/test_vocabulary.py keeps the two equal).
 RUNTIME_EXPORTS = TRACING_NAMES | GENERIC_RUNTIME_NAMES
+
+# Why an agent loop ended, as trace_agent_stop records it in a trajectory's agent_stop_reason
+# (the runtime keeps its own copy, trajectory_tracker.AGENT_STOP_REASONS; a test keeps them equal).
+AGENT_STOP_REASONS = (
+    "response_length",
+    "tool_response_length",
+    "max_assistant_turns",
+    "max_user_turns",
+    "no_tool_call",
+)
 
 # One trajectory JSONL line (the seed's trace_data_formats.md): its keys, the keys of the JSON
 # object in its raw_message string, and the keys of each turn in it.
@@ -53,6 +64,10 @@ RAW_MESSAGE_KEYS = (
     "turns",
     "initial_prompt_text",
     "agent_metrics",
+    # additions to the seed's format
+    "agent_stop_reason",
+    "response_length",
+    "max_response_length",
 )
 TURN_KEYS = (
     "turn_index",

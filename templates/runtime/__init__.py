@@ -5,7 +5,8 @@
 - ``log_progress`` and helpers: bare progress lines on stdout, mirrored to
   ``{trace_dir}/progress/{YYYYMMDD-HH}.log``.
 - ``Turn``/``Trajectory``/``TurnRecord``/``TrajectoryTracker``/``TrajectoryStore``:
-  per-rollout JSONL records under ``{trace_dir}/trajectory/``.
+  per-rollout JSONL records under ``{trace_dir}/trajectory/``; ``trace_agent_stop``
+  records why an agent loop ended.
 
 Everything is off until a trace directory is set (``$VERL_TRACE_DIR`` at import,
 or ``set_trace_dir()``), and nothing here raises into the training code. What
@@ -29,7 +30,7 @@ from .progress import (
 from .settings import get_trace_dir, set_trace_dir
 from .trace import suppress_sample_trace, trace_flow
 from .trajectory_store import TrajectoryStore
-from .trajectory_tracker import TrajectoryTracker
+from .trajectory_tracker import TrajectoryTracker, trace_agent_stop
 from .trajectory_types import Trajectory, Turn, TurnRecord
 from .writer import flush
 
@@ -48,5 +49,6 @@ __all__ = [
     "log_step_window",
     "set_trace_dir",
     "suppress_sample_trace",
+    "trace_agent_stop",
     "trace_flow",
 ]

@@ -20,6 +20,18 @@ from .trajectory_types import Trajectory, TurnRecord, _safe_len
 
 logger = logging.getLogger(__name__)
 
+# Why an agent loop ended, as the templates record it where verl's loops decide to stop
+# (trace_instrument.model.AGENT_STOP_REASONS holds the same names; a test keeps them equal).
+AGENT_STOP_REASONS = frozenset(
+    {
+        "response_length",  # the response reached rollout.response_length after a model turn
+        "tool_response_length",  # the tool responses would not fit in rollout.response_length
+        "max_assistant_turns",  # multi_turn.max_assistant_turns model turns were made
+        "max_user_turns",  # multi_turn.max_user_turns tool turns were made
+        "no_tool_call",  # the model answered without calling a tool
+    }
+)
+
 
 def _element_count(value) -> int | None:
     size = getattr(value, "size", None)  # numpy
@@ -80,6 +92,7 @@ class TrajectoryTracker:
 
     def __init__(self):
         self._records: dict[str, list[TurnRecord]] = {}
+        self._stop_reasons: dict[str, str] = {}
         self._lock = threading.Lock()
 
     # -- helpers kept public for callers that build keys themselves -----------
@@ -116,6 +129,15 @@ class TrajectoryTracker:
         except Exception:
             return None
 
+    @staticmethod
+    def extract_response_length(config) -> int | None:
+        """``rollout.response_length`` of ``config.actor_rollout_ref``: the response budget."""
+        try:
+            length = config.actor_rollout_ref.rollout.get("response_length", None)
+            return int(length) if length is not None else None
+        except Exception:
+            return None
+
     # -- lifecycle --------------------------------------------------------------
 
     def register_trajectory(self, item) -> tuple[str, str]:
@@ -146,6 +168,7 @@ class TrajectoryTracker:
         with self._lock:
             stale = self._records.get(traj_key)
             self._records[traj_key] = []
+            self._stop_reasons.pop(traj_key, None)
         if stale is not None:
             logger.warning(
                 "register_trajectory: %s was already registered; discarding its %d turn record(s)",
@@ -172,25 +195,53 @@ class TrajectoryTracker:
                 records.append(record)
 
     @never_raise()
+    def set_stop_reason(self, traj_key, reason):
+        """Record why the agent loop of ``traj_key`` ended; ignored when the key is not registered."""
+        with self._lock:
+            if traj_key in self._records:
+                self._stop_reasons[traj_key] = str(reason)
+
+    @never_raise()
+    def get_stop_reason(self, traj_key) -> str | None:
+        with self._lock:
+            return self._stop_reasons.get(traj_key)
+
+    @never_raise()
     def unregister_trajectory(self, traj_key):
         with self._lock:
             self._records.pop(traj_key, None)
+            self._stop_reasons.pop(traj_key, None)
 
     # -- assembly ---------------------------------------------------------------
 
     def build_trajectory(
-        self, item, traj_key, traj_uid, created_at, tokenizer, instance_id, config, agent_metrics=None
+        self,
+        item,
+        traj_key,
+        traj_uid,
+        created_at,
+        tokenizer,
+        instance_id,
+        config,
+        agent_metrics=None,
+        agent_output=None,
     ) -> Trajectory:
         """Assemble the Trajectory of ``traj_key`` from its records and ``item``'s metadata.
 
-        Never raises: a failing tokenizer leaves the decoded-text fields None,
-        and any other failure yields a trajectory with what could be collected.
+        ``agent_output`` is the agent loop's output: its ``response_ids`` give verl's
+        response length. Never raises: a failing tokenizer leaves the decoded-text
+        fields None, and any other failure yields a trajectory with what could be
+        collected.
         """
         completed_at = settings.clock()
         try:
-            return self._build(
+            trajectory = self._build(
                 item, traj_key, traj_uid, created_at, completed_at, tokenizer, instance_id, config, agent_metrics
             )
+            trajectory.agent_stop_reason = self.get_stop_reason(traj_key)
+            trajectory.response_length = _response_length(agent_output)
+            trajectory.max_response_length = self.extract_response_length(config)
+            return trajectory
         except Exception:
             warn_once("build_trajectory", "tracing: build_trajectory failed", exc_info=True)
             return Trajectory(
@@ -224,6 +275,26 @@ class TrajectoryTracker:
             initial_prompt_token_ids=initial_ids,
             agent_metrics=agent_metrics,
         )
+
+
+@never_raise()
+def _response_length(agent_output) -> int | None:
+    """``len(agent_output.response_ids)``, as verl's postprocess counts it; None without an output."""
+    response_ids = getattr(agent_output, "response_ids", None)
+    return None if response_ids is None else len(response_ids)
+
+
+@never_raise()
+def trace_agent_stop(agent_loop, agent_data, reason):
+    """Record why ``agent_loop`` stops the rollout of ``agent_data`` (tracing on, training rollouts only).
+
+    The rollout's key is the one the trajectory recording put on ``agent_data``;
+    without it (tracing off, validation) nothing is recorded.
+    """
+    traj_key = getattr(agent_data, "trace_traj_key", None)
+    tracker = getattr(agent_loop, "_traj_tracker", None)
+    if traj_key and tracker is not None:
+        tracker.set_stop_reason(traj_key, reason)
 
 
 @never_raise()

@@ -168,6 +168,16 @@ class Trajectory(_JsonRecord):
 
     agent_metrics: dict | None = None  # passed through from the agent loop
 
+    # Additions to the seed's format (readers of the seed's fields are unaffected).
+    # Why the agent loop ended, where verl's loop decides it (see AGENT_STOP_REASONS); None
+    # when the loop has no such decision (the single-turn loop ends after its one call).
+    agent_stop_reason: str | None = None
+    # verl's response_length: len(AgentLoopOutput.response_ids), the response tokens the
+    # trainer sees (tool observations included, cut at the budget), and that budget
+    # (rollout.response_length, the padded width verl's clip_ratio compares with).
+    response_length: int | None = None
+    max_response_length: int | None = None
+
     @classmethod
     def from_dict(cls, data: dict) -> Trajectory:
         data = dict(data)  # never mutate the caller's dict

@@ -348,3 +348,113 @@ def test_the_runtime_env_point_forwards_the_switch_into_an_env_without_env_vars(
     runtime_env: dict[str, dict[str, str]] = {}
     exec(placed(instrumented, catalog, "env.runtime-env"), {"os": os, "runtime_env": runtime_env})  # noqa: S102
     assert runtime_env == ({} if switch is None else {"env_vars": {"VERL_TRACE_DIR": switch}})
+
+
+# -- the tool agent loop's stop reason (C5) ---------------------------------------------------------------
+
+TOOL_LOOP = "verl/experimental/agent_loop/tool_agent_loop.py"
+
+
+class AgentState:
+    """verl's AgentState members the tool loop compares with (identity, as an Enum's)."""
+
+    PENDING = "pending"
+    GENERATING = "generating"
+    PROCESSING_TOOLS = "processing_tools"
+    TERMINATED = "terminated"
+
+
+class AgentDataStub(SimpleNamespace):
+    """verl's AgentData: what run() passes in, plus the counters the state handlers keep."""
+
+    def __init__(self, **kwargs):
+        super().__init__(
+            **kwargs, prompt_ids=[1, 2, 3], response_mask=[], response_logprobs=[], assistant_turns=0,
+            user_turns=0, extra_fields={}, tool_calls=[], turn_scores=[], tool_rewards=[], routed_experts=None,
+        )  # fmt: skip
+
+
+def tool_loop(tracker, *, response_length=100, max_assistant_turns=None, max_user_turns=None, tool_calls=()):
+    """A stand-in ToolAgentLoop: its server answers 4 tokens, its parser finds `tool_calls`."""
+
+    async def generate(**kwargs):
+        return SimpleNamespace(
+            token_ids=[7, 7, 7, 7], num_preempted=0, extra_fields={}, log_probs=None, routed_experts=None,
+            stop_reason="stop",
+        )  # fmt: skip
+
+    async def extract_tool_calls(response_ids, tools):
+        return "answer", list(tool_calls)
+
+    return SimpleNamespace(
+        _traj_tracker=tracker, tool_parser=SimpleNamespace(stop_token_ids=[], extract_tool_calls=extract_tool_calls),
+        server_manager=SimpleNamespace(generate=generate), tokenizer=None, enable_continuous_token=False,
+        response_length=response_length, max_assistant_turns=max_assistant_turns, max_user_turns=max_user_turns,
+        tools={},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("limits", "expected"),
+    [
+        ({"response_length": 4}, "response_length"),
+        ({"max_assistant_turns": 1}, "max_assistant_turns"),
+        ({"max_user_turns": 1, "user_turns": 1}, "max_user_turns"),
+        ({}, "no_tool_call"),
+        ({"tool_calls": ["call"]}, None),  # the loop goes on to the tools
+    ],
+)
+def test_the_generating_state_records_why_the_loop_stops(instrumented, tracing, limits, expected):
+    """C5 in `_handle_generating_state` as apply placed it: each termination check records its reason."""
+    names = tracing_names(tracing)
+    tracker = tracing.TrajectoryTracker()
+    limits = dict(limits)  # the parameter is shared by the off and on runs
+    counters = {k: limits.pop(k) for k in ("assistant_turns", "user_turns") if k in limits}
+    loop = tool_loop(tracker, **limits)
+    namespace = {**names, "AgentState": AgentState, "simple_timer": no_op,
+                 "SPEC_DECODE_EXTRA_KEYS": ()}  # fmt: skip
+    handle = method(instrumented, TOOL_LOOP, "ToolAgentLoop", "_handle_generating_state", namespace)
+    item = SimpleNamespace(non_tensor_batch={"uid": "u", "traj_uid": "0"}, meta_info={})
+    key, traj_uid = tracker.register_trajectory(item)
+    agent_data = AgentDataStub(trace_traj_key=key, metrics={}, request_id="r", image_data=None, video_data=None,
+                               audio_data=None, mm_processor_kwargs=None)  # fmt: skip
+    agent_data.user_turns = counters.get("user_turns", 0)
+    state = asyncio.run(handle(loop, agent_data, {}))
+    assert state == (AgentState.PROCESSING_TOOLS if expected is None else AgentState.TERMINATED)
+    trajectory = tracker.build_trajectory(item, key, traj_uid, 0.0, None, 1, None)
+    assert trajectory.agent_stop_reason == expected
+
+
+@pytest.mark.parametrize("tools_end_it", [True, False], ids=["tools-end-the-loop", "tools-go-on"])
+def test_the_loop_records_a_stop_in_the_tool_state(instrumented, tracing, tools_end_it):
+    """C5 in `run()` as apply placed it: the tool state ending the loop is the response-length budget."""
+    names = tracing_names(tracing)
+    tracker = tracing.TrajectoryTracker()
+    visits = []
+
+    async def pending(agent_data, sampling_params):
+        return AgentState.GENERATING
+
+    async def generating(agent_data, sampling_params):
+        visits.append("generating")
+        return AgentState.PROCESSING_TOOLS if len(visits) == 1 else AgentState.TERMINATED
+
+    async def tools(agent_data):
+        return AgentState.TERMINATED if tools_end_it else AgentState.GENERATING
+
+    async def multi_modal(messages):
+        return {}
+
+    loop = SimpleNamespace(
+        _traj_tracker=tracker, process_multi_modal_info=multi_modal, _get_mm_processor_kwargs=lambda audios: None,
+        _handle_pending_state=pending, _handle_generating_state=generating, _handle_processing_tools_state=tools,
+        tools={}, tool_schemas=[], response_length=8,
+    )  # fmt: skip
+    namespace = {**names, "AgentState": AgentState, "AgentData": AgentDataStub, "uuid4": lambda: SimpleNamespace(hex="r"),
+                 "AgentLoopOutput": lambda **kw: SimpleNamespace(**kw), "logger": logging.getLogger("t")}  # fmt: skip
+    run = method(instrumented, TOOL_LOOP, "ToolAgentLoop", "run", namespace)
+    item = SimpleNamespace(non_tensor_batch={"uid": "u", "traj_uid": "0"}, meta_info={})
+    key, traj_uid = tracker.register_trajectory(item)
+    asyncio.run(run(loop, {}, raw_prompt=["hi"], trace_traj_key=key, uid="u", traj_uid="0"))
+    recorded = tracker.build_trajectory(item, key, traj_uid, 0.0, None, 1, None).agent_stop_reason
+    assert recorded == ("tool_response_length" if tools_end_it else None)

@@ -66,6 +66,9 @@ def make_trajectory(runtime):
         initial_prompt_text="<|im_start|>system\nYou are Qwen",
         initial_prompt_token_ids=[1, 2, 3],
         agent_metrics={"generate_sequences": 1.201, "num_preempted": -1},
+        agent_stop_reason="no_tool_call",
+        response_length=120,
+        max_response_length=512,
     )
 
 
@@ -144,6 +147,10 @@ def expected_line() -> bytes:
         ],
         "initial_prompt_text": "<|im_start|>system\nYou are Qwen",
         "agent_metrics": {"generate_sequences": 1.201, "num_preempted": -1},
+        # additions to the seed's format, after its fields
+        "agent_stop_reason": "no_tool_call",
+        "response_length": 120,
+        "max_response_length": 512,
     }
     line = {"prompt_uid": "92ee95cb", "sample_index": 3, "raw_message": json.dumps(raw, ensure_ascii=False)}
     return (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")

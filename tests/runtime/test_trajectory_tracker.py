@@ -191,3 +191,73 @@ def test_build_for_unregistered_key_and_bare_item(traced):
     trajectory = tracker.build_trajectory(object(), "missing", 7, None, None, 1, None)
     assert trajectory.request_id == "7" and trajectory.turns == []
     assert trajectory.prompt_uid is None and trajectory.global_step is None
+
+
+class FakeAgentLoop:
+    """What trace_agent_stop reads of verl's agent loop: the tracker the templates put on it."""
+
+    def __init__(self, tracker):
+        self._traj_tracker = tracker
+
+
+def test_agent_stop_reason_reaches_the_trajectory(traced):
+    tracker = traced.TrajectoryTracker()
+    item = make_item()
+    key, traj_uid = tracker.register_trajectory(item)
+    agent_data = SimpleNamespace(trace_traj_key=key)
+    traced.trace_agent_stop(FakeAgentLoop(tracker), agent_data, "max_assistant_turns")
+    output = SimpleNamespace(response_ids=[5] * 37)
+    config = make_config(n=2, response_length=64)
+    trajectory = tracker.build_trajectory(item, key, traj_uid, 0.0, None, 1, config, agent_output=output)
+    assert (trajectory.agent_stop_reason, trajectory.response_length, trajectory.max_response_length) == (
+        "max_assistant_turns",
+        37,
+        64,
+    )
+    tracker.unregister_trajectory(key)
+    key_again, _ = tracker.register_trajectory(item)
+    assert key_again == key
+    assert tracker.build_trajectory(item, key, traj_uid, 0.0, None, 1, None).agent_stop_reason is None
+
+
+@pytest.mark.parametrize(
+    ("agent_loop", "agent_data"),
+    [
+        (SimpleNamespace(), SimpleNamespace(trace_traj_key="k")),  # no tracker on the loop
+        (None, SimpleNamespace(trace_traj_key="k")),
+        (SimpleNamespace(_traj_tracker=object()), SimpleNamespace(trace_traj_key="k")),  # not a tracker
+        (SimpleNamespace(_traj_tracker=None), None),
+    ],
+)
+def test_agent_stop_without_a_recording_never_raises(traced, agent_loop, agent_data):
+    assert traced.trace_agent_stop(agent_loop, agent_data, "no_tool_call") is None
+
+
+def test_agent_stop_for_an_unregistered_key_is_ignored(traced):
+    tracker = traced.TrajectoryTracker()
+    traced.trace_agent_stop(FakeAgentLoop(tracker), SimpleNamespace(trace_traj_key="gone"), "no_tool_call")
+    item = make_item()
+    key, traj_uid = tracker.register_trajectory(item)
+    assert tracker.build_trajectory(item, key, traj_uid, 0.0, None, 1, None).agent_stop_reason is None
+
+
+class Unsized:
+    @property
+    def response_ids(self):
+        raise RuntimeError("no ids")
+
+
+@pytest.mark.parametrize("output", [None, SimpleNamespace(), Unsized(), SimpleNamespace(response_ids=7)])
+def test_response_length_unknown_without_a_usable_output(traced, output):
+    tracker = traced.TrajectoryTracker()
+    item = make_item()
+    key, traj_uid = tracker.register_trajectory(item)
+    trajectory = tracker.build_trajectory(item, key, traj_uid, 0.0, None, 1, make_config(), agent_output=output)
+    assert trajectory.response_length is None and trajectory.max_response_length is None
+    assert trajectory.request_id == "2"
+
+
+def test_agent_stop_reasons_are_the_readers(traced):
+    from trace_instrument.model import AGENT_STOP_REASONS
+
+    assert traced.trajectory_tracker.AGENT_STOP_REASONS == frozenset(AGENT_STOP_REASONS)

@@ -47,6 +47,10 @@ TRAJECTORY_FIELDS = [
     ("initial_prompt_text", None),
     ("initial_prompt_token_ids", None),
     ("agent_metrics", None),
+    # additions to the seed's format
+    ("agent_stop_reason", None),
+    ("response_length", None),
+    ("max_response_length", None),
 ]
 
 

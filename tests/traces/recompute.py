@@ -112,3 +112,17 @@ def trajectories(trace_dir: Path) -> list[dict]:
             payload["prompt_uid"] = top.get("prompt_uid")
             out.append(payload)
     return out
+
+
+def stop_reason(trajectory: dict) -> str:
+    """The agent loop's reason, else the last turn's finish reason, else unknown (README's bucket)."""
+    last = trajectory["turns"][-1]["finish_reason"] if trajectory["turns"] else ""
+    return trajectory.get("agent_stop_reason") or last or "unknown"
+
+
+def response_lengths(trajs: list[dict]) -> tuple[list[int], float | None]:
+    """verl's response_length of the trajectories that recorded one, and the share at the budget."""
+    lengths = [t["response_length"] for t in trajs if t.get("response_length") is not None]
+    budgeted = [t for t in trajs if t.get("response_length") is not None and t.get("max_response_length") is not None]
+    clipped = sum(t["response_length"] == t["max_response_length"] for t in budgeted)
+    return lengths, (clipped / len(budgeted) if budgeted else None)

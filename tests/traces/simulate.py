@@ -67,6 +67,8 @@ class TrajPlan:
     reward_ms: int | None = None
     score: float = 0.0
     train_step: int | None = None  # None = never trained
+    agent_stop: str | None = None  # why the agent loop ended (None: a loop that records none)
+    response_length: int | None = None  # verl's: len(response_ids), cut at the budget
 
 
 @dataclass
@@ -102,6 +104,7 @@ class RunPlan:
     total_steps: int | None = None
     text_chars: int = 40
     status_lost: dict[int, dict[str, dict[str, int]]] = field(default_factory=dict)  # proc -> lost counts
+    max_response_length: int | None = None  # rollout.response_length in the config; None: not recorded
 
 
 @dataclass
@@ -125,6 +128,8 @@ class SimConfig:
     sglang_timing: bool = True
     job_id: str | None = "dlc-sim-job"
     text_chars: int = 40
+    max_response_length: int | None = 2048  # None: trajectories record no response length
+    agent_stop_prob: float = 0.85  # trajectories whose agent loop records why it ended
 
 
 # -- planning ------------------------------------------------------------------------------------
@@ -235,7 +240,32 @@ def plan_run(cfg: SimConfig) -> RunPlan:
         train_free = sync + 10
         steps.append(StepPlan(step, pre, dispatch, gen_end, train, sync))
         wave_start = wave_end + rng.randint(10, 50) if is_async else sync + rng.randint(50, 300)
-    return RunPlan(cfg.version, cfg.mode, cfg.rollout_n, procs, steps, trajs, cfg.job_id, cfg.steps, cfg.text_chars)
+    _plan_agent_stops(cfg, trajs)
+    return RunPlan(
+        cfg.version, cfg.mode, cfg.rollout_n, procs, steps, trajs, cfg.job_id, cfg.steps, cfg.text_chars,
+        max_response_length=cfg.max_response_length,
+    )  # fmt: skip
+
+
+OBSERVATION_TOKENS = 52  # per tool turn: what _plan_turns adds to the next prompt besides the completion
+
+
+def _plan_agent_stops(cfg: SimConfig, trajs: list[TrajPlan]) -> None:
+    """verl's response length and the agent loop's stop reason of each trajectory, drawn from a
+    generator of their own (the rest of the plan stays what the seed gave before they existed)."""
+    rng = random.Random(f"{cfg.seed}-agent-stop")
+    for traj in trajs:
+        full = sum(t.completion_tokens for t in traj.turns) + OBSERVATION_TOKENS * (len(traj.turns) - 1)
+        budget = cfg.max_response_length
+        traj.response_length = full if budget is None else min(full, budget)
+        if rng.random() >= cfg.agent_stop_prob:
+            continue
+        if budget is not None and full >= budget:
+            traj.agent_stop = "response_length"
+        elif len(traj.turns) == cfg.max_turns:
+            traj.agent_stop = "max_assistant_turns"
+        else:
+            traj.agent_stop = "no_tool_call"
 
 
 # -- actions: what each process calls, in virtual-time order -------------------------------------
@@ -539,7 +569,7 @@ def worker_actions(plan: RunPlan, worker: int) -> list[tuple]:
             )
         )
         acts.append((traj.reward_ms, "completed", (traj.uid, ix, traj.score)))
-        acts.append((traj.reward_ms + 1, "dump", (key,)))
+        acts.append((traj.reward_ms + 1, "dump", (key, traj.agent_stop, traj.response_length)))
     return acts
 
 
@@ -552,7 +582,7 @@ socket.gethostname = lambda: host
 from verl.utils import tracing
 from verl.utils.tracing import losses, settings
 with open(plan_file, "rb") as f:
-    actions, n_samples, status_lost, status_dir = pickle.load(f)
+    actions, n_samples, max_response_length, status_lost, status_dir = pickle.load(f)
 now = [0.0]
 settings.clock = lambda: now[0]
 def at(ms):
@@ -566,7 +596,8 @@ class Tok:
         return list(range(max(1, len(text) // 4)))
 
 tok = Tok()
-config = types.SimpleNamespace(actor_rollout_ref=types.SimpleNamespace(rollout={"n": n_samples}))
+rollout = {"n": n_samples} if max_response_length is None else {"n": n_samples, "response_length": max_response_length}
+config = types.SimpleNamespace(actor_rollout_ref=types.SimpleNamespace(rollout=rollout))
 tracker = tracing.TrajectoryTracker()
 store = None
 live = {}
@@ -618,10 +649,17 @@ for ms, kind, args in sorted(actions, key=lambda a: a[0]):
         messages.append({"role": "tool", "content": f"{tool} result " + "o" * text_chars})
         entry[4].patch_observation(messages, pre, len(messages), tokenizer=tok)
     elif kind == "dump":
-        item, traj_key, traj_uid, created, _, _ = live.pop(args[0])
+        key, agent_stop, response_length = args
+        item, traj_key, traj_uid, created, _, _ = live.pop(key)
+        if agent_stop is not None:
+            # as the C5 templates call it from the agent loop's termination checks
+            tracing.trace_agent_stop(types.SimpleNamespace(_traj_tracker=tracker),
+                                     types.SimpleNamespace(trace_traj_key=traj_key), agent_stop)
+        output = types.SimpleNamespace(response_ids=range(response_length)) if response_length is not None else None
         traj = tracker.build_trajectory(item, traj_key, traj_uid, created, tokenizer=tok,
                                         instance_id=os.getpid(), config=config,
-                                        agent_metrics={"generate_sequences": 1.0, "tool_calls": 0.0, "num_preempted": -1})
+                                        agent_metrics={"generate_sequences": 1.0, "tool_calls": 0.0, "num_preempted": -1},
+                                        agent_output=output)
         store.write(traj)
         tracker.unregister_trajectory(traj_key)
 if store is not None:
@@ -664,7 +702,7 @@ def run_plan(plan: RunPlan, trace_dir: Path, parallel: int = 2) -> Path:
             plan_file = Path(tmp) / f"proc{index}.pkl"
             lost = plan.status_lost.get(index)
             with open(plan_file, "wb") as f:
-                pickle.dump((actions, plan.rollout_n, lost, str(trace_dir / "status")), f)
+                pickle.dump((actions, plan.rollout_n, plan.max_response_length, lost, str(trace_dir / "status")), f)
             args = [
                 sys.executable,
                 "-c",

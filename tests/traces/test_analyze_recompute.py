@@ -61,16 +61,23 @@ def test_rollouts_match_recomputation(run) -> None:
     trajs = recompute.trajectories(trace_dir)
     r = result.rollouts
     assert r is not None and r.trajectories == len(trajs)
-    stops = Counter((t["turns"][-1]["finish_reason"] or "unknown") for t in trajs)
+    stops = Counter(recompute.stop_reason(t) for t in trajs)
     assert {s.reason: s.count for s in r.stop_reasons} == dict(stops)
-    assert "unknown" in stops
+    # the sim's loops record reasons for most trajectories, none for the rest (finish reason or unknown)
+    assert {"unknown", "stop", "no_tool_call", "response_length", "max_assistant_turns"} <= set(stops)
     turns = [len(t["turns"]) for t in trajs]
     for q in (50, 90, 95, 99):
         assert r.turns.quantiles[f"p{q}"] == pytest.approx(np.percentile(turns, q))
     lengths = [sum(turn["completion_token_count"] for turn in t["turns"]) for t in trajs]
     for q in (50, 90, 95, 99):
-        assert r.response_length.quantiles[f"p{q}"] == pytest.approx(np.percentile(lengths, q))
-    assert sum(r.response_length_histogram.counts) == len(trajs)
+        assert r.completion_tokens.quantiles[f"p{q}"] == pytest.approx(np.percentile(lengths, q))
+    assert sum(r.completion_tokens_histogram.counts) == len(trajs)
+    verl_lengths, clip_ratio = recompute.response_lengths(trajs)
+    assert r.response_length.trajectories == len(verl_lengths) == len(trajs)
+    assert (r.response_length.min, r.response_length.max) == (min(verl_lengths), max(verl_lengths))
+    assert r.response_length.mean == pytest.approx(np.mean(verl_lengths))
+    assert clip_ratio is not None and 0 < clip_ratio < 1
+    assert r.response_length.clip_ratio == pytest.approx(clip_ratio)
     queue = [turn["sglang_queue_time_ms"] for t in trajs for turn in t["turns"]]
     assert r.sglang.collected
     assert r.sglang.fields["queue"].quantiles["p50"] == pytest.approx(np.percentile(queue, 50))
@@ -131,15 +138,23 @@ def test_per_step_rollouts_match_recomputation(run) -> None:
     assert [r.step for r in result.step_rollouts] == sorted(by_step) and len(by_step) > 2
     for row in result.step_rollouts:
         trajs = by_step[row.step]
-        stops = Counter((t["turns"][-1]["finish_reason"] or "unknown") for t in trajs)
+        stops = Counter(recompute.stop_reason(t) for t in trajs)
         assert {s.reason: s.count for s in row.stop_reasons} == dict(stops)
-        assert sum(s.ratio for s in row.stop_reasons) == pytest.approx(1.0)
+        assert sum(s.frac for s in row.stop_reasons) == pytest.approx(1.0)
         turns = [len(t["turns"]) for t in trajs]
         assert (row.trajectories, row.turns.min, row.turns.max) == (len(trajs), min(turns), max(turns))
         for q in (50, 90, 95, 99):
             assert row.turns.quantiles[f"p{q}"] == pytest.approx(np.percentile(turns, q))
         tokens = [sum(turn["completion_token_count"] for turn in t["turns"]) for t in trajs]
         assert row.completion_tokens.mean == pytest.approx(np.mean(tokens))
+        lengths, clip_ratio = recompute.response_lengths(trajs)
+        assert (row.response_length.trajectories, row.response_length.min, row.response_length.max) == (
+            len(lengths),
+            min(lengths),
+            max(lengths),
+        )
+        assert row.response_length.mean == pytest.approx(np.mean(lengths))
+        assert row.response_length.clip_ratio == pytest.approx(clip_ratio)
     # a step filter shows fewer steps, never other numbers for a shown step
     some = analyze([trace_dir], Options(cache=False, steps=(3, 4)))
     shown = [r for r in result.step_rollouts if r.step in (3, 4)]

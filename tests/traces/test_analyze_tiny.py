@@ -8,7 +8,7 @@ import pytest
 from recompute import read_rows
 
 from trace_instrument.traces import Options, analyze
-from trace_instrument.traces.model import Analysis
+from trace_instrument.traces.model import Analysis, ResponseLength
 
 BASE = 1_787_215_020_000  # simulate.BASE_EPOCH_MS
 
@@ -103,7 +103,7 @@ def test_funnel_and_in_flight(result: Analysis) -> None:
 def test_rollouts(result: Analysis) -> None:
     r = result.rollouts
     assert r is not None
-    stops = {s.reason: (s.count, s.ratio) for s in r.stop_reasons}
+    stops = {s.reason: (s.count, s.frac) for s in r.stop_reasons}
     assert stops == {"stop": (2, pytest.approx(2 / 3)), "length": (1, pytest.approx(1 / 3))}
     assert r.turns.quantiles == {
         "p50": 1.0,
@@ -113,8 +113,9 @@ def test_rollouts(result: Analysis) -> None:
     }  # turns [1, 1, 2]
     assert r.turns.mean == pytest.approx(4 / 3)
     assert r.turns_histogram.counts == (2, 1)
-    assert r.response_length.quantiles["p50"] == 150.0  # [20, 150, 300]
-    assert (r.response_length.min, r.response_length.max) == (20.0, 300.0)
+    assert r.completion_tokens.quantiles["p50"] == 150.0  # [20, 150, 300]
+    assert (r.completion_tokens.min, r.completion_tokens.max) == (20.0, 300.0)
+    assert r.response_length == ResponseLength(0, None, None, None, None)  # not recorded by these trajectories
     (tool,) = r.tools
     assert (tool.tool, tool.count, tool.max) == ("search", 1, 100)
     assert not r.sglang.collected and r.sglang.fields == {}

@@ -88,7 +88,7 @@ def test_parquet_tables(tiny_run: Path, tmp_path: Path) -> None:
     }
     assert count == {"events": 47, "trajectories": 3, "turns": 4, "steps": 2}  # test_analyze_tiny: 47 rows
     tokens = con.execute(
-        f"SELECT sample_id, response_tokens FROM '{target}/trajectories.parquet' ORDER BY 1"
+        f"SELECT sample_id, completion_tokens FROM '{target}/trajectories.parquet' ORDER BY 1"
     ).fetchall()
     assert [t for _, t in tokens] == [150, 300, 20]
     manifest = json.loads((target / "manifest.json").read_text())

@@ -2,7 +2,7 @@
 
 A signature keeps the literal parts that identify a call site (trace_flow's
 stage and detail, log_progress's message, log_step_window's phase and
-boundary) and drops the rest, so a point is still recognised after someone
+boundary, trace_agent_stop's reason) and drops the rest, so a point is still recognised after someone
 edits, say, its from_module argument.
 """
 
@@ -25,6 +25,7 @@ TRACKER_METHODS = frozenset(
         "fill_sglang_response",
         "stamp_end",
         "mark_skipped",
+        "set_stop_reason",
     }
 )
 
@@ -67,6 +68,8 @@ def call_signature(call: ast.Call, helper_names: frozenset[str] = frozenset()) -
         phase = _keyword_or_position(call, "phase", 1)
         boundary = _keyword_or_position(call, "boundary", 2)
         return f"log_step_window {_text(phase)} {_text(boundary)}"
+    if is_plain and name == "trace_agent_stop":
+        return f"trace_agent_stop {_text(_keyword_or_position(call, 'reason', 2))}"
     if is_plain and (name in TRACING_NAMES or name in helper_names):
         return name
     if not is_plain and name in TRACKER_METHODS:

@@ -26,6 +26,8 @@ UID_PATTERN = "^(.*)/[^/]*$"
 # format() of a missing value ('None', 'nan'), the trajectory placeholder ('N/A') and nothing at all.
 # Rows under such an id come from unrelated samples, so they never form a sample of their own.
 PLACEHOLDER_UIDS = ("unknown", "None", "nan", "N/A", "")
+# The stop reason of a trajectory that records neither an agent-loop reason nor a finish reason.
+UNKNOWN_STOP_REASON = "unknown"
 _MACRO = re.compile(r"\{\{\s*(\w+)\s*(?:\((.*?)\))?\s*\}\}", re.DOTALL)
 
 
@@ -116,6 +118,10 @@ class Dialect:
 
     def constants(self) -> dict[str, str]:
         return {"order_key": ORDER_KEY_SQL}
+
+    def stop_bucket(self, agent_reason: str, finish_reason: str) -> str:
+        """A trajectory's stop reason: the agent loop's, else the last turn's finish reason, else unknown."""
+        return f"coalesce(NULLIF({agent_reason}, ''), NULLIF({finish_reason}, ''), '{UNKNOWN_STOP_REASON}')"
 
     def is_placeholder(self, column: str) -> str:
         """Whether the sample id ``column`` has a placeholder uid (PLACEHOLDER_UIDS)."""

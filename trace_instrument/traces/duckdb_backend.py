@@ -42,6 +42,9 @@ PAYLOAD_SCHEMA = {
     "completed_at_ts": "DOUBLE",
     "total_time_ms": "DOUBLE",
     "turns": [_TURN_FIELDS],
+    "agent_stop_reason": "VARCHAR",
+    "response_length": "BIGINT",
+    "max_response_length": "BIGINT",
 }
 TOP_SCHEMA = {"prompt_uid": "VARCHAR", "sample_index": "BIGINT", "raw_message": "VARCHAR"}
 EXAMPLES = 3

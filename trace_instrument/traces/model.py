@@ -215,7 +215,7 @@ class Histogram:
 class StopReason:
     reason: str
     count: int
-    ratio: float
+    frac: float  # of the trajectories counted, so the fractions sum to 1
 
 
 @dataclass(frozen=True)
@@ -242,14 +242,28 @@ class SglangBreakdown:
 
 
 @dataclass(frozen=True)
+class ResponseLength:
+    """verl's ``response_length/*``: the response tokens the trainer sees (``len(response_ids)``:
+    completions and tool observations, cut at ``rollout.response_length``), over the trajectories
+    that recorded it (an addition to the seed's trajectory format; older traces have none)."""
+
+    trajectories: int
+    mean: float | None
+    min: float | None
+    max: float | None
+    clip_ratio: float | None  # share at the recorded budget; None when no trajectory recorded one
+
+
+@dataclass(frozen=True)
 class Rollouts:
     trajectories: int
     formats: dict[str, int]  # "raw_message" / "flat" lines
-    stop_reasons: tuple[StopReason, ...]
+    stop_reasons: tuple[StopReason, ...]  # the agent loop's reason, else the last finish reason, else unknown
     turns: Distribution
     turns_histogram: Histogram
-    response_length: Distribution
-    response_length_histogram: Histogram
+    completion_tokens: Distribution  # the sum of a trajectory's completion tokens (no tool observations)
+    completion_tokens_histogram: Histogram
+    response_length: ResponseLength
     tools: tuple[ToolTime, ...]
     sglang: SglangBreakdown
     completed_lines: int  # `Task ... is completed` progress lines
@@ -264,6 +278,7 @@ class StepRollouts:
     stop_reasons: tuple[StopReason, ...]  # fractions of this step's trajectories, summing to 1
     turns: Distribution  # turns per trajectory, p50/p90/p95/p99
     completion_tokens: Distribution  # the sum of a trajectory's completion tokens (no tool observations)
+    response_length: ResponseLength
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from trace_instrument.traces.discover import CACHE_DIR_NAME, Inputs, discover
 from trace_instrument.traces.model import Skipped, SourceFile, TraceInputError
 from trace_instrument.traces.options import GZIP_RATIO, Options
 
-CACHE_VERSION = "5"
+CACHE_VERSION = "6"
 
 
 # -- opening an engine on the inputs ---------------------------------------------------------------

@@ -21,6 +21,7 @@ from trace_instrument.traces.model import (
     InFlight,
     InFlightGroup,
     Latency,
+    ResponseLength,
     Rollouts,
     SglangBreakdown,
     Skipped,
@@ -322,9 +323,9 @@ def _rollouts(backend: Backend, progress: ProgressInfo) -> Rollouts | None:
     total = sum(int(c) for _, c in stops)
     turn_hist = {int(k): int(c) for k, c in backend.rows("turn_histogram") if k is not None}
     t_lo, t_hi = (min(turn_hist), max(turn_hist)) if turn_hist else (0, 0)
-    rl = backend.rows("response_length")[0]
+    rl = backend.rows("completion_tokens")[0]
     width = _nice_width(float(rl[3] or 0))
-    rl_bins = {int(b): int(c) for b, c in backend.rows("response_histogram", width=width)}
+    rl_bins = {int(b): int(c) for b, c in backend.rows("completion_histogram", width=width)}
     b_hi = max(rl_bins) if rl_bins else 0
     formats = {str(fmt): int(c) for fmt, c in backend.rows("trajectory_formats")}
     return Rollouts(
@@ -335,13 +336,25 @@ def _rollouts(backend: Backend, progress: ProgressInfo) -> Rollouts | None:
         turns_histogram=Histogram(
             tuple(float(k) for k in range(t_lo, t_hi + 2)), tuple(turn_hist.get(k, 0) for k in range(t_lo, t_hi + 1))
         ),
-        response_length=_dist(rl[0], rl[1], rl[2], rl[3], rl[4], TURN_QUANTILES),
-        response_length_histogram=Histogram(
+        completion_tokens=_dist(rl[0], rl[1], rl[2], rl[3], rl[4], TURN_QUANTILES),
+        completion_tokens_histogram=Histogram(
             tuple(float(b * width) for b in range(b_hi + 2)), tuple(rl_bins.get(b, 0) for b in range(b_hi + 1))
         ),
+        response_length=_response_length(*backend.rows("response_length")[0]),
         tools=tools,
         sglang=_sglang(backend),
         completed_lines=progress.completed,
+    )
+
+
+def _response_length(n: Any, mean: Any, lo: Any, hi: Any, budgeted: Any, clipped: Any) -> ResponseLength:
+    """verl's response_length figures from the count, mean, min, max, and clipped of budgeted."""
+    return ResponseLength(
+        trajectories=int(n or 0),
+        mean=None if mean is None else float(mean),
+        min=None if lo is None else float(lo),
+        max=None if hi is None else float(hi),
+        clip_ratio=int(clipped) / int(budgeted) if budgeted else None,
     )
 
 
@@ -358,7 +371,7 @@ def _step_rollouts(backend: Backend, selected: tuple[int, int] | None) -> tuple[
     for step, reason, n in backend.rows("step_stop_reasons"):
         reasons.setdefault(int(step), []).append((str(reason), int(n)))
     result = []
-    for step, n, t_mean, t_lo, t_hi, t_q, c_mean, c_lo, c_hi in backend.rows("step_rollouts"):
+    for step, n, t_mean, t_lo, t_hi, t_q, c_n, c_mean, c_lo, c_hi, *response in backend.rows("step_rollouts"):
         step, n = int(step), int(n)
         if selected and not selected[0] <= step <= selected[1]:
             continue
@@ -368,7 +381,8 @@ def _step_rollouts(backend: Backend, selected: tuple[int, int] | None) -> tuple[
                 trajectories=n,
                 stop_reasons=tuple(StopReason(r, c, c / n) for r, c in reasons.get(step, [])),
                 turns=_dist(n, t_mean, t_lo, t_hi, t_q, TURN_QUANTILES),
-                completion_tokens=_dist(n, c_mean, c_lo, c_hi, (), ()),
+                completion_tokens=_dist(c_n, c_mean, c_lo, c_hi, (), ()),
+                response_length=_response_length(*response),
             )
         )
     if not result and not reasons:

@@ -47,6 +47,7 @@ if _traj_key is not None:
             instance_id=self._trajectory_instance_id,
             config=self.config,
             agent_metrics=_agent_metrics,
+            agent_output=output,
         )
         self._trajectory_store.write(_traj)
     except Exception as _e:

@@ -332,7 +332,7 @@ def page(a: Analysis) -> str:
                 "stop-reasons",
                 "Stop reasons",
                 hbars(
-                    [(s.reason, float(s.count), f"{num(s.count)} ({s.ratio:.1%})") for s in r.stop_reasons],
+                    [(s.reason, float(s.count), f"{num(s.count)} ({s.frac:.1%})") for s in r.stop_reasons],
                     "stop reasons",
                     PALETTE[4],
                 ),
@@ -345,9 +345,9 @@ def page(a: Analysis) -> str:
             ),
             (
                 "",
-                "response-length",
-                "Response length per rollout (tokens)",
-                histogram(r.response_length_histogram, "response length"),
+                "completion-tokens",
+                "Completion tokens per rollout (no tool observations)",
+                histogram(r.completion_tokens_histogram, "completion tokens") + _table(by_key["response-length"]),
             ),
             (
                 "",

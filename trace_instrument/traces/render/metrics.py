@@ -1,4 +1,4 @@
-"""The JSON output: one object whose metric keys follow verl's naming (``stop_reason/length/ratio``)."""
+"""The JSON output: one object whose metric keys follow verl's naming (``stop_reason/length/frac``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from statistics import mean
 from typing import Any
 
 from trace_instrument.traces.events import short_name
-from trace_instrument.traces.model import Analysis, Distribution, StepRollouts
+from trace_instrument.traces.model import Analysis, Distribution, ResponseLength, StepRollouts, StopReason
 
 SCHEMA_VERSION = 1
 
@@ -33,11 +33,10 @@ def metrics(analysis: Analysis) -> dict[str, float]:
     out: dict[str, float] = {}
     r = analysis.rollouts
     if r is not None:
-        for stop in r.stop_reasons:
-            out[f"stop_reason/{stop.reason}/count"] = stop.count
-            out[f"stop_reason/{stop.reason}/ratio"] = stop.ratio
+        out.update(_stop_reason_keys(r.stop_reasons))
         out.update(_dist("num_turns", r.turns))
-        out.update(_dist("response_length", r.response_length))
+        out.update(_dist("completion_tokens", r.completion_tokens))
+        out.update(_response_length_keys(r.response_length))
         for tool in r.tools:
             base = f"tool_time_ms/{tool.tool}"
             out.update(
@@ -126,20 +125,35 @@ def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
     return out
 
 
+def _stop_reason_keys(stops: Sequence[StopReason]) -> dict[str, float]:
+    """``stop_reason/{reason}/count`` and ``/frac`` (the fractions sum to 1, ``unknown`` included)."""
+    out: dict[str, float] = {}
+    for stop in stops:
+        out[f"stop_reason/{stop.reason}/count"] = stop.count
+        out[f"stop_reason/{stop.reason}/frac"] = stop.frac
+    return out
+
+
+def _response_length_keys(length: ResponseLength) -> dict[str, float]:
+    """verl's ``response_length/mean|max|min|clip_ratio``, when the trajectories recorded it."""
+    values = {"mean": length.mean, "max": length.max, "min": length.min, "clip_ratio": length.clip_ratio}
+    return {f"response_length/{key}": value for key, value in values.items() if value is not None}
+
+
 def _step_rollout_keys(entry: dict[str, Any], step: StepRollouts | None) -> None:
-    """verl's per-step rollout keys: ``stop_reason/{reason}/count|ratio`` (ratios sum to 1) and
-    ``num_turns/*``; ``completion_tokens/*`` is the completion-only length (no tool observations)."""
+    """verl's per-step rollout keys: ``stop_reason/{reason}/count|frac`` (fractions sum to 1),
+    ``num_turns/*`` and ``response_length/*``; ``completion_tokens/*`` is the completion-only
+    length (no tool observations)."""
     if step is None:
         return
     entry["rollout/trajectories"] = step.trajectories
-    for stop in step.stop_reasons:
-        entry[f"stop_reason/{stop.reason}/count"] = stop.count
-        entry[f"stop_reason/{stop.reason}/ratio"] = stop.ratio
+    entry.update(_stop_reason_keys(step.stop_reasons))
     for name, dist in (("num_turns", step.turns), ("completion_tokens", step.completion_tokens)):
         for stat in ("mean", "min", "max"):
             entry[f"{name}/{stat}"] = getattr(dist, stat)
         for q, value in dist.quantiles.items():
             entry[f"{name}/{q}"] = value
+    entry.update(_response_length_keys(step.response_length))
 
 
 def to_json(analysis: Analysis) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from trace_instrument.traces.model import Analysis, Header, Run
+from trace_instrument.traces.model import Analysis, Header, ResponseLength, Run
 
 
 @dataclass(frozen=True)
@@ -103,23 +103,52 @@ def header_lines(h: Header) -> list[str]:
     return lines
 
 
+def _clip(length: ResponseLength) -> str:
+    return "-" if length.clip_ratio is None else f"{length.clip_ratio:.1%}"
+
+
+def _response_length_section(length: ResponseLength) -> Section:
+    return Section(
+        "response-length",
+        "Response length (verl's response_length: response tokens the trainer sees, tool observations included)",
+        ("trajectories", "mean", "min", "max", "clip ratio"),
+        ((num(length.trajectories), num(length.mean), num(length.min), num(length.max), _clip(length)),)
+        if length.trajectories
+        else (),
+    )
+
+
 def _step_rollouts_section(a: Analysis) -> Section:
     basis = "the step that trained them" if a.step_rollouts_by == "train_step" else "their own global_step"
     return Section(
         "rollouts-per-step",
         f"Rollouts per step (trajectories counted in {basis})",
-        ("step", "trajectories", "stop reasons", "turns mean", "p50", "p90", "p99", "max", "completion tokens mean"),
+        (
+            "step",
+            "trajectories",
+            "stop reasons",
+            "turns mean",
+            "p50",
+            "p90",
+            "p99",
+            "max",
+            "completion tokens mean",
+            "response length mean",
+            "clip ratio",
+        ),
         tuple(
             (
                 str(r.step),
                 num(r.trajectories),
-                ", ".join(f"{s.reason} {s.ratio:.0%}" for s in r.stop_reasons),
+                ", ".join(f"{s.reason} {s.frac:.0%}" for s in r.stop_reasons),
                 num(r.turns.mean, 2),
                 num(r.turns.quantiles.get("p50")),
                 num(r.turns.quantiles.get("p90")),
                 num(r.turns.quantiles.get("p99")),
                 num(r.turns.max),
                 num(r.completion_tokens.mean),
+                num(r.response_length.mean),
+                _clip(r.response_length),
             )
             for r in a.step_rollouts
         ),
@@ -215,12 +244,12 @@ def sections(a: Analysis) -> list[Section]:
             Section(
                 "stop-reasons",
                 "Stop reasons",
-                ("reason", "count", "ratio"),
-                tuple((s.reason, num(s.count), f"{s.ratio:.1%}") for s in r.stop_reasons),
+                ("reason", "count", "fraction"),
+                tuple((s.reason, num(s.count), f"{s.frac:.1%}") for s in r.stop_reasons),
             )
         )
         dist_rows = []
-        for name, d in (("turns per trajectory", r.turns), ("response length (tokens)", r.response_length)):
+        for name, d in (("turns per trajectory", r.turns), ("completion tokens", r.completion_tokens)):
             dist_rows.append(
                 (
                     name,
@@ -239,6 +268,7 @@ def sections(a: Analysis) -> list[Section]:
                 tuple(dist_rows),
             )
         )
+        out.append(_response_length_section(r.response_length))
         out.append(
             Section(
                 "tool-time",

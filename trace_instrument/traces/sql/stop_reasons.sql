@@ -1,5 +1,5 @@
--- Stop reason of each trajectory: its last turn's finish_reason (empty or missing: unknown).
-SELECT coalesce(NULLIF(stop_reason, ''), 'unknown') AS reason, count(*) AS n
+-- Trajectories by stop reason (the agent loop's, else the last turn's finish reason, else unknown).
+SELECT stop_reason AS reason, count(*) AS n
 FROM trajectories
-GROUP BY coalesce(NULLIF(stop_reason, ''), 'unknown')
+GROUP BY stop_reason
 ORDER BY n DESC, reason

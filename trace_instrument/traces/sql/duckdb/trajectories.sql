@@ -26,8 +26,10 @@ SELECT rowid AS traj_id, file_id,
        p.request_id AS request_id, p.n_samples AS n_samples, p.global_step AS global_step,
        p.created_at_ts AS created_at_ts, p.completed_at_ts AS completed_at_ts, p.total_time_ms AS total_time_ms,
        coalesce(len(p.turns), 0) AS n_turns,
-       CAST(list_sum(list_transform(p.turns, lambda t: t.completion_token_count)) AS BIGINT) AS response_tokens,
-       p.turns[-1].finish_reason AS stop_reason,
+       CAST(list_sum(list_transform(p.turns, lambda t: t.completion_token_count)) AS BIGINT) AS completion_tokens,
+       p.turns[-1].finish_reason AS finish_reason, p.agent_stop_reason AS agent_stop_reason,
+       {{stop_bucket(p.agent_stop_reason, p.turns[-1].finish_reason)}} AS stop_reason,
+       p.response_length AS response_length, p.max_response_length AS max_response_length,
        list_sum(list_transform(p.turns, lambda t: t.observation_time_ms)) AS observation_ms
 FROM traj_lines
 WHERE p IS NOT NULL AND (p.request_id IS NOT NULL OR p.turns IS NOT NULL);

@@ -4,7 +4,9 @@ SELECT CAST(NULL AS BIGINT) AS traj_id, CAST(NULL AS INT) AS file_id, CAST(NULL 
        CAST(NULL AS STRING) AS prompt_uid, CAST(NULL AS BIGINT) AS sample_index, CAST(NULL AS STRING) AS request_id,
        CAST(NULL AS BIGINT) AS n_samples, CAST(NULL AS BIGINT) AS global_step, CAST(NULL AS DOUBLE) AS created_at_ts,
        CAST(NULL AS DOUBLE) AS completed_at_ts, CAST(NULL AS DOUBLE) AS total_time_ms, CAST(NULL AS BIGINT) AS n_turns,
-       CAST(NULL AS BIGINT) AS response_tokens, CAST(NULL AS STRING) AS stop_reason,
+       CAST(NULL AS BIGINT) AS completion_tokens, CAST(NULL AS STRING) AS finish_reason,
+       CAST(NULL AS STRING) AS agent_stop_reason, CAST(NULL AS STRING) AS stop_reason,
+       CAST(NULL AS BIGINT) AS response_length, CAST(NULL AS BIGINT) AS max_response_length,
        CAST(NULL AS DOUBLE) AS observation_ms
 WHERE FALSE;
 CREATE TABLE turns_all AS

@@ -20,8 +20,10 @@ SELECT line_no AS traj_id, file_id, fmt, prompt_uid, sample_index,
        coalesce(size(p.turns), 0) AS n_turns,
        aggregate(p.turns, CAST(NULL AS BIGINT),
                  (acc, t) -> CASE WHEN t.completion_token_count IS NULL THEN acc
-                                  ELSE coalesce(acc, 0) + t.completion_token_count END) AS response_tokens,
-       element_at(p.turns, -1).finish_reason AS stop_reason,
+                                  ELSE coalesce(acc, 0) + t.completion_token_count END) AS completion_tokens,
+       element_at(p.turns, -1).finish_reason AS finish_reason, p.agent_stop_reason AS agent_stop_reason,
+       {{stop_bucket(p.agent_stop_reason, element_at(p.turns, -1).finish_reason)}} AS stop_reason,
+       p.response_length AS response_length, p.max_response_length AS max_response_length,
        aggregate(p.turns, CAST(NULL AS DOUBLE),
                  (acc, t) -> CASE WHEN t.observation_time_ms IS NULL THEN acc
                                   ELSE coalesce(acc, 0) + t.observation_time_ms END) AS observation_ms
