@@ -69,6 +69,10 @@ class TrajPlan:
     train_step: int | None = None  # None = never trained
     agent_stop: str | None = None  # why the agent loop ended (None: a loop that records none)
     response_length: int | None = None  # verl's: len(response_ids), cut at the budget
+    start_step: int | None = None  # the step its rollout started in, when earlier than gen_step (partial rollout)
+
+    def started_step(self) -> int:
+        return self.gen_step if self.start_step is None else self.start_step
 
 
 @dataclass
@@ -130,6 +134,7 @@ class SimConfig:
     text_chars: int = 40
     max_response_length: int | None = 2048  # None: trajectories record no response length
     agent_stop_prob: float = 0.85  # trajectories whose agent loop records why it ended
+    spanning_prob: float = 0.1  # async only: rollouts that started a step before the one they completed in
 
 
 # -- planning ------------------------------------------------------------------------------------
@@ -255,6 +260,8 @@ def _plan_agent_stops(cfg: SimConfig, trajs: list[TrajPlan]) -> None:
     generator of their own (the rest of the plan stays what the seed gave before they existed)."""
     rng = random.Random(f"{cfg.seed}-agent-stop")
     for traj in trajs:
+        if cfg.mode != "sync" and traj.gen_step > 1 and rng.random() < cfg.spanning_prob:
+            traj.start_step = traj.gen_step - 1
         full = sum(t.completion_tokens for t in traj.turns) + OBSERVATION_TOKENS * (len(traj.turns) - 1)
         budget = cfg.max_response_length
         traj.response_length = full if budget is None else min(full, budget)
@@ -480,7 +487,7 @@ def worker_actions(plan: RunPlan, worker: int) -> list[tuple]:
                     "AgentLoopWorkerTQ",
                     "AGENT_LOOP",
                     f"session_started_session_id={ix}_rollout_n={plan.rollout_n}",
-                    traj.gen_step,
+                    traj.started_step(),
                 )
             )
         else:
@@ -493,7 +500,7 @@ def worker_actions(plan: RunPlan, worker: int) -> list[tuple]:
                     agent,
                     "AGENT_LOOP",
                     "agent_task_started",
-                    traj.gen_step,
+                    traj.started_step(),
                 )
             )
         acts.append((traj.start_ms, "register", (key, traj.uid, ix, traj.gen_step)))

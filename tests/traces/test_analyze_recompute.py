@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import simulate
 
 from trace_instrument.traces import Options, analyze
 from trace_instrument.traces.model import Analysis
+from trace_instrument.traces.render.metrics import step_metrics
 
 
 @pytest.fixture(scope="module")
@@ -161,3 +163,72 @@ def test_per_step_rollouts_match_recomputation(run) -> None:
     assert [(r.step, r.trajectories, r.stop_reasons, r.turns.quantiles) for r in some.step_rollouts] == [
         (r.step, r.trajectories, r.stop_reasons, r.turns.quantiles) for r in shown
     ]
+
+
+TRAINING_STAGES = (
+    "TRAIN_SAMPLE",
+    "TRAIN_REWARD",
+    "TRAIN_LOGPROB",
+    "TRAIN_REF_LOGPROB",
+    "TRAIN_ADVANTAGE",
+    "TRAIN_UPDATE",
+)
+STAGE_NAMES = dict(
+    zip(TRAINING_STAGES, ("sample", "reward", "old_log_prob", "ref", "adv", "update_actor"), strict=True)
+)
+
+
+def test_training_per_step_matches_recomputation(run) -> None:
+    """Reward scores, staleness (with rollouts spanning weight versions) and the row-to-row stage
+    times of each step, recomputed from the CSV rows with plain Python."""
+    trace_dir, _, result = run
+    rows = recompute.read_rows(trace_dir)
+    trained = {r["sample_id"]: r["step"] for r in rows if r["stage"] == "TRAIN_UPDATE"}
+    # reward: the last ROLLOUT_REWARD row's score, counted in the step that trained the sample
+    scored: dict[str, tuple[int, float]] = {}
+    for r in sorted((r for r in rows if r["stage"] == "ROLLOUT_REWARD"), key=lambda r: r["ts"]):
+        scored[r["sample_id"]] = (r["ts"], float(r["detail"].split("=", 1)[1]))
+    scores: dict[int, list[float]] = {}
+    for sample_id, (_, score) in scored.items():
+        if sample_id in trained:
+            scores.setdefault(trained[sample_id], []).append(score)
+    by_step = {r.step: r for r in result.step_rollouts}
+    assert set(scores) <= set(by_step) and len(scores) > 2
+    for step, values in scores.items():
+        score = by_step[step].score
+        assert (score.count, score.min, score.max) == (len(values), min(values), max(values))
+        assert score.mean == pytest.approx(np.mean(values))
+    # staleness per train step: completed step of the trajectory; spanning: it started earlier
+    started = {r["sample_id"]: r["step"] for r in rows if r["detail"].startswith("session_started")}
+    completed = {r["sample_id"]: r["step"] for r in rows if r["detail"] == "agent_run_completed"}
+    lags: dict[int, list[int]] = {}
+    spanning: Counter[int] = Counter()
+    for sample_id, step in trained.items():
+        if sample_id in completed:
+            lags.setdefault(step, []).append(step - completed[sample_id])
+            spanning[step] += completed[sample_id] > started[sample_id]
+    assert sum(spanning.values()) > 0
+    entries = {e["step"]: e for e in step_metrics(result)}
+    for step, values in lags.items():
+        entry = entries[step]
+        assert (entry["staleness/min"], entry["staleness/max"]) == (min(values), max(values))
+        assert entry["staleness/mean"] == pytest.approx(np.mean(values))
+        assert {k: entry[f"staleness/{k}/count"] for k in set(values)} == dict(Counter(values))
+        assert entry["staleness/spanning_versions/count"] == spanning[step]
+        assert entry["staleness/spanning_versions/frac"] == pytest.approx(spanning[step] / len(values))
+    # stage times: each stage's last row after the previous stage's last row; the sync's first row
+    for window in result.steps:
+        marks = []
+        for stage in TRAINING_STAGES:
+            times = [r["ts"] for r in rows if r["stage"] == stage and r["step"] == window.step]
+            if times:
+                marks.append((STAGE_NAMES[stage], max(times)))
+        syncs = [r["ts"] for r in rows if r["stage"] == "SYNC_PARAMS" and r["step"] == window.step]
+        if syncs:
+            marks.append(("update_weights", min(syncs)))
+        expected = [(b[0], b[1] - a[1]) for a, b in itertools.pairwise(marks) if b[1] >= a[1]]
+        assert [(t.stage, t.ms) for t in window.stages] == expected
+        assert {k: v for k, v in entries[window.step].items() if k.startswith("stage_s/")} == {
+            f"stage_s/{name}": ms / 1000 for name, ms in expected
+        }
+    assert any(len(w.stages) >= 5 for w in result.steps)

@@ -23,9 +23,9 @@ def test_report_renders_offline_in_chromium(sim_run: tuple[Path, simulate.RunPla
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text), "the page must not load anything"
     assert "<link" not in text and "@import" not in text
     charts = text.count('<svg class="chart"')
-    # gantt, the 12 busiest latencies, funnel, never trained, stop reasons, turns, length, tools, staleness,
-    # throughput per step and per worker
-    assert charts == 1 + 12 + 2 + 4 + 1 + 2
+    # gantt, reward score per step, the 12 busiest latencies, funnel, never trained, stop reasons,
+    # turns, completion tokens, tools, turns per step, staleness, throughput per step and per worker
+    assert charts == 1 + 1 + 12 + 2 + 4 + 1 + 1 + 2
     dom, console = chromium.dom_and_console(page)
     assert f'data-charts="{charts}"' in dom
     assert f'data-charts-rendered="{charts}"' in dom  # every chart laid out with a size

@@ -80,6 +80,18 @@ def event_codes_in(sql: str) -> str:
     return _EVENT_MACRO.sub(lambda m: ", ".join(str(int(Event[n.strip()])) for n in m.group(1).split(",")), sql)
 
 
+# The training stages a step's rows mark the end of, named by the suffix of verl's `timing_s/*` key
+# for that stage (`sample` is v1's replay-buffer fetch; the weight sync is `update_weights`).
+STAGE_KEYS: dict[int, str] = {
+    Event.TRAIN_SAMPLE: "sample",
+    Event.TRAIN_REWARD: "reward",
+    Event.TRAIN_LOGPROB: "old_log_prob",
+    Event.TRAIN_REF_LOGPROB: "ref",
+    Event.TRAIN_ADVANTAGE: "adv",
+    Event.TRAIN_UPDATE: "update_actor",
+    Event.SYNC_PARAMS: "update_weights",
+}
+
 MILESTONES = ("generated", "dispatched", "agent loop started", "agent loop completed", "reward", "trained")
 
 

@@ -118,6 +118,17 @@ class Header:
 
 
 @dataclass(frozen=True)
+class StageTime:
+    """One training stage of a step, row to row: from the last row of the stage before it in the
+    step (for the weight sync: the last TRAIN_UPDATE row) to this stage's last row (the sync's first).
+    verl's ``timing_s/{stage}`` times the stage's own block; this also holds the trainer's work
+    between two blocks, and the step's first stage has no row before it to time from."""
+
+    stage: str  # events.STAGE_KEYS: reward, old_log_prob, ref, adv, update_actor, update_weights, ...
+    ms: int
+
+
+@dataclass(frozen=True)
 class StepWindow:
     """One global step: its rollout and training windows as seen by the CSV rows, and the progress lines."""
 
@@ -136,6 +147,7 @@ class StepWindow:
     progress: str  # "complete", "partial" or "absent": the 4 `Step N ...` lines
     progress_order_ok: bool | None  # the lines' order agrees with the CSV windows
     gen_throughput: float | None  # the `gen throughput (token/s)` line of this step
+    stages: tuple[StageTime, ...] = ()  # in pipeline order
 
     @property
     def rollout_ms(self) -> int | None:
@@ -279,6 +291,7 @@ class StepRollouts:
     turns: Distribution  # turns per trajectory, p50/p90/p95/p99
     completion_tokens: Distribution  # the sum of a trajectory's completion tokens (no tool observations)
     response_length: ResponseLength
+    score: Distribution  # verl's critic/score: the reward score of the step's scored samples (ROLLOUT_REWARD rows)
 
 
 @dataclass(frozen=True)
@@ -286,6 +299,7 @@ class StalenessRow:
     train_step: int
     staleness: int
     count: int
+    spanning: int = 0  # of them, rollouts that completed in a later step than they started (several weight versions)
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 from trace_instrument.traces.backend import Backend, LoadReport
 from trace_instrument.traces.discover import Inputs, locate_line
-from trace_instrument.traces.events import EVENT_NAMES, MILESTONES, event_name, in_flight_state
+from trace_instrument.traces.events import EVENT_NAMES, MILESTONES, STAGE_KEYS, event_name, in_flight_state
 from trace_instrument.traces.model import (
     Analysis,
     ClockSkew,
@@ -27,6 +28,7 @@ from trace_instrument.traces.model import (
     Skipped,
     SlowTrajectory,
     SourceFile,
+    StageTime,
     StalenessRow,
     StepRollouts,
     StepThroughput,
@@ -57,12 +59,14 @@ def compute(backend: Backend, selection: RunSelection, report: LoadReport, optio
     lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))
     backend.select_steps(None)
     step_rows = _step_rows(backend)
+    stage_rows = backend.rows("step_stages")
     throughput_rows = backend.rows("throughput_steps")
     step_rollouts_by, step_rollouts = _step_rollouts(backend, options.steps)
+    staleness = _staleness(backend, options.steps)
     trajectory_steps = {int(s) for (s,) in backend.rows("trajectory_steps")}
     _check_steps(options.steps, set(step_rows) | trajectory_steps | {line.step for line in progress.step_lines})
     backend.select_steps(options.steps)
-    steps = _step_windows(step_rows, progress, options.steps)
+    steps = _with_stages(_step_windows(step_rows, progress, options.steps), stage_rows)
     latencies = _latencies(backend)
     rollouts = _rollouts(backend, progress)
     header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, rollouts, files)
@@ -87,7 +91,7 @@ def compute(backend: Backend, selection: RunSelection, report: LoadReport, optio
         in_flight=groups,
         in_flight_oldest=oldest,
         rollouts=rollouts,
-        staleness=tuple(StalenessRow(int(a), int(b), int(n)) for a, b, n in backend.rows("staleness")),
+        staleness=staleness,
         step_throughput=_step_throughput(throughput_rows, progress, options.steps),
         worker_throughput=_worker_throughput(backend, inputs),
         engine=backend.name,
@@ -139,6 +143,23 @@ def _union_overlap(start: int, end: int, windows: list[tuple[int, int]]) -> int:
             covered += hi - lo
             cursor = hi
     return covered
+
+
+def _with_stages(windows: tuple[StepWindow, ...], stage_rows: list[tuple[Any, ...]]) -> tuple[StepWindow, ...]:
+    """The windows with their stage times (model.StageTime): each stage from the row of the stage
+    before it in the same step; a stage whose row comes before that row (clock skew) is left out."""
+    marks: dict[int, list[tuple[int, int]]] = {}
+    for step, code, ts in stage_rows:
+        marks.setdefault(int(step), []).append((int(code), int(ts)))
+    return tuple(replace(w, stages=_stage_times(sorted(marks.get(w.step, ())))) for w in windows)
+
+
+def _stage_times(marks: list[tuple[int, int]]) -> tuple[StageTime, ...]:
+    times = []
+    for (_, before), (code, ts) in itertools.pairwise(marks):
+        if ts >= before:
+            times.append(StageTime(STAGE_KEYS[code], ts - before))
+    return tuple(times)
 
 
 def _step_rows(backend: Backend) -> dict[int, tuple[Any, ...]]:
@@ -358,6 +379,19 @@ def _response_length(n: Any, mean: Any, lo: Any, hi: Any, budgeted: Any, clipped
     )
 
 
+def _staleness(backend: Backend, selected: tuple[int, int] | None) -> tuple[StalenessRow, ...]:
+    """Staleness by train step over the whole run (a shown step's figures never depend on the
+    filter), for the train steps ``selected``."""
+    rows = (StalenessRow(int(a), int(b), int(n), int(c)) for a, b, n, c in backend.rows("staleness"))
+    return tuple(r for r in rows if not selected or selected[0] <= r.train_step <= selected[1])
+
+
+def _score(row: tuple[Any, ...] | None) -> Distribution:
+    """The count, mean, min and max of a step's reward scores (none: an empty distribution)."""
+    n, mean, lo, hi = row if row is not None else (0, None, None, None)
+    return _dist(n, mean, lo, hi, (), ())
+
+
 def _step_rollouts(backend: Backend, selected: tuple[int, int] | None) -> tuple[str | None, tuple[StepRollouts, ...]]:
     """Per step, over the whole run (the views must show all of it): stop reasons, turns, completion tokens.
 
@@ -371,6 +405,7 @@ def _step_rollouts(backend: Backend, selected: tuple[int, int] | None) -> tuple[
     for step, reason, n in backend.rows("step_stop_reasons"):
         reasons.setdefault(int(step), []).append((str(reason), int(n)))
     result = []
+    scores = {int(r[0]): r[1:] for r in backend.rows("step_scores", by_train="TRUE" if by_train else "FALSE")}
     for step, n, t_mean, t_lo, t_hi, t_q, c_n, c_mean, c_lo, c_hi, *response in backend.rows("step_rollouts"):
         step, n = int(step), int(n)
         if selected and not selected[0] <= step <= selected[1]:
@@ -383,6 +418,7 @@ def _step_rollouts(backend: Backend, selected: tuple[int, int] | None) -> tuple[
                 turns=_dist(n, t_mean, t_lo, t_hi, t_q, TURN_QUANTILES),
                 completion_tokens=_dist(c_n, c_mean, c_lo, c_hi, (), ()),
                 response_length=_response_length(*response),
+                score=_score(scores.get(step)),
             )
         )
     if not result and not reasons:

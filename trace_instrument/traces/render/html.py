@@ -276,6 +276,32 @@ document.addEventListener('DOMContentLoaded', function () {
 """
 
 
+def _score_trend(a: Analysis) -> str:
+    """Mean reward score per step (bars; steps without scored samples are left out)."""
+    scored = [(r.step, r.score.mean) for r in a.step_rollouts if r.score.count and r.score.mean is not None]
+    # bars start at zero: negative scores would be drawn wrong, so then the table alone shows them
+    if not scored or min(score for _, score in scored) < 0:
+        return ""
+    return bars(
+        [str(step) for step, _ in scored],
+        [score for _, score in scored],
+        "mean reward score per step",
+        "",
+        PALETTE[2],
+    )
+
+
+def _turns_trend(a: Analysis) -> str:
+    """Mean turns per trajectory per step."""
+    return bars(
+        [str(r.step) for r in a.step_rollouts],
+        [r.turns.mean or 0.0 for r in a.step_rollouts],
+        "mean turns per trajectory per step",
+        " turns",
+        PALETTE[4],
+    )
+
+
 def page(a: Analysis) -> str:
     """The whole report as one HTML document."""
     h = a.header
@@ -283,6 +309,7 @@ def page(a: Analysis) -> str:
     r = a.rollouts
     blocks = [
         ("wide", "step-windows", "Step windows", gantt(a) + _table(by_key["step-windows"])),
+        ("wide", "training-per-step", "Training per step", _score_trend(a) + _table(by_key["training-per-step"])),
         (
             "wide",
             "stage-latencies",
@@ -364,6 +391,15 @@ def page(a: Analysis) -> str:
             ),
             ("", "sglang-timing", "sglang timing", _table(by_key["sglang-timing"])),
         ]
+    if "rollouts-per-step" in by_key:
+        blocks.append(
+            (
+                "wide",
+                "rollouts-per-step",
+                by_key["rollouts-per-step"].title,
+                _turns_trend(a) + _table(by_key["rollouts-per-step"]),
+            )
+        )
     blocks += [
         ("", "staleness", "Staleness (train step − generation step)", stacked(a)),
         (

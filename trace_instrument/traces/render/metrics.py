@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from statistics import mean
 from typing import Any
 
 from trace_instrument.traces.events import short_name
-from trace_instrument.traces.model import Analysis, Distribution, ResponseLength, StepRollouts, StopReason
+from trace_instrument.traces.model import (
+    Analysis,
+    Distribution,
+    ResponseLength,
+    StalenessRow,
+    StepRollouts,
+    StepWindow,
+    StopReason,
+)
 
 SCHEMA_VERSION = 1
 
@@ -91,13 +99,57 @@ def short_name_of(event: str) -> str:
     return event.split(":", 1)[-1]
 
 
+@dataclass(frozen=True)
+class StepStaleness:
+    """The staleness of the trajectories one step trained."""
+
+    trained: int
+    min: int
+    mean: float
+    max: int
+    counts: dict[int, int]  # staleness -> trajectories
+    spanning: int  # rollouts that completed in a later step than they started
+
+
+def step_staleness(rows: Sequence[StalenessRow]) -> StepStaleness | None:
+    """One train step's StalenessRows summed up; None when it trained none with a known generation step."""
+    n = sum(r.count for r in rows)
+    if not n:
+        return None
+    return StepStaleness(
+        trained=n,
+        min=min(r.staleness for r in rows),
+        mean=sum(r.staleness * r.count for r in rows) / n,
+        max=max(r.staleness for r in rows),
+        counts={r.staleness: r.count for r in sorted(rows, key=lambda r: r.staleness)},
+        spanning=sum(r.spanning for r in rows),
+    )
+
+
+def _staleness_keys(lag: StepStaleness | None) -> dict[str, Any]:
+    """``staleness/{min,mean,max}``, ``staleness/{k}/count`` per weight-version lag and
+    ``staleness/spanning_versions/{count,frac}``; the mean and max are None with no trained trajectory."""
+    if lag is None:
+        return {"staleness/mean": None, "staleness/max": None}
+    out: dict[str, Any] = {"staleness/min": lag.min, "staleness/mean": lag.mean, "staleness/max": lag.max}
+    out.update({f"staleness/{k}/count": c for k, c in lag.counts.items()})
+    out["staleness/spanning_versions/count"] = lag.spanning
+    out["staleness/spanning_versions/frac"] = lag.spanning / lag.trained
+    return out
+
+
+def _stage_keys(window: StepWindow) -> dict[str, float]:
+    """``stage_s/{stage}``: the step's training stages row to row (model.StageTime), seconds."""
+    return {f"stage_s/{t.stage}": t.ms / 1000 for t in window.stages}
+
+
 def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
     """Per global step: verl-style keys for its windows, staleness and throughput."""
     throughput = {t.step: t for t in analysis.step_throughput}
     rollouts = {r.step: r for r in analysis.step_rollouts}
-    stale: dict[int, list[tuple[int, int]]] = {}
+    stale: dict[int, list[StalenessRow]] = {}
     for row in analysis.staleness:
-        stale.setdefault(row.train_step, []).append((row.staleness, row.count))
+        stale.setdefault(row.train_step, []).append(row)
     out = []
     for s in analysis.steps:
         entry: dict[str, Any] = {"step": s.step}
@@ -117,10 +169,8 @@ def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
         entry["throughput/gen_tokens_per_s"] = t.tokens_per_s if t else None
         entry["throughput/progress_tokens_per_s"] = s.gen_throughput
         _step_rollout_keys(entry, rollouts.get(s.step))
-        rows = stale.get(s.step, [])
-        n = sum(c for _, c in rows)
-        entry["staleness/mean"] = sum(v * c for v, c in rows) / n if n else None
-        entry["staleness/max"] = max((v for v, _ in rows), default=None)
+        entry.update(_staleness_keys(step_staleness(stale.get(s.step, []))))
+        entry.update(_stage_keys(s))
         out.append(entry)
     return out
 
@@ -154,6 +204,9 @@ def _step_rollout_keys(entry: dict[str, Any], step: StepRollouts | None) -> None
         for q, value in dist.quantiles.items():
             entry[f"{name}/{q}"] = value
     entry.update(_response_length_keys(step.response_length))
+    if step.score.count:
+        for stat in ("mean", "max", "min"):
+            entry[f"critic/score/{stat}"] = getattr(step.score, stat)
 
 
 def to_json(analysis: Analysis) -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from trace_instrument.traces.model import Analysis, Header, ResponseLength, Run
+from trace_instrument.traces.events import STAGE_KEYS
+from trace_instrument.traces.model import Analysis, Header, ResponseLength, Run, StalenessRow
+from trace_instrument.traces.render.metrics import step_staleness
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,43 @@ def _step_rollouts_section(a: Analysis) -> Section:
             )
             for r in a.step_rollouts
         ),
+    )
+
+
+def _stage_columns(a: Analysis) -> list[str]:
+    """The stages any shown step timed, in pipeline order."""
+    order = list(STAGE_KEYS.values())
+    return sorted({t.stage for w in a.steps for t in w.stages}, key=order.index)
+
+
+def _training_section(a: Analysis) -> Section:
+    scores = {r.step: r.score for r in a.step_rollouts}
+    stale: dict[int, list[StalenessRow]] = {}
+    for row in a.staleness:
+        stale.setdefault(row.train_step, []).append(row)
+    stages = _stage_columns(a)
+    rows = []
+    for w in a.steps:
+        score = scores.get(w.step)
+        lag = step_staleness(stale.get(w.step, []))
+        times = {t.stage: t.ms for t in w.stages}
+        rows.append(
+            (
+                str(w.step),
+                num(score.mean, 3) if score and score.count else "-",
+                num(score.min, 3) if score and score.count else "-",
+                num(score.max, 3) if score and score.count else "-",
+                "-" if lag is None else f"{lag.min} / {num(lag.mean, 2)} / {lag.max}",
+                "-" if lag is None else num(lag.spanning),
+                *(ms(times.get(stage)) for stage in stages),
+            )
+        )
+    return Section(
+        "training-per-step",
+        "Training per step: reward score, staleness (min / mean / max), rollouts spanning weight versions, "
+        "stage times (row to row)",
+        ("step", "score mean", "min", "max", "staleness", "spanning", *stages),
+        tuple(rows),
     )
 
 
@@ -313,6 +352,7 @@ def sections(a: Analysis) -> list[Section]:
     values = sorted({row.staleness for row in a.staleness})
     if a.step_rollouts:
         out.append(_step_rollouts_section(a))
+    out.append(_training_section(a))
     out.append(
         Section(
             "staleness",

@@ -1,0 +1,14 @@
+-- Per step: the reward score of each scored sample (its last ROLLOUT_REWARD row's
+-- reward_score_computed_score=X), counted in the step that trained it, or, when {{by_train}} is
+-- FALSE, the step that generated it (as the per-step rollouts count).
+SELECT step, count(*) AS n, avg(score), min(score), max(score)
+FROM (SELECT CASE WHEN {{by_train}} THEN e.train_step ELSE e.gen_step END AS step, s.score
+      FROM (SELECT ev.sample_id, max_by(TRY_CAST(c.param AS DOUBLE), ev.ts) AS score
+            FROM events AS ev
+            JOIN contents AS c ON c.cid = ev.cid
+            WHERE ev.code = {{event(ROLLOUT_REWARD)}}
+            GROUP BY ev.sample_id) AS s
+      JOIN entities AS e ON e.sample_id = s.sample_id) AS scored
+WHERE step IS NOT NULL AND score IS NOT NULL
+GROUP BY step
+ORDER BY step
