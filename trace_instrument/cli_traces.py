@@ -102,6 +102,9 @@ def analyze_command(
     steps: StepsOpt = None,
     fmt: Annotated[AnalyzeFormat, typer.Option("--format", help="text, json or markdown.")] = AnalyzeFormat.text,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
+    csv_dir: Annotated[
+        Path | None, typer.Option("--csv", help="Also write every view as a CSV file into this folder.")
+    ] = None,
     engine: Annotated[Engine, typer.Option("--engine", help="duckdb (default) or spark (the spark extra).")] = (
         Engine.duckdb
     ),
@@ -118,6 +121,9 @@ def analyze_command(
     from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT, MultipleRunsError, TraceInputError
 
     _output_parent(html, "--html")
+    _output_parent(csv_dir, "--csv")
+    if csv_dir is not None and csv_dir.exists() and not csv_dir.is_dir():
+        raise typer.BadParameter(f"{csv_dir} is not a folder", param_hint="--csv")
     options = Options(
         steps=_steps(steps),
         run=run,
@@ -157,6 +163,11 @@ def analyze_command(
 
         write_html(result, html)
         err.print(f"wrote {html}", markup=False)
+    if csv_dir is not None:
+        from trace_instrument.traces.render.csvs import write_csvs
+
+        written = write_csvs(result, csv_dir)
+        err.print(f"wrote {len(written)} CSV files into {csv_dir}", markup=False)
 
 
 def export_command(

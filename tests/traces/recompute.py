@@ -126,3 +126,21 @@ def response_lengths(trajs: list[dict]) -> tuple[list[int], float | None]:
     budgeted = [t for t in trajs if t.get("response_length") is not None and t.get("max_response_length") is not None]
     clipped = sum(t["response_length"] == t["max_response_length"] for t in budgeted)
     return lengths, (clipped / len(budgeted) if budgeted else None)
+
+
+def trained_steps(rows: list[dict]) -> dict[str, int]:
+    """Sample id -> the step of its TRAIN_UPDATE row."""
+    return {r["sample_id"]: r["step"] for r in rows if r["stage"] == "TRAIN_UPDATE"}
+
+
+def step_scores(rows: list[dict]) -> dict[int, list[float]]:
+    """Per train step, the reward score of each trained sample: its last ROLLOUT_REWARD row's."""
+    scored: dict[str, float] = {}
+    for r in sorted((r for r in rows if r["stage"] == "ROLLOUT_REWARD"), key=lambda r: r["ts"]):
+        scored[r["sample_id"]] = float(r["detail"].split("=", 1)[1])
+    trained = trained_steps(rows)
+    out: dict[int, list[float]] = {}
+    for sample_id, score in scored.items():
+        if sample_id in trained:
+            out.setdefault(trained[sample_id], []).append(score)
+    return out

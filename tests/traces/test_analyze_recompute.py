@@ -183,15 +183,9 @@ def test_training_per_step_matches_recomputation(run) -> None:
     times of each step, recomputed from the CSV rows with plain Python."""
     trace_dir, _, result = run
     rows = recompute.read_rows(trace_dir)
-    trained = {r["sample_id"]: r["step"] for r in rows if r["stage"] == "TRAIN_UPDATE"}
+    trained = recompute.trained_steps(rows)
     # reward: the last ROLLOUT_REWARD row's score, counted in the step that trained the sample
-    scored: dict[str, tuple[int, float]] = {}
-    for r in sorted((r for r in rows if r["stage"] == "ROLLOUT_REWARD"), key=lambda r: r["ts"]):
-        scored[r["sample_id"]] = (r["ts"], float(r["detail"].split("=", 1)[1]))
-    scores: dict[int, list[float]] = {}
-    for sample_id, (_, score) in scored.items():
-        if sample_id in trained:
-            scores.setdefault(trained[sample_id], []).append(score)
+    scores = recompute.step_scores(rows)
     by_step = {r.step: r for r in result.step_rollouts}
     assert set(scores) <= set(by_step) and len(scores) > 2
     for step, values in scores.items():
