@@ -13,7 +13,7 @@ import recompute
 import simulate
 
 from trace_instrument.traces import Options, analyze
-from trace_instrument.traces.model import Analysis
+from trace_instrument.traces.model import Analysis, StepBasis
 from trace_instrument.traces.render.metrics import step_metrics
 
 
@@ -136,7 +136,7 @@ def test_per_step_rollouts_match_recomputation(run) -> None:
         step = trained.get(f"{t['prompt_uid']}/{t['request_id']}")
         if step is not None:
             by_step.setdefault(step, []).append(t)
-    assert result.step_rollouts_by == "train_step"
+    assert result.step_rollouts_by is StepBasis.TRAIN_STEP
     assert [r.step for r in result.step_rollouts] == sorted(by_step) and len(by_step) > 2
     for row in result.step_rollouts:
         trajs = by_step[row.step]

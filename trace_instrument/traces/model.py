@@ -57,6 +57,13 @@ class Skipped:
     examples: tuple[str, ...] = ()
 
 
+class StepBasis(str, Enum):
+    """Which step a trajectory's rollout figures count in (the value is the JSON's text)."""
+
+    TRAIN_STEP = "train_step"  # the step that trained it (its sample's TRAIN_UPDATE row), as verl logs them
+    GLOBAL_STEP = "global_step"  # its own global_step: the run's CSV rows train none
+
+
 class FileKind(str, Enum):
     """What an input file holds; the value is the folder the runtime writes such files into."""
 
@@ -353,4 +360,4 @@ class Analysis:
     step_rollouts: tuple[StepRollouts, ...] = ()  # over the whole run, the shown steps only
     # which step a trajectory counts in: "train_step" (the step whose training rows carry it, as verl
     # logs a batch's rollout metrics) or "global_step" (its own, when no CSV row says it was trained)
-    step_rollouts_by: str | None = None
+    step_rollouts_by: StepBasis | None = None

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import types
 import typing
+from enum import Enum
 from typing import Any
 
 from trace_instrument.traces import model
@@ -29,6 +30,8 @@ def _build(kind: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in args if a is not type(None)]
         return _build(inner[0], value)
+    if isinstance(kind, type) and issubclass(kind, Enum):
+        return kind(value)  # the member, so that `is` comparisons hold after the cache
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         hints = typing.get_type_hints(kind, vars(model))
         return kind(**{f.name: _build(hints[f.name], value[f.name]) for f in dataclasses.fields(kind) if f.init})

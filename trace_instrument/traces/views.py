@@ -30,6 +30,7 @@ from trace_instrument.traces.model import (
     SourceFile,
     StageTime,
     StalenessRow,
+    StepBasis,
     StepRollouts,
     StepThroughput,
     StepWindow,
@@ -392,7 +393,9 @@ def _score(row: tuple[Any, ...] | None) -> Distribution:
     return _dist(n, mean, lo, hi, (), ())
 
 
-def _step_rollouts(backend: Backend, selected: tuple[int, int] | None) -> tuple[str | None, tuple[StepRollouts, ...]]:
+def _step_rollouts(
+    backend: Backend, selected: tuple[int, int] | None
+) -> tuple[StepBasis | None, tuple[StepRollouts, ...]]:
     """Per step, over the whole run (the views must show all of it): stop reasons, turns, completion tokens.
 
     A trajectory counts in the step that trained it when the CSV rows say so for any trajectory of
@@ -423,7 +426,7 @@ def _step_rollouts(backend: Backend, selected: tuple[int, int] | None) -> tuple[
         )
     if not result and not reasons:
         return None, ()
-    return ("train_step" if by_train else "global_step"), tuple(result)
+    return (StepBasis.TRAIN_STEP if by_train else StepBasis.GLOBAL_STEP), tuple(result)
 
 
 def _sglang(backend: Backend) -> SglangBreakdown:

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from trace_instrument.traces.events import STAGE_KEYS
-from trace_instrument.traces.model import Analysis, Header, ResponseLength, Run, StalenessRow
+from trace_instrument.traces.model import Analysis, Header, ResponseLength, Run, StalenessRow, StepBasis
 from trace_instrument.traces.render.metrics import step_staleness
 
 
@@ -121,7 +121,7 @@ def _response_length_section(length: ResponseLength) -> Section:
 
 
 def _step_rollouts_section(a: Analysis) -> Section:
-    basis = "the step that trained them" if a.step_rollouts_by == "train_step" else "their own global_step"
+    basis = "the step that trained them" if a.step_rollouts_by is StepBasis.TRAIN_STEP else "their own global_step"
     return Section(
         "rollouts-per-step",
         f"Rollouts per step (trajectories counted in {basis})",
