@@ -18,10 +18,12 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from trace_instrument.traces.model import MultipleRunsError
+    from trace_instrument.traces.options import Options
 
 out = Console(soft_wrap=False, highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 ERROR = 2
+OPENED_ON_PAGE = 5  # slowest rollouts the HTML report shows turn by turn
 
 
 class AnalyzeFormat(str, Enum):
@@ -112,6 +114,12 @@ def analyze_command(
         None
     ),
     run: RunOpt = None,
+    trajectory: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trajectory", help="Open this trajectory (uid/N, as the tables list it) turn by turn instead; repeatable."
+        ),
+    ] = None,
     no_cache: NoCacheOpt = False,
     memory_limit: MemoryOpt = None,
 ) -> None:
@@ -131,7 +139,14 @@ def analyze_command(
         cache=not no_cache,
         memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT,
         spark_master=spark_master,
+        # the page opens the slowest rollouts turn by turn
+        open_slowest=OPENED_ON_PAGE if html is not None else 0,
     )
+    if trajectory:
+        if html is not None or csv_dir is not None:
+            raise typer.BadParameter("--html and --csv go with the whole analysis, not with --trajectory")
+        _show_trajectories(trace_dirs, trajectory, options, fmt)
+        return
     try:
         result = analyze(trace_dirs, options)
     except MultipleRunsError as exc:
@@ -168,6 +183,32 @@ def analyze_command(
 
         written = write_csvs(result, csv_dir)
         err.print(f"wrote {len(written)} CSV files into {csv_dir}", markup=False)
+
+
+def _show_trajectories(trace_dirs: list[Path], ids: list[str], options: Options, fmt: AnalyzeFormat) -> None:
+    """``analyze --trajectory ID``: each trajectory turn by turn; exit 2 when one is not in the run."""
+    from trace_instrument.traces.model import MultipleRunsError, TraceInputError
+    from trace_instrument.traces.render.trajectory import print_trajectory, trajectories_json
+    from trace_instrument.traces.trajectory import open_trajectories
+
+    try:
+        details = open_trajectories(trace_dirs, ids, options)
+    except MultipleRunsError as exc:
+        _refuse_runs(exc)
+        return
+    except TraceInputError as exc:
+        _fail(str(exc))
+        return
+    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
+        _internal(exc)
+        return
+    if fmt is AnalyzeFormat.json:
+        sys.stdout.write(trajectories_json(details) + "\n")
+        return
+    for index, detail in enumerate(details):
+        if index:
+            out.print()
+        print_trajectory(detail, out)
 
 
 def export_command(

@@ -3,6 +3,7 @@ computed once is kept in the cache for the same steps."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from trace_instrument.traces import serde
@@ -11,6 +12,7 @@ from trace_instrument.traces.model import Analysis, TraceInputError
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import open_engine
+from trace_instrument.traces.trajectory import load_details
 from trace_instrument.traces.views import compute
 
 __all__ = ["Options", "analyze"]  # Options for the callers that build them beside the call
@@ -29,6 +31,9 @@ def analyze(roots: list[Path], options: Options = DEFAULT_OPTIONS) -> Analysis:
                 return _replace_cached(stored, True)
         selection = select_run(backend, inputs, options.run)
         analysis = compute(backend, selection, report, options)
+        if options.open_slowest:
+            opened = load_details(backend, [t.sample_id for t in analysis.slowest[: options.open_slowest]])
+            analysis = replace(analysis, slowest_details=opened)
         if options.cache and backend.name == "duckdb":
             _store_result(backend, options, analysis)
         return _replace_cached(analysis, cached)
@@ -36,7 +41,8 @@ def analyze(roots: list[Path], options: Options = DEFAULT_OPTIONS) -> Analysis:
 
 def _result_key(options: Options) -> str:
     steps = "all" if options.steps is None else f"{options.steps[0]}-{options.steps[1]}"
-    return steps if options.run is None else f"{steps} run={options.run}"
+    key = steps if options.run is None else f"{steps} run={options.run}"
+    return key if not options.open_slowest else f"{key} open={options.open_slowest}"
 
 
 def _cached_result(backend: Backend, options: Options) -> Analysis | None:
@@ -60,6 +66,4 @@ def _sql_literal(text: str) -> str:
 
 
 def _replace_cached(analysis: Analysis, cached: bool) -> Analysis:
-    from dataclasses import replace
-
     return replace(analysis, cached=cached)

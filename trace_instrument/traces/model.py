@@ -339,6 +339,56 @@ class SlowTrajectory:
 
 
 @dataclass(frozen=True)
+class FlowRow:
+    """One sample-flow CSV row of an opened trajectory (or of its prompt's sample-level rows)."""
+
+    sample_id: str
+    ts: int
+    event: str  # events.EVENT_NAMES
+    step: int | None
+    value: str | None  # the detail's value: a tool name, a reward score
+    file: str
+
+
+@dataclass(frozen=True)
+class TurnDetail:
+    """One turn of an opened trajectory, as its JSONL line has it."""
+
+    turn_index: int | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    finish_reason: str | None
+    start_ts: float | None
+    end_ts: float | None
+    completion_ms: float | None
+    observation_ms: float | None
+    sglang_total_ms: float | None
+    template_overhead_tokens: int | None
+    completion_text: str | None
+    observation_text: str | None  # the tool output; None when the turn called no tool
+
+
+@dataclass(frozen=True)
+class TrajectoryDetail:
+    """One trajectory opened: its record (turns with texts) and its CSV rows."""
+
+    sample_id: str
+    file: str | None  # path:line of its JSONL line; None when only CSV rows were found
+    global_step: int | None
+    stop_reason: str | None  # the bucket: agent loop's reason, else last finish reason, else unknown
+    agent_stop_reason: str | None
+    finish_reason: str | None
+    response_length: int | None
+    max_response_length: int | None
+    created_at_ts: float | None
+    completed_at_ts: float | None
+    total_time_ms: float | None
+    initial_prompt_text: str | None
+    turns: tuple[TurnDetail, ...]
+    rows: tuple[FlowRow, ...]
+
+
+@dataclass(frozen=True)
 class Analysis:
     """Everything ``analyze`` shows, in the order of the report."""
 
@@ -361,3 +411,4 @@ class Analysis:
     # which step a trajectory counts in: "train_step" (the step whose training rows carry it, as verl
     # logs a batch's rollout metrics) or "global_step" (its own, when no CSV row says it was trained)
     step_rollouts_by: StepBasis | None = None
+    slowest_details: tuple[TrajectoryDetail, ...] = ()  # the first Options.open_slowest of `slowest`, opened

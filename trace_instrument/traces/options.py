@@ -31,6 +31,7 @@ class Options:
     threads: int | None = None
     spark_master: str | None = None
     in_memory_max_bytes: int = IN_MEMORY_MAX_BYTES
+    open_slowest: int = 0  # the slowest rollouts opened turn by turn (Analysis.slowest_details), for the page
 
 
 DEFAULT_OPTIONS = Options()

@@ -16,6 +16,7 @@ from pathlib import Path
 from trace_instrument.traces.model import Analysis, Histogram
 from trace_instrument.traces.render.metrics import short_name_of
 from trace_instrument.traces.render.tables import Section, header_lines, ms, num, sections
+from trace_instrument.traces.render.trajectory import rows_section, summary_lines, turns_section
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
 W = 640  # chart width in px
@@ -244,10 +245,33 @@ def _latency_charts(a: Analysis) -> str:
     return "".join(out) or "<p>No transitions.</p>"
 
 
-def _table(section: Section) -> str:
+def _table(section: Section, links: dict[str, str] | None = None) -> str:
+    """The section as a table; a first cell named in ``links`` links to that anchor of the page."""
     head = "".join(f"<th>{_esc(c)}</th>" for c in section.columns)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in section.rows)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td><a href="#{links[c]}">{_esc(c)}</a></td>'
+            if i == 0 and links and c in links
+            else f"<td>{_esc(c)}</td>"
+            for i, c in enumerate(row)
+        )
+        + "</tr>"
+        for row in section.rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body or '<tr><td>(none)</td></tr>'}</tbody></table>"
+
+
+def _opened(a: Analysis) -> str:
+    """The slowest rollouts opened turn by turn, each under an anchor the table above links to."""
+    parts = []
+    for index, detail in enumerate(a.slowest_details):
+        lines = "".join(f"<p>{_esc(line)}</p>" for line in summary_lines(detail))
+        parts.append(
+            f'<details id="trajectory-{index}" class="trajectory"><summary>{_esc(detail.sample_id)}</summary>'
+            f"{lines}{_table(turns_section(detail))}{_table(rows_section(detail))}</details>"
+        )
+    return "".join(parts)
 
 
 CSS = """
@@ -256,7 +280,8 @@ header{background:#24292f;color:#fff;padding:16px 28px}header h1{margin:0 0 6px;
 header p{margin:2px 0;font-size:13px;color:#d0d7de;font-family:ui-monospace,Menlo,monospace}
 main{padding:12px 28px 40px;display:grid;grid-template-columns:repeat(auto-fill,minmax(680px,1fr));gap:18px}
 section{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:12px 16px;overflow-x:auto}
-section.wide{grid-column:1/-1}h2{font-size:16px;margin:4px 0 10px}
+section.wide{grid-column:1/-1}details.trajectory{margin:8px 0;border-top:1px solid #d0d7de;padding-top:6px}
+details.trajectory summary{cursor:pointer;font-family:ui-monospace,Menlo,monospace}h2{font-size:16px;margin:4px 0 10px}
 figure{display:inline-block;margin:0 14px 14px 0;vertical-align:top;width:300px}figcaption{font-size:12px;margin-bottom:4px;min-height:34px}
 figcaption span{color:#57606a}svg text{fill:#24292f;font-family:system-ui,sans-serif}
 .grid{stroke:#eaeef2}.axis{stroke:#8c959f}.note{color:#9a6700;background:#fff8c5;padding:6px 10px;border-radius:6px}
@@ -272,7 +297,14 @@ document.addEventListener('DOMContentLoaded', function () {
   charts.forEach(function (svg) { var r = svg.getBoundingClientRect(); if (r.width > 0 && r.height > 0) shown++; });
   document.body.setAttribute('data-charts', String(charts.length));
   document.body.setAttribute('data-charts-rendered', String(shown));
+  openLinked();
 });
+// a link to an opened trajectory unfolds it
+function openLinked() {
+  var target = location.hash && document.getElementById(location.hash.slice(1));
+  if (target && target.tagName === 'DETAILS') target.open = true;
+}
+window.addEventListener('hashchange', openLinked);
 """
 
 
@@ -391,6 +423,15 @@ def page(a: Analysis) -> str:
             ),
             ("", "sglang-timing", "sglang timing", _table(by_key["sglang-timing"])),
         ]
+    links = {d.sample_id: f"trajectory-{i}" for i, d in enumerate(a.slowest_details)}
+    blocks.append(
+        (
+            "wide",
+            "slowest-rollouts",
+            by_key["slowest-trajectories"].title,
+            _table(by_key["slowest-trajectories"], links) + _opened(a),
+        )
+    )
     if "rollouts-per-step" in by_key:
         blocks.append(
             (
