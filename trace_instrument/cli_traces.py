@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -17,8 +18,9 @@ from rich.console import Console
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from trace_instrument.traces.model import MultipleRunsError
+    from trace_instrument.traces.model import Analysis, MultipleRunsError
     from trace_instrument.traces.options import Options
+    from trace_instrument.traces.render.compare import Comparison
 
 out = Console(soft_wrap=False, highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
@@ -79,20 +81,20 @@ def _fail(message: str) -> None:
     raise typer.Exit(ERROR)
 
 
-def _refuse_runs(exc: MultipleRunsError) -> None:
-    """Several runs and no (valid) --run: list them and say how to pick one; exit 2."""
+def _refuse_runs(exc: MultipleRunsError, option: str = "--run", whose: str = "the inputs") -> None:
+    """Several runs and no (valid) ``option``: list them and say how to pick one; exit 2."""
     from trace_instrument.traces.render.tables import runs_section
     from trace_instrument.traces.render.text import print_section
 
     if exc.chosen:
-        what = f"--run {exc.chosen} names {exc.named or 'none'} of the {len(exc.runs)} runs found"
+        what = f"{option} {exc.chosen} names {exc.named or 'none'} of the {len(exc.runs)} runs found in {whose}"
     else:
-        what = f"the inputs hold {len(exc.runs)} runs; their figures are never added up"
+        what = f"{whose} hold {len(exc.runs)} runs; their figures are never added up"
     err.print(Text("error: ", style="red") + Text(what))
     print_section(runs_section(exc.runs), err)
     err.print(
         Text(
-            "pick one with --run RUN (a run id above, or a job id only one run has), "
+            f"pick one with {option} RUN (a run id above, or a job id only one run has), "
             "or give the folders of one run alone"
         )
     )
@@ -120,6 +122,13 @@ def analyze_command(
             "--trajectory", help="Open this trajectory (uid/N, as the tables list it) turn by turn instead; repeatable."
         ),
     ] = None,
+    baseline: Annotated[
+        list[Path] | None,
+        typer.Option("--baseline", help="Another run's trace folder: every figure side by side; repeatable."),
+    ] = None,
+    baseline_run: Annotated[
+        str | None, typer.Option("--baseline-run", help="The baseline's run when its folders hold several.")
+    ] = None,
     no_cache: NoCacheOpt = False,
     memory_limit: MemoryOpt = None,
 ) -> None:
@@ -143,8 +152,8 @@ def analyze_command(
         open_slowest=OPENED_ON_PAGE if html is not None else 0,
     )
     if trajectory:
-        if html is not None or csv_dir is not None:
-            raise typer.BadParameter("--html and --csv go with the whole analysis, not with --trajectory")
+        if html is not None or csv_dir is not None or baseline:
+            raise typer.BadParameter("--html, --csv and --baseline go with the whole analysis, not with --trajectory")
         _show_trajectories(trace_dirs, trajectory, options, fmt)
         return
     try:
@@ -161,28 +170,52 @@ def analyze_command(
     except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
         _internal(exc)
         return
+    comparison = _compare(result, baseline, replace(options, run=baseline_run, open_slowest=0)) if baseline else None
+    extra = []
+    if comparison is not None:
+        from trace_instrument.traces.render.compare import comparison_sections
+
+        extra = comparison_sections(comparison)
     if fmt is AnalyzeFormat.json:
+        from trace_instrument.traces.render.compare import comparison_json
         from trace_instrument.traces.render.metrics import to_json
 
-        sys.stdout.write(to_json(result) + "\n")
+        sys.stdout.write(to_json(result, comparison_json(comparison) if comparison else None) + "\n")
     elif fmt is AnalyzeFormat.markdown:
         from trace_instrument.traces.render.text import markdown
 
-        sys.stdout.write(markdown(result))
+        sys.stdout.write(markdown(result, extra))
     else:
         from trace_instrument.traces.render.text import print_text
 
-        print_text(result, out)
+        print_text(result, out, extra)
     if html is not None:
         from trace_instrument.traces.render.html import write_html
 
-        write_html(result, html)
+        write_html(result, html, extra)
         err.print(f"wrote {html}", markup=False)
     if csv_dir is not None:
         from trace_instrument.traces.render.csvs import write_csvs
 
         written = write_csvs(result, csv_dir)
         err.print(f"wrote {len(written)} CSV files into {csv_dir}", markup=False)
+
+
+def _compare(result: Analysis, baseline: list[Path], options: Options) -> Comparison:
+    """The baseline run analysed with the same options (its own --baseline-run); exit 2 when it cannot be."""
+    from trace_instrument.traces.analyze import analyze
+    from trace_instrument.traces.model import MultipleRunsError, TraceInputError
+    from trace_instrument.traces.render.compare import compare
+
+    try:
+        return compare(result, analyze(baseline, options))
+    except MultipleRunsError as exc:
+        _refuse_runs(exc, "--baseline-run", "the baseline's folders")
+    except TraceInputError as exc:
+        _fail(f"the baseline: {exc}")
+    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
+        _internal(exc)
+    raise AssertionError("unreachable: the handlers above exit")
 
 
 def _show_trajectories(trace_dirs: list[Path], ids: list[str], options: Options, fmt: AnalyzeFormat) -> None:

@@ -334,8 +334,8 @@ def _turns_trend(a: Analysis) -> str:
     )
 
 
-def page(a: Analysis) -> str:
-    """The whole report as one HTML document."""
+def page(a: Analysis, extra: Sequence[Section] = ()) -> str:
+    """The whole report as one HTML document; ``extra`` sections (the baseline comparison) as tables after it."""
     h = a.header
     by_key = {s.key: s for s in sections(a)}
     r = a.rollouts
@@ -470,6 +470,7 @@ def page(a: Analysis) -> str:
             ),
         ),
     ]
+    blocks += [("wide", section.key, section.title, _table(section)) for section in extra]
     notes = "".join(f'<p class="note">{_esc(n)}</p>' for n in a.notes)
     body = "".join(
         f'<section id="{key}" class="{cls}"><h2>{_esc(title)}</h2>{content}</section>'
@@ -487,6 +488,6 @@ def page(a: Analysis) -> str:
     )
 
 
-def write_html(analysis: Analysis, target: Path) -> None:
+def write_html(analysis: Analysis, target: Path, extra: Sequence[Section] = ()) -> None:
     """Write the report to ``target``."""
-    target.write_text(page(analysis), encoding="utf-8")
+    target.write_text(page(analysis, extra), encoding="utf-8")

@@ -209,8 +209,8 @@ def _step_rollout_keys(entry: dict[str, Any], step: StepRollouts | None) -> None
             entry[f"critic/score/{stat}"] = getattr(step.score, stat)
 
 
-def to_json(analysis: Analysis) -> str:
-    """The ``--format json`` document."""
+def to_json(analysis: Analysis, baseline: dict[str, Any] | None = None) -> str:
+    """The ``--format json`` document; ``baseline``: the comparison with another run (render/compare.py)."""
     details = asdict(analysis)
     header = details.pop("header")
     document = {
@@ -220,6 +220,8 @@ def to_json(analysis: Analysis) -> str:
         "steps": step_metrics(analysis),
         "details": details,
     }
+    if baseline is not None:
+        document["baseline"] = baseline
     return json.dumps(document, indent=2, default=str)
 
 

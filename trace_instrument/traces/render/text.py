@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -10,15 +12,15 @@ from trace_instrument.traces.model import Analysis
 from trace_instrument.traces.render.tables import Section, header_lines, sections
 
 
-def print_text(analysis: Analysis, console: Console) -> None:
-    """Rich tables for a terminal (or a wide plain layout when piped)."""
+def print_text(analysis: Analysis, console: Console, extra: Sequence[Section] = ()) -> None:
+    """Rich tables for a terminal (or a wide plain layout when piped); ``extra`` after the views."""
     title = "Run" + (" (cached)" if analysis.cached else "")
     console.print(f"[bold]{title}[/bold]")
     for line in header_lines(analysis.header):
         console.print("  " + line, markup=False)
     for note in analysis.notes:
         console.print(f"  note: {note}", markup=False, style="yellow")
-    for section in sections(analysis):
+    for section in [*sections(analysis), *extra]:
         console.print()
         print_section(section, console)
 
@@ -35,12 +37,12 @@ def print_section(section: Section, console: Console) -> None:
     console.print(table)
 
 
-def markdown(analysis: Analysis) -> str:
-    """The same report as GitHub-flavoured markdown."""
+def markdown(analysis: Analysis, extra: Sequence[Section] = ()) -> str:
+    """The same report as GitHub-flavoured markdown; ``extra`` after the views."""
     out = ["# Trace analysis", ""]
     out += [f"- {line}" for line in header_lines(analysis.header)]
     out += [f"- note: {note}" for note in analysis.notes]
-    for section in sections(analysis):
+    for section in [*sections(analysis), *extra]:
         out += ["", f"## {section.title}", ""]
         out.append("| " + " | ".join(section.columns) + " |")
         out.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(section.columns))) + "|")

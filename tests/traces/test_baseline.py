@@ -1,0 +1,99 @@
+"""`analyze RUN --baseline OTHER`: both runs' figures side by side, each from its own run, never added up."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import recompute
+import simulate
+from typer.testing import CliRunner
+
+from trace_instrument.cli import app
+
+runner = CliRunner()
+
+
+def _config(seed: int) -> simulate.SimConfig:
+    return simulate.SimConfig(seed=seed, hosts=2, workers_per_host=1, steps=3, prompts_per_step=4, rollout_n=2)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("baseline")
+    return (
+        simulate.run_plan(simulate.plan_run(_config(3)), base / "current"),
+        simulate.run_plan(simulate.plan_run(_config(4)), base / "baseline"),
+    )
+
+
+def _compared(trace: Path, baseline: Path, *more: str) -> dict:
+    result = runner.invoke(
+        app, ["analyze", str(trace), "--no-cache", "--format", "json", "--baseline", str(baseline), *more]
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _mean_turns(trace: Path) -> float:
+    return float(np.mean([len(t["turns"]) for t in recompute.trajectories(trace)]))
+
+
+def test_run_wide_figures_side_by_side(runs: tuple[Path, Path]) -> None:
+    current, baseline = runs
+    doc = _compared(current, baseline)
+    figures = {c["key"]: c for c in doc["baseline"]["metrics"]}
+    turns = figures["num_turns/mean"]
+    assert turns["value"] == pytest.approx(_mean_turns(current))
+    assert turns["baseline"] == pytest.approx(_mean_turns(baseline))
+    assert turns["difference"] == pytest.approx(_mean_turns(current) - _mean_turns(baseline))
+    # a key only one run has: the other side is empty, and there is no difference
+    mine = {recompute.stop_reason(t) for t in recompute.trajectories(current)}
+    theirs = {recompute.stop_reason(t) for t in recompute.trajectories(baseline)}
+    for reason in mine ^ theirs:
+        entry = figures[f"stop_reason/{reason}/count"]
+        assert entry["difference"] is None and (entry["value"] is None) == (reason not in mine)
+    assert doc["baseline"]["run_id"] != doc["baseline"]["baseline_run_id"]
+
+
+def test_per_step_figures_side_by_side(runs: tuple[Path, Path]) -> None:
+    current, baseline = runs
+    doc = _compared(current, baseline)
+    mine = recompute.step_scores(recompute.read_rows(current))
+    theirs = recompute.step_scores(recompute.read_rows(baseline))
+    steps = {s["step"]: {c["key"]: c for c in s["figures"]} for s in doc["baseline"]["steps"]}
+    assert set(mine) & set(theirs) and set(steps) == {1, 2, 3}
+    for step in set(mine) & set(theirs):
+        score = steps[step]["critic/score/mean"]
+        assert score["value"] == pytest.approx(np.mean(mine[step]))
+        assert score["baseline"] == pytest.approx(np.mean(theirs[step]))
+        assert score["difference"] == pytest.approx(np.mean(mine[step]) - np.mean(theirs[step]))
+    # the current run's own figures are what it gives without a baseline
+    alone = json.loads(runner.invoke(app, ["analyze", str(current), "--no-cache", "--format", "json"]).stdout)
+    # (DuckDB's parallel float sums may differ in the last bits)
+    assert alone["metrics"] == {key: pytest.approx(value, rel=1e-12) for key, value in doc["metrics"].items()}
+
+
+def test_text_and_page_show_the_comparison(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    current, baseline = runs
+    page = tmp_path / "page.html"
+    result = runner.invoke(
+        app, ["analyze", str(current), "--no-cache", "--baseline", str(baseline), "--html", str(page)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Compared with the baseline run" in result.stdout and "num_turns/mean" in result.stdout
+    text = page.read_text(encoding="utf-8")
+    assert '<section id="baseline-metrics"' in text and '<section id="baseline-steps"' in text
+
+
+def test_a_baseline_with_two_runs_is_refused_with_its_own_option(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    current, baseline = runs
+    both = tmp_path / "both"
+    shutil.copytree(current, both / "a")
+    shutil.copytree(baseline, both / "b")
+    result = runner.invoke(app, ["analyze", str(current), "--no-cache", "--baseline", str(both)])
+    assert result.exit_code == 2
+    assert "--baseline-run RUN" in result.output and "the baseline's folders hold 2 runs" in result.output
