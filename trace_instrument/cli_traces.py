@@ -156,8 +156,11 @@ def analyze_command(
             raise typer.BadParameter("--html, --csv and --baseline go with the whole analysis, not with --trajectory")
         _show_trajectories(trace_dirs, trajectory, options, fmt)
         return
+    from trace_instrument.traces.render.progress import ReadProgress
+
     try:
-        result = analyze(trace_dirs, options)
+        with ReadProgress(err) as progress:
+            result = analyze(trace_dirs, options, progress)
     except MultipleRunsError as exc:
         _refuse_runs(exc)
         return
@@ -206,9 +209,11 @@ def _compare(result: Analysis, baseline: list[Path], options: Options) -> Compar
     from trace_instrument.traces.analyze import analyze
     from trace_instrument.traces.model import MultipleRunsError, TraceInputError
     from trace_instrument.traces.render.compare import compare
+    from trace_instrument.traces.render.progress import ReadProgress
 
     try:
-        return compare(result, analyze(baseline, options))
+        with ReadProgress(err) as progress:
+            return compare(result, analyze(baseline, options, progress))
     except MultipleRunsError as exc:
         _refuse_runs(exc, "--baseline-run", "the baseline's folders")
     except TraceInputError as exc:

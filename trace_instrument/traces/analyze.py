@@ -11,24 +11,28 @@ from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.model import Analysis, TraceInputError
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.runs import select_run
-from trace_instrument.traces.store import open_engine
+from trace_instrument.traces.store import Progress, open_engine
 from trace_instrument.traces.trajectory import load_details
 from trace_instrument.traces.views import compute
 
 __all__ = ["Options", "analyze"]  # Options for the callers that build them beside the call
 
 
-def analyze(roots: list[Path], options: Options = DEFAULT_OPTIONS) -> Analysis:
-    """Every view of the run under ``roots``; raises TraceInputError when nothing usable is there."""
+def analyze(roots: list[Path], options: Options = DEFAULT_OPTIONS, progress: Progress | None = None) -> Analysis:
+    """Every view of the run under ``roots``; raises TraceInputError when nothing usable is there.
+
+    ``progress`` is told what is being done as each part of a long read starts."""
     roots = [Path(r) for r in roots]
     missing = [str(r) for r in roots if not r.is_dir()]
     if missing:
         raise TraceInputError("not a folder: " + ", ".join(missing))
-    with open_engine(roots, options) as (backend, inputs, report, cached):
+    with open_engine(roots, options, progress) as (backend, inputs, report, cached):
         if cached:
             stored = _cached_result(backend, options)
             if stored is not None:
                 return _replace_cached(stored, True)
+        if progress is not None:
+            progress("computing the views")
         selection = select_run(backend, inputs, options.run)
         analysis = compute(backend, selection, report, options)
         if options.open_slowest:

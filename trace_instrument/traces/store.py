@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,6 +18,8 @@ from trace_instrument.traces.model import Skipped, SourceFile, TraceInputError
 from trace_instrument.traces.options import GZIP_RATIO, Options
 
 CACHE_VERSION = "6"
+# Told what a long read is doing ("reading 42 files, 1.3 GB"); the CLI shows it on a terminal.
+Progress = Callable[[str], None]
 
 
 # -- opening an engine on the inputs ---------------------------------------------------------------
@@ -54,8 +56,14 @@ def _cache_dir(roots: list[Path]) -> Path | None:
 
 
 @contextmanager
-def open_engine(roots: list[Path], options: Options) -> Iterator[tuple[Backend, Inputs, LoadReport, bool]]:
-    """Discover the inputs and load them into an engine (DuckDB reuses a cache of an unchanged folder)."""
+def open_engine(
+    roots: list[Path], options: Options, progress: Progress | None = None
+) -> Iterator[tuple[Backend, Inputs, LoadReport, bool]]:
+    """Discover the inputs and load them into an engine (DuckDB reuses a cache of an unchanged folder).
+
+    ``progress`` is told what is being done, in a few words, as each part starts."""
+    tell = progress or _quiet
+    tell("finding the trace files")
     inputs = discover(roots)
     if not inputs.files:
         raise TraceInputError(
@@ -67,6 +75,7 @@ def open_engine(roots: list[Path], options: Options) -> Iterator[tuple[Backend, 
 
         spark = SparkBackend(master=options.spark_master)
         try:
+            tell(f"reading {_size(inputs)} with Spark")
             report = spark.load(inputs)
             yield spark, inputs, report, False
         finally:
@@ -78,9 +87,11 @@ def open_engine(roots: list[Path], options: Options) -> Iterator[tuple[Backend, 
         backend = DuckDBBackend(database, spill_dir, options.memory_limit, options.threads)
         try:
             if reused:
+                tell("reading the cache")
                 report = _read_cache_meta(backend)
                 backend.select_steps(None)
             else:
+                tell(f"reading {_size(inputs)}")
                 report = backend.load(inputs)
                 if database is not None and options.cache:
                     # a checkpoint of an in-memory database would spend a second compressing tables no one reuses
@@ -109,6 +120,21 @@ def _duckdb_database(roots: list[Path], inputs: Inputs, options: Options) -> Ite
         yield (None if in_memory else tmp / "analyze.duckdb"), tmp, False
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _quiet(_: str) -> None:
+    """No one is told."""
+
+
+def _size(inputs: Inputs) -> str:
+    """``42 files, 1.3 GB`` (bytes on disk)."""
+    total = float(sum(s.st_size for _, s in _file_stats(inputs)))
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if total < 1000 or unit == "GB":
+            break
+        total /= 1000
+    amount = f"{total:,.0f} {unit}" if unit == "bytes" else f"{total:,.1f} {unit}"
+    return f"{len(inputs.files):,} files, {amount}"
 
 
 def _input_bytes(inputs: Inputs) -> int:
