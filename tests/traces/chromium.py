@@ -51,3 +51,9 @@ def dom_and_console(page: Path) -> tuple[str, list[str]]:
 def screenshot(page: Path, target: Path, width: int = 1440, height: int = 3600) -> Path:
     _run(page, f"--window-size={width},{height}", f"--screenshot={target}")
     return target
+
+
+def dom_at_width(page: Path, width: int, height: int = 2400) -> str:
+    """The DOM after the page's scripts ran, laid out in a window ``width`` px wide."""
+    result = _run(page, f"--window-size={width},{height}", "--virtual-time-budget=5000", "--dump-dom")
+    return result.stdout

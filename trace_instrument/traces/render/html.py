@@ -9,6 +9,7 @@ inline script only count the charts the browser laid out (``data-charts-rendered
 from __future__ import annotations
 
 import html
+import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,18 +20,46 @@ from trace_instrument.traces.render.tables import Section, header_lines, ms, num
 from trace_instrument.traces.render.trajectory import rows_section, summary_lines, turns_section
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
-W = 640  # chart width in px
+# Charts are drawn in these units and scaled to their box's width (a chart fills its section): W for
+# a section of the two-column grid, W_WIDE for a section across the page.
+W = 640
+W_WIDE = 960
+# An average glyph's width per px of font size (system-ui); labels are cut to what fits by it, with
+# a margin: the page test measures every text in Chromium and fails on any that leaves its chart.
+CHAR_PX = 0.62
 
 
 def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _svg(height: int, body: str, label: str, width: int = W) -> str:
+def _svg(height: int, body: str, label: str, width: int = W, empty: bool = False) -> str:
+    kind = "chart empty" if empty else "chart"
     return (
-        f'<svg class="chart" role="img" aria-label="{_esc(label)}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}">{body}</svg>'
+        f'<svg class="{kind}" role="img" aria-label="{_esc(label)}" width="100%" '
+        f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet">{body}</svg>'
     )
+
+
+def _no_data(title: str, width: int = W) -> str:
+    return _svg(60, _text(10, 34, _fit(f"{title}: no data", width - 20)), title, width, empty=True)
+
+
+def _fit(text: str, room_px: float, size: int = 11) -> str:
+    """``text`` cut (ending in …) to what fits in ``room_px`` at font ``size``."""
+    chars = max(1, int(room_px / (size * CHAR_PX)))
+    return text if len(text) <= chars else text[: max(1, chars - 1)] + "…"
+
+
+def _axes(width: int, height: int, left: float, x_label: str, y_label: str) -> str:
+    """The axis titles, with their units: the x one under the plot, the y one upright at the left edge."""
+    parts = [_text((left + width - 10) / 2, height - 5, _fit(x_label, width - left), "middle", 11, "axis-label x")]
+    if y_label:
+        parts.append(
+            f'<text transform="translate(13,{(height - 24) / 2:.1f}) rotate(-90)" text-anchor="middle" '
+            f'font-size="11" class="axis-label y">{_esc(_fit(y_label, height - 30))}</text>'
+        )
+    return "".join(parts)
 
 
 def _text(x: float, y: float, text: object, anchor: str = "start", size: int = 11, cls: str = "") -> str:
@@ -59,11 +88,13 @@ def bars(
     width: int = W,
     height: int = 220,
     ticks: Sequence[str] | None = None,
+    x_label: str = "",
+    y_label: str = "",
 ) -> str:
     """A vertical bar chart with a value axis; ``ticks`` (one per bar, "" for none) label the x axis."""
-    left, bottom, top = 48, 34, 10
+    left, bottom, top = 62, 44, 10
     if not values or max(values) <= 0:
-        return _svg(60, _text(10, 34, f"{title}: no data"), title, width)
+        return _no_data(title, width)
     vmax = max(values)
     plot_w, plot_h = width - left - 10, height - bottom - top
     bw = plot_w / len(values)
@@ -76,6 +107,8 @@ def bars(
     if ticks is None:
         every = max(1, math.ceil(len(labels) / max(2, plot_w // 48)))
         ticks = [label if i % every == 0 else "" for i, label in enumerate(labels)]
+    marked = [i for i, tick in enumerate(ticks) if tick]
+    room = min((b - a for a, b in itertools.pairwise(marked)), default=len(values)) * bw
     for i, (label, value) in enumerate(zip(labels, values)):
         h = value / vmax * plot_h
         x = left + i * bw
@@ -85,8 +118,12 @@ def bars(
         )
         if ticks[i]:
             parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" class="axis"/>')
-            parts.append(_text(x + (bw / 2 if centered else 0), height - bottom + 16, ticks[i], "middle", 10))
+            centre = x + (bw / 2 if centered else 0)
+            # a label is no wider than the gap to the next one, nor than twice the room to either edge
+            edge = 2 * min(centre, width - centre)
+            parts.append(_text(centre, height - bottom + 16, _fit(ticks[i], min(room, edge) - 4, 10), "middle", 10))
     parts.append(f'<line x1="{left}" x2="{width - 10}" y1="{top + plot_h}" y2="{top + plot_h}" class="axis"/>')
+    parts.append(_axes(width, height, left, x_label or title, y_label))
     return _svg(height, "".join(parts), title, width)
 
 
@@ -97,7 +134,11 @@ def loghist(hist: Histogram, title: str) -> str:
         labels.append(f"{ms(lo)} – {ms(hi)}")
         decade = lo > 0 and abs(math.log10(lo) - round(math.log10(lo))) < 1e-9
         ticks.append(_duration_label(lo) if decade or lo == 0 else "")
-    return bars(labels, [float(c) for c in hist.counts], title, "", PALETTE[0], 300, 130, ticks)
+    if ticks and sum(1 for t in ticks if t) < 2:
+        # a narrow histogram (a training stage) holds no two decades: its first and last bins say where it is
+        ticks[0], ticks[-1] = _duration_label(hist.edges[0]), _duration_label(hist.edges[-2])
+    counts = [float(c) for c in hist.counts]
+    return bars(labels, counts, title, "", PALETTE[0], 300, 150, ticks, "latency (log scale)", "transitions")
 
 
 def _duration_label(value_ms: float) -> str:
@@ -108,41 +149,55 @@ def _duration_label(value_ms: float) -> str:
     return f"{value_ms:g} ms"
 
 
-def hbars(rows: Sequence[tuple[str, float, str]], title: str, color: str = PALETTE[0]) -> str:
-    """Horizontal bars: (label, value, annotation)."""
+def hbars(rows: Sequence[tuple[str, float, str]], title: str, color: str = PALETTE[0], x_label: str = "") -> str:
+    """Horizontal bars: (label, value, annotation); a label or note too long for its room is cut
+    (the bar's tooltip has it whole)."""
     if not rows:
-        return _svg(60, _text(10, 34, f"{title}: no data"), title)
-    row_h, left = 24, 170
-    height = row_h * len(rows) + 10
+        return _no_data(title)
+    row_h, left, note_room, top = 24, 170, 220, 5
+    height = top + row_h * len(rows) + 26
     vmax = max(v for _, v, _ in rows) or 1
     parts = []
     for i, (label, value, note) in enumerate(rows):
-        y = 5 + i * row_h
-        w = value / vmax * (W - left - 230)
-        parts.append(_text(left - 6, y + 15, label, "end"))
+        y = top + i * row_h
+        w = value / vmax * (W - left - note_room - 10)
+        parts.append(_text(left - 6, y + 15, _fit(label, left - 10), "end"))
         parts.append(
             f'<rect x="{left}" y="{y + 3}" width="{max(w, 1):.1f}" height="{row_h - 6}" fill="{color}">'
             f"<title>{_esc(label)}: {_esc(note)}</title></rect>"
         )
-        parts.append(_text(left + w + 6, y + 15, note))
+        parts.append(_text(left + w + 6, y + 15, _fit(note, W - 10 - (left + w + 6))))
+    parts.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + row_h * len(rows)}" class="axis"/>')
+    parts.append(_axes(W, height, left, x_label or title, ""))
     return _svg(height, "".join(parts), title)
 
 
-def histogram(hist: Histogram, title: str, unit: str = "") -> str:
+def histogram(hist: Histogram, title: str, x_label: str, y_label: str) -> str:
     """Equal-width bins; integer-wide bins (turn counts) are labelled by their value."""
     labels = [f"{lo:g}" if hi - lo == 1 else f"{lo:g}–{hi:g}" for lo, hi in zip(hist.edges, hist.edges[1:])]
     ticks = None
     if hist.edges and any(hi - lo != 1 for lo, hi in zip(hist.edges, hist.edges[1:])):
         every = max(1, math.ceil(len(labels) / 10))
         ticks = [f"{lo:g}" if i % every == 0 else "" for i, lo in enumerate(hist.edges[:-1])]
-    return bars(labels, [float(c) for c in hist.counts], title, unit, ticks=ticks)
+    counts = [float(c) for c in hist.counts]
+    return bars(labels, counts, title, "", ticks=ticks, x_label=x_label, y_label=y_label)
+
+
+# The height the step rows share (in chart units): a row is 26 units for a few steps and gets thinner
+# with more, down to GANTT_MIN_ROW (past 96 steps the chart grows again, 5 units a step).
+GANTT_PLOT_PX = 480
+GANTT_MIN_ROW = 5.0
 
 
 def gantt(a: Analysis) -> str:
-    """Step windows: a rollout bar and a train bar per step on one time axis, syncs as ticks."""
+    """Step windows: a rollout bar and a train bar per step on one time axis, syncs as ticks.
+
+    The rows share GANTT_PLOT_PX (26 units each for a few steps, down to GANTT_MIN_ROW); with thin
+    rows every k-th step is labelled, and a bar is never narrower than 4 units nor lower than 2.8,
+    so each stays visible when the page is 800 px wide."""
     steps = [s for s in a.steps if s.rollout_start_ms is not None or s.train_start_ms is not None]
     if not steps:
-        return _svg(60, _text(10, 34, "step windows: no CSV rows with global_step"), "step windows")
+        return _no_data("step windows: no CSV rows with global_step", W_WIDE)
     times = [
         t
         for s in steps
@@ -151,59 +206,71 @@ def gantt(a: Analysis) -> str:
     ]
     t0, t1 = min(times), max(times)
     span = max(t1 - t0, 1)
-    left, row_h, top = 60, 26, 24
-    height = top + row_h * len(steps) + 30
+    left, top, width = 76, 24, W_WIDE
+    row_h = max(GANTT_MIN_ROW, min(26.0, GANTT_PLOT_PX / len(steps)))
+    every = max(1, math.ceil(14 / row_h))  # step labels at least 14 px apart
+    height = int(top + row_h * len(steps) + 44)
+    bar_h = max(2.8, row_h * 0.36)
 
     def x_of(t: float) -> float:
-        return left + (t - t0) / span * (W - left - 12)
+        return left + (t - t0) / span * (width - left - 12)
 
     parts = [
         _text(left, 14, "rollout", size=11, cls="legend-rollout"),
         _text(left + 60, 14, "train", cls="legend-train"),
         _text(left + 110, 14, "| weight sync", cls="legend-sync"),
     ]
-    for t in _ticks(0, span / 1000):
+    plot_bottom = top + row_h * len(steps)
+    for t in _ticks(0, span / 1000, 8):
         x = x_of(t0 + t * 1000)
-        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{height - 24}" class="grid"/>')
-        parts.append(_text(x, height - 10, f"{num(t)} s", "middle", 10))
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{plot_bottom:.1f}" class="grid"/>')
+        parts.append(_text(x, plot_bottom + 16, f"{num(t)} s", "middle", 10))
     for i, s in enumerate(steps):
         y = top + i * row_h
-        parts.append(_text(left - 6, y + 16, f"step {s.step}", "end"))
+        if i % every == 0:
+            parts.append(_text(left - 6, y + row_h / 2 + 4, f"step {s.step}", "end", 11 if row_h >= 12 else 10))
         for start, end, color, label, dy in (
-            (s.rollout_start_ms, s.rollout_end_ms, PALETTE[0], "rollout", 3),
-            (s.train_start_ms, s.train_end_ms, PALETTE[1], "train", 12),
+            (s.rollout_start_ms, s.rollout_end_ms, PALETTE[0], "rollout", row_h * 0.1),
+            (s.train_start_ms, s.train_end_ms, PALETTE[1], "train", max(row_h * 0.5, row_h * 0.1 + bar_h)),
         ):
             if start is None or end is None:
                 continue
-            x, w = x_of(start), max(x_of(end) - x_of(start), 1.5)
+            x, w = x_of(start), max(x_of(end) - x_of(start), 4.0)
             parts.append(
-                f'<rect x="{x:.1f}" y="{y + dy}" width="{w:.1f}" height="9" fill="{color}">'
+                f'<rect x="{x:.1f}" y="{y + dy:.1f}" width="{w:.1f}" height="{bar_h:.1f}" fill="{color}">'
                 f"<title>step {s.step} {label}: {_esc(ms(end - start))}</title></rect>"
             )
         if s.sync_ms is not None:
             x = x_of(s.sync_ms)
             parts.append(
-                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y + 1}" y2="{y + 23}" stroke="{PALETTE[3]}" '
+                f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y + 1:.1f}" y2="{y + row_h - 1:.1f}" stroke="{PALETTE[3]}" '
                 f'stroke-width="2"><title>step {s.step} weights synced</title></line>'
             )
-    return _svg(height, "".join(parts), "step windows")
+    parts.append(_axes(width, height, left, "time since the first step's first row (s)", "global step"))
+    return _svg(height, "".join(parts), "step windows", width)
 
 
 def stacked(a: Analysis) -> str:
     """Staleness: samples per train step, stacked by staleness."""
     if not a.staleness:
-        return _svg(60, _text(10, 34, "staleness: no trained samples with a generation step"), "staleness")
+        return _no_data("staleness: no trained samples with a generation step")
     steps = sorted({r.train_step for r in a.staleness})
     values = sorted({r.staleness for r in a.staleness})
     counts = {(r.train_step, r.staleness): r.count for r in a.staleness}
     totals = [sum(counts.get((s, v), 0) for v in values) for s in steps]
-    height, left, bottom, top = 230, 56, 40, 30
+    height, left, bottom, top = 240, 62, 44, 30
     plot_h = height - top - bottom
     vmax = max(totals) or 1
     bw = (W - left - 10) / len(steps)
-    parts = [
-        _text(left + 90 * i, 14, f"staleness +{v}", cls=f"swatch-{i % len(PALETTE)}") for i, v in enumerate(values)
-    ]
+    # the legend: "staleness +0 +1 ..." in one line, as many lags as fit
+    parts = [_text(left, 14, "staleness")]
+    at = left + 64.0
+    for i, v in enumerate(values):
+        if at + 30 > W - 10:
+            parts.append(_text(at, 14, "…"))
+            break
+        parts.append(_text(at, 14, f"+{v}", cls=f"swatch-{i % len(PALETTE)}"))
+        at += 12 + 7 * len(str(v))
     for t in _ticks(0, vmax):
         y = top + plot_h - t / vmax * plot_h
         parts.append(f'<line x1="{left}" x2="{W - 10}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
@@ -225,6 +292,7 @@ def stacked(a: Analysis) -> str:
             base += h
         if i % every == 0:
             parts.append(_text(x + bw / 2, height - bottom + 14, step, "middle", 10))
+    parts.append(_axes(W, height, left, "train step", "trained samples"))
     return _svg(height, "".join(parts), "staleness")
 
 
@@ -282,6 +350,7 @@ main{padding:12px 28px 40px;display:grid;grid-template-columns:repeat(auto-fill,
 section{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:12px 16px;overflow-x:auto}
 section.wide{grid-column:1/-1}details.trajectory{margin:8px 0;border-top:1px solid #d0d7de;padding-top:6px}
 details.trajectory summary{cursor:pointer;font-family:ui-monospace,Menlo,monospace}h2{font-size:16px;margin:4px 0 10px}
+svg.chart{display:block;max-width:100%;height:auto}
 figure{display:inline-block;margin:0 14px 14px 0;vertical-align:top;width:300px}figcaption{font-size:12px;margin-bottom:4px;min-height:34px}
 figcaption span{color:#57606a}svg text{fill:#24292f;font-family:system-ui,sans-serif}
 .grid{stroke:#eaeef2}.axis{stroke:#8c959f}.note{color:#9a6700;background:#fff8c5;padding:6px 10px;border-radius:6px}
@@ -320,6 +389,9 @@ def _score_trend(a: Analysis) -> str:
         "mean reward score per step",
         "",
         PALETTE[2],
+        W_WIDE,
+        x_label="global step",
+        y_label="mean reward score",
     )
 
 
@@ -331,6 +403,9 @@ def _turns_trend(a: Analysis) -> str:
         "mean turns per trajectory per step",
         " turns",
         PALETTE[4],
+        W_WIDE,
+        x_label="global step",
+        y_label="turns per trajectory",
     )
 
 
@@ -363,6 +438,7 @@ def page(a: Analysis, extra: Sequence[Section] = ()) -> str:
                 ],
                 "funnel",
                 PALETTE[2],
+                "trajectories",
             ),
         ),
         (
@@ -380,6 +456,7 @@ def page(a: Analysis, extra: Sequence[Section] = ()) -> str:
                 ],
                 "never trained",
                 PALETTE[3],
+                "samples never trained, by their last stage",
             )
             + _table(by_key["oldest-never-trained"]),
         ),
@@ -394,19 +471,27 @@ def page(a: Analysis, extra: Sequence[Section] = ()) -> str:
                     [(s.reason, float(s.count), f"{num(s.count)} ({s.frac:.1%})") for s in r.stop_reasons],
                     "stop reasons",
                     PALETTE[4],
+                    "trajectories",
                 ),
             ),
             (
                 "",
                 "turns",
                 "Turns per trajectory",
-                histogram(r.turns_histogram, "turns per trajectory") + _table(by_key["rollouts"]),
+                histogram(r.turns_histogram, "turns per trajectory", "turns per trajectory", "trajectories")
+                + _table(by_key["rollouts"]),
             ),
             (
                 "",
                 "completion-tokens",
                 "Completion tokens per rollout (no tool observations)",
-                histogram(r.completion_tokens_histogram, "completion tokens") + _table(by_key["response-length"]),
+                histogram(
+                    r.completion_tokens_histogram,
+                    "completion tokens",
+                    "completion tokens per trajectory",
+                    "trajectories",
+                )
+                + _table(by_key["response-length"]),
             ),
             (
                 "",
@@ -419,6 +504,7 @@ def page(a: Analysis, extra: Sequence[Section] = ()) -> str:
                     ],
                     "tool time",
                     PALETTE[6],
+                    "total tool time (ms)",
                 ),
             ),
             ("", "sglang-timing", "sglang timing", _table(by_key["sglang-timing"])),
@@ -453,6 +539,8 @@ def page(a: Analysis, extra: Sequence[Section] = ()) -> str:
                 "throughput per step",
                 " tok/s",
                 PALETTE[5],
+                x_label="global step",
+                y_label="tokens/s",
             )
             + _table(by_key["throughput-per-step"]),
         ),
@@ -467,6 +555,7 @@ def page(a: Analysis, extra: Sequence[Section] = ()) -> str:
                 ],
                 "throughput per worker",
                 PALETTE[5],
+                "generated tokens/s",
             ),
         ),
     ]
