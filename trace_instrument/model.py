@@ -68,6 +68,8 @@ RAW_MESSAGE_KEYS = (
     "agent_stop_reason",
     "response_length",
     "max_response_length",
+    "min_global_steps",
+    "max_global_steps",
 )
 TURN_KEYS = (
     "turn_index",

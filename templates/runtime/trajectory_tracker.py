@@ -196,10 +196,13 @@ class TrajectoryTracker:
 
     @never_raise()
     def set_stop_reason(self, traj_key, reason):
-        """Record why the agent loop of ``traj_key`` ended; ignored when the key is not registered."""
+        """Record why the agent loop of ``traj_key`` ended; ignored when the key is not registered.
+
+        The first reason stays: a loop ends at its first termination, and a reason an agent loop of
+        a fork records right before its own way out comes before the catch-all of its caller."""
         with self._lock:
             if traj_key in self._records:
-                self._stop_reasons[traj_key] = str(reason)
+                self._stop_reasons.setdefault(traj_key, str(reason))
 
     @never_raise()
     def get_stop_reason(self, traj_key) -> str | None:
@@ -241,6 +244,8 @@ class TrajectoryTracker:
             trajectory.agent_stop_reason = self.get_stop_reason(traj_key)
             trajectory.response_length = _response_length(agent_output)
             trajectory.max_response_length = self.extract_response_length(config)
+            trajectory.min_global_steps = _weight_version(agent_output, "min_global_steps")
+            trajectory.max_global_steps = _weight_version(agent_output, "max_global_steps")
             return trajectory
         except Exception:
             warn_once("build_trajectory", "tracing: build_trajectory failed", exc_info=True)
@@ -282,6 +287,20 @@ def _response_length(agent_output) -> int | None:
     """``len(agent_output.response_ids)``, as verl's postprocess counts it; None without an output."""
     response_ids = getattr(agent_output, "response_ids", None)
     return None if response_ids is None else len(response_ids)
+
+
+@never_raise()
+def _weight_version(agent_output, key) -> int | None:
+    """``agent_output.extra_fields[key]`` as an int (numpy ints too); None when missing or not a number."""
+    fields = getattr(agent_output, "extra_fields", None)
+    value = fields.get(key) if isinstance(fields, dict) else None
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == value else None
 
 
 @never_raise()

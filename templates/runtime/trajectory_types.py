@@ -177,6 +177,11 @@ class Trajectory(_JsonRecord):
     # (rollout.response_length, the padded width verl's clip_ratio compares with).
     response_length: int | None = None
     max_response_length: int | None = None
+    # The weight versions the rollout was generated with (AgentLoopOutput.extra_fields'
+    # min_global_steps / max_global_steps, as verl's servers report them; None when not reported):
+    # a rollout with max > min spanned a weight update.
+    min_global_steps: int | None = None
+    max_global_steps: int | None = None
 
     @classmethod
     def from_dict(cls, data: dict) -> Trajectory:

@@ -69,6 +69,8 @@ def make_trajectory(runtime):
         agent_stop_reason="no_tool_call",
         response_length=120,
         max_response_length=512,
+        min_global_steps=3,
+        max_global_steps=4,
     )
 
 
@@ -151,6 +153,8 @@ def expected_line() -> bytes:
         "agent_stop_reason": "no_tool_call",
         "response_length": 120,
         "max_response_length": 512,
+        "min_global_steps": 3,
+        "max_global_steps": 4,
     }
     line = {"prompt_uid": "92ee95cb", "sample_index": 3, "raw_message": json.dumps(raw, ensure_ascii=False)}
     return (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")

@@ -206,7 +206,11 @@ def test_agent_stop_reason_reaches_the_trajectory(traced):
     key, traj_uid = tracker.register_trajectory(item)
     agent_data = SimpleNamespace(trace_traj_key=key)
     traced.trace_agent_stop(FakeAgentLoop(tracker), agent_data, "max_assistant_turns")
-    output = SimpleNamespace(response_ids=[5] * 37)
+    # a later reason (the caller's catch-all) never replaces the first
+    traced.trace_agent_stop(FakeAgentLoop(tracker), agent_data, "tool_response_length")
+    output = SimpleNamespace(
+        response_ids=[5] * 37, extra_fields={"min_global_steps": np.int64(3), "max_global_steps": 4}
+    )
     config = make_config(n=2, response_length=64)
     trajectory = tracker.build_trajectory(item, key, traj_uid, 0.0, None, 1, config, agent_output=output)
     assert (trajectory.agent_stop_reason, trajectory.response_length, trajectory.max_response_length) == (
@@ -214,6 +218,8 @@ def test_agent_stop_reason_reaches_the_trajectory(traced):
         37,
         64,
     )
+    assert (trajectory.min_global_steps, trajectory.max_global_steps) == (3, 4)
+    assert type(trajectory.min_global_steps) is int
     tracker.unregister_trajectory(key)
     key_again, _ = tracker.register_trajectory(item)
     assert key_again == key
@@ -247,13 +253,24 @@ class Unsized:
         raise RuntimeError("no ids")
 
 
-@pytest.mark.parametrize("output", [None, SimpleNamespace(), Unsized(), SimpleNamespace(response_ids=7)])
+@pytest.mark.parametrize(
+    "output",
+    [
+        None,
+        SimpleNamespace(),
+        Unsized(),
+        SimpleNamespace(response_ids=7, extra_fields={"min_global_steps": "3", "max_global_steps": 2.5}),
+        SimpleNamespace(extra_fields=None),
+        SimpleNamespace(extra_fields={"min_global_steps": True, "max_global_steps": None}),
+    ],
+)
 def test_response_length_unknown_without_a_usable_output(traced, output):
     tracker = traced.TrajectoryTracker()
     item = make_item()
     key, traj_uid = tracker.register_trajectory(item)
     trajectory = tracker.build_trajectory(item, key, traj_uid, 0.0, None, 1, make_config(), agent_output=output)
     assert trajectory.response_length is None and trajectory.max_response_length is None
+    assert trajectory.min_global_steps is None and trajectory.max_global_steps is None
     assert trajectory.request_id == "2"
 
 

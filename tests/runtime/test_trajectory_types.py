@@ -51,6 +51,8 @@ TRAJECTORY_FIELDS = [
     ("agent_stop_reason", None),
     ("response_length", None),
     ("max_response_length", None),
+    ("min_global_steps", None),
+    ("max_global_steps", None),
 ]
 
 

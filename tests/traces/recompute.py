@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import math
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -115,14 +116,21 @@ def trajectories(trace_dir: Path) -> list[dict]:
 
 
 def stop_reason(trajectory: dict) -> str:
-    """The agent loop's reason, else the last turn's finish reason, else unknown (README's bucket)."""
+    """An aborted last turn's finish reason, else the agent loop's reason, else the last turn's
+    finish reason, else unknown (README's bucket)."""
     last = trajectory["turns"][-1]["finish_reason"] if trajectory["turns"] else ""
+    if last in ("aborted", "abort"):
+        return last
     return trajectory.get("agent_stop_reason") or last or "unknown"
 
 
-def response_lengths(trajs: list[dict]) -> tuple[list[int], float | None]:
-    """verl's response_length of the trajectories that recorded one, and the share at the budget."""
+def response_lengths(trajs: list[dict], batch_max: bool = False) -> tuple[list[int], float | None]:
+    """verl's response_length of the trajectories that recorded one, and the share at the length
+    verl's trainer pads to: the budget (legacy trainer), or the longest of ``trajs`` (``batch_max``:
+    the v1 trainer, ``trajs`` being one step's batch)."""
     lengths = [t["response_length"] for t in trajs if t.get("response_length") is not None]
+    if batch_max:
+        return lengths, (lengths.count(max(lengths)) / len(lengths) if lengths else None)
     budgeted = [t for t in trajs if t.get("response_length") is not None and t.get("max_response_length") is not None]
     clipped = sum(t["response_length"] == t["max_response_length"] for t in budgeted)
     return lengths, (clipped / len(budgeted) if budgeted else None)
@@ -141,6 +149,6 @@ def step_scores(rows: list[dict]) -> dict[int, list[float]]:
     trained = trained_steps(rows)
     out: dict[int, list[float]] = {}
     for sample_id, score in scored.items():
-        if sample_id in trained:
+        if sample_id in trained and math.isfinite(score):
             out.setdefault(trained[sample_id], []).append(score)
     return out

@@ -69,10 +69,9 @@ class TrajPlan:
     train_step: int | None = None  # None = never trained
     agent_stop: str | None = None  # why the agent loop ended (None: a loop that records none)
     response_length: int | None = None  # verl's: len(response_ids), cut at the budget
-    start_step: int | None = None  # the step its rollout started in, when earlier than gen_step (partial rollout)
-
-    def started_step(self) -> int:
-        return self.gen_step if self.start_step is None else self.start_step
+    # the weight versions it was generated with, as verl's servers report them (min_global_steps,
+    # max_global_steps); None: not reported
+    weight_versions: tuple[int, int] | None = None
 
 
 @dataclass
@@ -134,7 +133,8 @@ class SimConfig:
     text_chars: int = 40
     max_response_length: int | None = 2048  # None: trajectories record no response length
     agent_stop_prob: float = 0.85  # trajectories whose agent loop records why it ended
-    spanning_prob: float = 0.1  # async only: rollouts that started a step before the one they completed in
+    spanning_prob: float = 0.1  # async only: rollouts generated partly with the previous step's weights
+    weight_versions: bool = True  # the servers report them (min/max_global_steps)
 
 
 # -- planning ------------------------------------------------------------------------------------
@@ -260,8 +260,9 @@ def _plan_agent_stops(cfg: SimConfig, trajs: list[TrajPlan]) -> None:
     generator of their own (the rest of the plan stays what the seed gave before they existed)."""
     rng = random.Random(f"{cfg.seed}-agent-stop")
     for traj in trajs:
-        if cfg.mode != "sync" and traj.gen_step > 1 and rng.random() < cfg.spanning_prob:
-            traj.start_step = traj.gen_step - 1
+        spans = cfg.mode != "sync" and traj.gen_step > 1 and rng.random() < cfg.spanning_prob
+        if cfg.weight_versions:
+            traj.weight_versions = (traj.gen_step - 1 if spans else traj.gen_step, traj.gen_step)
         full = sum(t.completion_tokens for t in traj.turns) + OBSERVATION_TOKENS * (len(traj.turns) - 1)
         budget = cfg.max_response_length
         traj.response_length = full if budget is None else min(full, budget)
@@ -487,7 +488,7 @@ def worker_actions(plan: RunPlan, worker: int) -> list[tuple]:
                     "AgentLoopWorkerTQ",
                     "AGENT_LOOP",
                     f"session_started_session_id={ix}_rollout_n={plan.rollout_n}",
-                    traj.started_step(),
+                    traj.gen_step,
                 )
             )
         else:
@@ -500,7 +501,7 @@ def worker_actions(plan: RunPlan, worker: int) -> list[tuple]:
                     agent,
                     "AGENT_LOOP",
                     "agent_task_started",
-                    traj.started_step(),
+                    traj.gen_step,
                 )
             )
         acts.append((traj.start_ms, "register", (key, traj.uid, ix, traj.gen_step)))
@@ -576,7 +577,7 @@ def worker_actions(plan: RunPlan, worker: int) -> list[tuple]:
             )
         )
         acts.append((traj.reward_ms, "completed", (traj.uid, ix, traj.score)))
-        acts.append((traj.reward_ms + 1, "dump", (key, traj.agent_stop, traj.response_length)))
+        acts.append((traj.reward_ms + 1, "dump", (key, traj.agent_stop, traj.response_length, traj.weight_versions)))
     return acts
 
 
@@ -656,13 +657,14 @@ for ms, kind, args in sorted(actions, key=lambda a: a[0]):
         messages.append({"role": "tool", "content": f"{tool} result " + "o" * text_chars})
         entry[4].patch_observation(messages, pre, len(messages), tokenizer=tok)
     elif kind == "dump":
-        key, agent_stop, response_length = args
+        key, agent_stop, response_length, versions = args
         item, traj_key, traj_uid, created, _, _ = live.pop(key)
         if agent_stop is not None:
             # as the C5 templates call it from the agent loop's termination checks
             tracing.trace_agent_stop(types.SimpleNamespace(_traj_tracker=tracker),
                                      types.SimpleNamespace(trace_traj_key=traj_key), agent_stop)
-        output = types.SimpleNamespace(response_ids=range(response_length)) if response_length is not None else None
+        extra = {"min_global_steps": versions[0], "max_global_steps": versions[1]} if versions else {}
+        output = types.SimpleNamespace(response_ids=range(response_length), extra_fields=extra) if response_length is not None else None
         traj = tracker.build_trajectory(item, traj_key, traj_uid, created, tokenizer=tok,
                                         instance_id=os.getpid(), config=config,
                                         agent_metrics={"generate_sequences": 1.0, "tool_calls": 0.0, "num_preempted": -1},

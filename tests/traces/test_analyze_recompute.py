@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -11,9 +13,11 @@ import numpy as np
 import pytest
 import recompute
 import simulate
+from typer.testing import CliRunner
 
+from trace_instrument.cli import app
 from trace_instrument.traces import Options, analyze
-from trace_instrument.traces.model import Analysis, StepBasis
+from trace_instrument.traces.model import Analysis, ClipBasis, StepBasis
 from trace_instrument.traces.render.metrics import step_metrics
 
 
@@ -67,6 +71,9 @@ def test_rollouts_match_recomputation(run) -> None:
     assert {s.reason: s.count for s in r.stop_reasons} == dict(stops)
     # the sim's loops record reasons for most trajectories, none for the rest (finish reason or unknown)
     assert {"unknown", "stop", "no_tool_call", "response_length", "max_assistant_turns"} <= set(stops)
+    # an aborted last turn is the reason, whatever the loop recorded after it
+    assert any(t["turns"][-1]["finish_reason"] == "abort" and t.get("agent_stop_reason") for t in trajs)
+    assert stops["abort"] == sum(t["turns"][-1]["finish_reason"] == "abort" for t in trajs)
     turns = [len(t["turns"]) for t in trajs]
     for q in (50, 90, 95, 99):
         assert r.turns.quantiles[f"p{q}"] == pytest.approx(np.percentile(turns, q))
@@ -79,7 +86,8 @@ def test_rollouts_match_recomputation(run) -> None:
     assert (r.response_length.min, r.response_length.max) == (min(verl_lengths), max(verl_lengths))
     assert r.response_length.mean == pytest.approx(np.mean(verl_lengths))
     assert clip_ratio is not None and 0 < clip_ratio < 1
-    assert r.response_length.clip_ratio == pytest.approx(clip_ratio)
+    # a v1 run: verl compares each step with its own longest response, which pools into no run-wide figure
+    assert r.response_length.clip_ratio is None and r.response_length.clip_basis is None
     queue = [turn["sglang_queue_time_ms"] for t in trajs for turn in t["turns"]]
     assert r.sglang.collected
     assert r.sglang.fields["queue"].quantiles["p50"] == pytest.approx(np.percentile(queue, 50))
@@ -149,7 +157,7 @@ def test_per_step_rollouts_match_recomputation(run) -> None:
             assert row.turns.quantiles[f"p{q}"] == pytest.approx(np.percentile(turns, q))
         tokens = [sum(turn["completion_token_count"] for turn in t["turns"]) for t in trajs]
         assert row.completion_tokens.mean == pytest.approx(np.mean(tokens))
-        lengths, clip_ratio = recompute.response_lengths(trajs)
+        lengths, clip_ratio = recompute.response_lengths(trajs, batch_max=True)  # a v1 run
         assert (row.response_length.trajectories, row.response_length.min, row.response_length.max) == (
             len(lengths),
             min(lengths),
@@ -157,6 +165,7 @@ def test_per_step_rollouts_match_recomputation(run) -> None:
         )
         assert row.response_length.mean == pytest.approx(np.mean(lengths))
         assert row.response_length.clip_ratio == pytest.approx(clip_ratio)
+        assert row.response_length.clip_basis is ClipBasis.BATCH_MAX
     # a step filter shows fewer steps, never other numbers for a shown step
     some = analyze([trace_dir], Options(cache=False, steps=(3, 4)))
     shown = [r for r in result.step_rollouts if r.step in (3, 4)]
@@ -186,30 +195,34 @@ def test_training_per_step_matches_recomputation(run) -> None:
     trained = recompute.trained_steps(rows)
     # reward: the last ROLLOUT_REWARD row's score, counted in the step that trained the sample
     scores = recompute.step_scores(rows)
-    by_step = {r.step: r for r in result.step_rollouts}
+    by_step = {w.step: w for w in result.steps}
     assert set(scores) <= set(by_step) and len(scores) > 2
     for step, values in scores.items():
         score = by_step[step].score
         assert (score.count, score.min, score.max) == (len(values), min(values), max(values))
         assert score.mean == pytest.approx(np.mean(values))
-    # staleness per train step: completed step of the trajectory; spanning: it started earlier
-    started = {r["sample_id"]: r["step"] for r in rows if r["detail"].startswith("session_started")}
+    # staleness per train step: train step minus the trajectory's completed step
     completed = {r["sample_id"]: r["step"] for r in rows if r["detail"] == "agent_run_completed"}
     lags: dict[int, list[int]] = {}
-    spanning: Counter[int] = Counter()
     for sample_id, step in trained.items():
         if sample_id in completed:
             lags.setdefault(step, []).append(step - completed[sample_id])
-            spanning[step] += completed[sample_id] > started[sample_id]
-    assert sum(spanning.values()) > 0
     entries = {e["step"]: e for e in step_metrics(result)}
     for step, values in lags.items():
         entry = entries[step]
         assert (entry["staleness/min"], entry["staleness/max"]) == (min(values), max(values))
         assert entry["staleness/mean"] == pytest.approx(np.mean(values))
         assert {k: entry[f"staleness/{k}/count"] for k in set(values)} == dict(Counter(values))
-        assert entry["staleness/spanning_versions/count"] == spanning[step]
-        assert entry["staleness/spanning_versions/frac"] == pytest.approx(spanning[step] / len(values))
+    # rollouts generated with more than one weight version, from the trajectory lines, by train step
+    versions: dict[int, list[bool]] = {}
+    for t in recompute.trajectories(trace_dir):
+        step = trained.get(f"{t['prompt_uid']}/{t['request_id']}")
+        if step is not None and t.get("min_global_steps") is not None:
+            versions.setdefault(step, []).append(t["max_global_steps"] > t["min_global_steps"])
+    assert sum(map(sum, versions.values())) > 0
+    for step, spans in versions.items():
+        assert entries[step]["staleness/spanning_versions/count"] == sum(spans)
+        assert entries[step]["staleness/spanning_versions/frac"] == pytest.approx(sum(spans) / len(spans))
     # stage times: each stage's last row after the previous stage's last row; the sync's first row
     for window in result.steps:
         marks = []
@@ -226,3 +239,54 @@ def test_training_per_step_matches_recomputation(run) -> None:
             f"stage_s/{name}": ms / 1000 for name, ms in expected
         }
     assert any(len(w.stages) >= 5 for w in result.steps)
+
+
+@pytest.fixture(scope="module")
+def v0_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Analysis]:
+    """The legacy trainer (v0, sync): it pads every batch to rollout.response_length."""
+    config = simulate.SimConfig(seed=5, version="v0", mode="sync", hosts=2, steps=4, prompts_per_step=6)
+    trace_dir = tmp_path_factory.mktemp("v0") / "trace"
+    simulate.simulate(config, trace_dir)
+    return trace_dir, analyze([trace_dir], Options(cache=False))
+
+
+def test_the_legacy_trainer_clips_at_the_budget(v0_run: tuple[Path, Analysis]) -> None:
+    trace_dir, result = v0_run
+    trajs = recompute.trajectories(trace_dir)
+    _, clip_ratio = recompute.response_lengths(trajs)
+    r = result.rollouts
+    assert r is not None and clip_ratio is not None and 0 < clip_ratio < 1
+    assert r.response_length.clip_ratio == pytest.approx(clip_ratio)
+    assert r.response_length.clip_basis is ClipBasis.BUDGET
+    trained = recompute.trained_steps(recompute.read_rows(trace_dir))
+    for row in result.step_rollouts:
+        batch = [t for t in trajs if trained.get(f"{t['prompt_uid']}/{t['request_id']}") == row.step]
+        assert row.response_length.clip_ratio == pytest.approx(recompute.response_lengths(batch)[1])
+        assert row.response_length.clip_basis is ClipBasis.BUDGET
+    # a sync run never spans weight versions
+    assert all(row.versioned and row.spanning == 0 for row in result.step_rollouts)
+
+
+def test_scores_need_no_trajectory_lines_and_skip_what_is_no_number(run, tmp_path: Path) -> None:
+    """critic/score comes from the CSV rows alone; a score of nan is no score, and the JSON stays JSON."""
+    trace_dir, _, _ = run
+    copy = tmp_path / "trace"
+    shutil.copytree(trace_dir, copy, ignore=shutil.ignore_patterns("trajectory", ".trace-instrument-cache"))
+    sample = min((copy / "sample").glob("*.csv"))
+    rows = recompute.read_rows(copy)
+    victim = next(r for r in rows if r["stage"] == "ROLLOUT_REWARD" and r["sample_id"] in recompute.trained_steps(rows))
+    text = sample.read_text(encoding="utf-8")
+    with open(sample, "a", encoding="utf-8") as f:  # a later row of the same sample: its last score is nan
+        job = text.splitlines()[0].split(",")[0]
+        f.write(f"{job},FLOW,{victim['sample_id']},RUNNING,{victim['ts'] + 1},"
+                f"from=RewardLoopWorker|to=AgentLoopWorker|stage=ROLLOUT_REWARD|detail=reward_score_computed_score=nan\n")  # fmt: skip
+    result = CliRunner().invoke(app, ["analyze", str(copy), "--no-cache", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    expected = recompute.step_scores(recompute.read_rows(copy))
+    assert len(expected) > 2
+    for entry in document["steps"]:
+        values = expected.get(entry["step"])
+        if values:
+            assert entry["critic/score/mean"] == pytest.approx(np.mean(values))
+            assert entry["critic/score/max"] == max(values)

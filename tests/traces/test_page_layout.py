@@ -58,7 +58,7 @@ def _measured(page: Path, width: int, target: Path) -> dict:
     probe = target / f"probe-{width}.html"
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     dom = chromium.dom_at_width(probe, width)
-    match = re.search(r'<pre id="page-test">(.*?)</pre>', dom, re.S)
+    match = re.search(r'<pre id="page-test">(.*?)</pre>', dom, re.DOTALL)
     assert match, "the measuring script did not run"
     return json.loads(
         match.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")

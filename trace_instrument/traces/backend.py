@@ -28,6 +28,10 @@ UID_PATTERN = "^(.*)/[^/]*$"
 PLACEHOLDER_UIDS = ("unknown", "None", "nan", "N/A", "")
 # The stop reason of a trajectory that records neither an agent-loop reason nor a finish reason.
 UNKNOWN_STOP_REASON = "unknown"
+# Finish reasons of a generate call the server aborted (verl's TokenOutput.stop_reason, sglang's
+# and vLLM's spellings): the agent loop then stops for want of a tool call, so the abort is the
+# reason, not the loop's decision (verl keeps aborted samples apart: response_length_non_aborted/*).
+ABORTED_FINISH_REASONS = ("aborted", "abort")
 _MACRO = re.compile(r"\{\{\s*(\w+)\s*(?:\((.*?)\))?\s*\}\}", re.DOTALL)
 
 
@@ -120,8 +124,13 @@ class Dialect:
         return {"order_key": ORDER_KEY_SQL}
 
     def stop_bucket(self, agent_reason: str, finish_reason: str) -> str:
-        """A trajectory's stop reason: the agent loop's, else the last turn's finish reason, else unknown."""
-        return f"coalesce(NULLIF({agent_reason}, ''), NULLIF({finish_reason}, ''), '{UNKNOWN_STOP_REASON}')"
+        """A trajectory's stop reason: an aborted last turn's finish reason, else the agent loop's
+        reason, else the last turn's finish reason, else unknown."""
+        aborted = ", ".join(f"'{r}'" for r in ABORTED_FINISH_REASONS)
+        return (
+            f"CASE WHEN {finish_reason} IN ({aborted}) THEN {finish_reason} "
+            f"ELSE coalesce(NULLIF({agent_reason}, ''), NULLIF({finish_reason}, ''), '{UNKNOWN_STOP_REASON}') END"
+        )
 
     def is_placeholder(self, column: str) -> str:
         """Whether the sample id ``column`` has a placeholder uid (PLACEHOLDER_UIDS)."""

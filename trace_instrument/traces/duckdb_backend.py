@@ -45,6 +45,8 @@ PAYLOAD_SCHEMA = {
     "agent_stop_reason": "VARCHAR",
     "response_length": "BIGINT",
     "max_response_length": "BIGINT",
+    "min_global_steps": "BIGINT",
+    "max_global_steps": "BIGINT",
 }
 TOP_SCHEMA = {"prompt_uid": "VARCHAR", "sample_index": "BIGINT", "raw_message": "VARCHAR"}
 EXAMPLES = 3

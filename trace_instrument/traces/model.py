@@ -155,6 +155,9 @@ class StepWindow:
     progress_order_ok: bool | None  # the lines' order agrees with the CSV windows
     gen_throughput: float | None  # the `gen throughput (token/s)` line of this step
     stages: tuple[StageTime, ...] = ()  # in pipeline order
+    # verl's critic/score: the reward score of the samples this step trained (ROLLOUT_REWARD rows), or,
+    # when the run trains none, of those it generated
+    score: Distribution = field(default_factory=lambda: Distribution(0, None, None, None, {}))
 
     @property
     def rollout_ms(self) -> int | None:
@@ -260,6 +263,13 @@ class SglangBreakdown:
     fields: dict[str, Distribution]  # "queue", "ttft", "prefill", "decode", "total"
 
 
+class ClipBasis(str, Enum):
+    """What verl's response_length/clip_ratio compares a response's length with."""
+
+    BUDGET = "budget"  # rollout.response_length: the legacy trainer pads every batch to it
+    BATCH_MAX = "batch_max"  # the longest response of the step's batch: the v1 trainer pads to it
+
+
 @dataclass(frozen=True)
 class ResponseLength:
     """verl's ``response_length/*``: the response tokens the trainer sees (``len(response_ids)``:
@@ -270,7 +280,8 @@ class ResponseLength:
     mean: float | None
     min: float | None
     max: float | None
-    clip_ratio: float | None  # share at the recorded budget; None when no trajectory recorded one
+    clip_ratio: float | None  # share at clip_basis's length; None when it is not known
+    clip_basis: ClipBasis | None = None
 
 
 @dataclass(frozen=True)
@@ -298,7 +309,8 @@ class StepRollouts:
     turns: Distribution  # turns per trajectory, p50/p90/p95/p99
     completion_tokens: Distribution  # the sum of a trajectory's completion tokens (no tool observations)
     response_length: ResponseLength
-    score: Distribution  # verl's critic/score: the reward score of the step's scored samples (ROLLOUT_REWARD rows)
+    versioned: int = 0  # trajectories that recorded their weight versions (min/max_global_steps)
+    spanning: int = 0  # of them, those generated with more than one weight version (max > min)
 
 
 @dataclass(frozen=True)
@@ -306,7 +318,6 @@ class StalenessRow:
     train_step: int
     staleness: int
     count: int
-    spanning: int = 0  # of them, rollouts that completed in a later step than they started (several weight versions)
 
 
 @dataclass(frozen=True)

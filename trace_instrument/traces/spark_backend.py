@@ -27,7 +27,7 @@ _TURN = (
 PAYLOAD_SCHEMA = (
     "struct<request_id:string,n_samples:bigint,global_step:bigint,created_at_ts:double,completed_at_ts:double,"
     f"total_time_ms:double,turns:array<{_TURN}>,agent_stop_reason:string,response_length:bigint,"
-    "max_response_length:bigint>"
+    "max_response_length:bigint,min_global_steps:bigint,max_global_steps:bigint>"
 )
 TOP_SCHEMA = "struct<prompt_uid:string,sample_index:bigint,raw_message:string>"
 _CREATE_TABLE = re.compile(r"^\s*(?:--[^\n]*\n\s*)*CREATE TABLE (\w+) AS", re.IGNORECASE)

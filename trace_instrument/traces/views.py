@@ -13,6 +13,7 @@ from trace_instrument.traces.discover import Inputs, locate_line
 from trace_instrument.traces.events import EVENT_NAMES, MILESTONES, STAGE_KEYS, event_name, in_flight_state
 from trace_instrument.traces.model import (
     Analysis,
+    ClipBasis,
     ClockSkew,
     Distribution,
     FileKind,
@@ -61,15 +62,18 @@ def compute(backend: Backend, selection: RunSelection, report: LoadReport, optio
     backend.select_steps(None)
     step_rows = _step_rows(backend)
     stage_rows = backend.rows("step_stages")
+    (v1,) = backend.rows("v1_trainer")[0]
+    (trained_samples,) = backend.rows("trained_samples")[0]
+    score_rows = backend.rows("step_scores", by_train="TRUE" if trained_samples else "FALSE")
     throughput_rows = backend.rows("throughput_steps")
-    step_rollouts_by, step_rollouts = _step_rollouts(backend, options.steps)
+    step_rollouts_by, step_rollouts = _step_rollouts(backend, options.steps, bool(v1))
     staleness = _staleness(backend, options.steps)
     trajectory_steps = {int(s) for (s,) in backend.rows("trajectory_steps")}
     _check_steps(options.steps, set(step_rows) | trajectory_steps | {line.step for line in progress.step_lines})
     backend.select_steps(options.steps)
-    steps = _with_stages(_step_windows(step_rows, progress, options.steps), stage_rows)
+    steps = _with_step_rows(_step_windows(step_rows, progress, options.steps), stage_rows, score_rows)
     latencies = _latencies(backend)
-    rollouts = _rollouts(backend, progress)
+    rollouts = _rollouts(backend, progress, bool(v1))
     header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, rollouts, files)
     header = replace(
         header,
@@ -146,13 +150,20 @@ def _union_overlap(start: int, end: int, windows: list[tuple[int, int]]) -> int:
     return covered
 
 
-def _with_stages(windows: tuple[StepWindow, ...], stage_rows: list[tuple[Any, ...]]) -> tuple[StepWindow, ...]:
-    """The windows with their stage times (model.StageTime): each stage from the row of the stage
-    before it in the same step; a stage whose row comes before that row (clock skew) is left out."""
+def _with_step_rows(
+    windows: tuple[StepWindow, ...], stage_rows: list[tuple[Any, ...]], score_rows: list[tuple[Any, ...]]
+) -> tuple[StepWindow, ...]:
+    """The windows with their stage times (model.StageTime: each stage from the row of the stage
+    before it in the same step; a stage whose row comes before that row, clock skew, is left out)
+    and their reward scores."""
     marks: dict[int, list[tuple[int, int]]] = {}
     for step, code, ts in stage_rows:
         marks.setdefault(int(step), []).append((int(code), int(ts)))
-    return tuple(replace(w, stages=_stage_times(sorted(marks.get(w.step, ())))) for w in windows)
+    scores = {int(r[0]): r[1:] for r in score_rows}
+    return tuple(
+        replace(w, stages=_stage_times(sorted(marks.get(w.step, ()))), score=_score(scores.get(w.step)))
+        for w in windows
+    )
 
 
 def _stage_times(marks: list[tuple[int, int]]) -> tuple[StageTime, ...]:
@@ -333,7 +344,7 @@ def _nice_width(span: float, bins: int = 20) -> int:
     return int(10 * magnitude)
 
 
-def _rollouts(backend: Backend, progress: ProgressInfo) -> Rollouts | None:
+def _rollouts(backend: Backend, progress: ProgressInfo, v1: bool) -> Rollouts | None:
     (n, mean, lo, hi, q) = backend.rows("turn_counts")[0]
     tools = tuple(
         ToolTime(str(name), int(c), float(qq[0]), float(qq[1]), float(qq[2]), int(mx), int(total))
@@ -362,29 +373,40 @@ def _rollouts(backend: Backend, progress: ProgressInfo) -> Rollouts | None:
         completion_tokens_histogram=Histogram(
             tuple(float(b * width) for b in range(b_hi + 2)), tuple(rl_bins.get(b, 0) for b in range(b_hi + 1))
         ),
-        response_length=_response_length(*backend.rows("response_length")[0]),
+        response_length=_run_response_length(backend, v1),
         tools=tools,
         sglang=_sglang(backend),
         completed_lines=progress.completed,
     )
 
 
-def _response_length(n: Any, mean: Any, lo: Any, hi: Any, budgeted: Any, clipped: Any) -> ResponseLength:
-    """verl's response_length figures from the count, mean, min, max, and clipped of budgeted."""
+def _response_length(
+    n: Any, mean: Any, lo: Any, hi: Any, compared: Any, clipped: Any, batch_max: bool
+) -> ResponseLength:
+    """verl's response_length figures: the count, mean, min and max, and ``clipped`` of ``compared``
+    at the length verl compares with (the step's longest when ``batch_max``, else the budget)."""
     return ResponseLength(
         trajectories=int(n or 0),
         mean=None if mean is None else float(mean),
         min=None if lo is None else float(lo),
         max=None if hi is None else float(hi),
-        clip_ratio=int(clipped) / int(budgeted) if budgeted else None,
+        clip_ratio=int(clipped) / int(compared) if compared else None,
+        clip_basis=(ClipBasis.BATCH_MAX if batch_max else ClipBasis.BUDGET) if compared else None,
     )
 
 
 def _staleness(backend: Backend, selected: tuple[int, int] | None) -> tuple[StalenessRow, ...]:
     """Staleness by train step over the whole run (a shown step's figures never depend on the
     filter), for the train steps ``selected``."""
-    rows = (StalenessRow(int(a), int(b), int(n), int(c)) for a, b, n, c in backend.rows("staleness"))
+    rows = (StalenessRow(int(a), int(b), int(n)) for a, b, n in backend.rows("staleness"))
     return tuple(r for r in rows if not selected or selected[0] <= r.train_step <= selected[1])
+
+
+def _run_response_length(backend: Backend, v1: bool) -> ResponseLength:
+    """Run-wide response lengths; the clip ratio only against the budget: verl's v1 trainer compares
+    each step with its own longest response, which no run-wide figure of verl's pools."""
+    n, mean, lo, hi, budgeted, clipped = backend.rows("response_length")[0]
+    return _response_length(n, mean, lo, hi, 0 if v1 else budgeted, clipped, False)
 
 
 def _score(row: tuple[Any, ...] | None) -> Distribution:
@@ -394,7 +416,7 @@ def _score(row: tuple[Any, ...] | None) -> Distribution:
 
 
 def _step_rollouts(
-    backend: Backend, selected: tuple[int, int] | None
+    backend: Backend, selected: tuple[int, int] | None, v1: bool
 ) -> tuple[StepBasis | None, tuple[StepRollouts, ...]]:
     """Per step, over the whole run (the views must show all of it): stop reasons, turns, completion tokens.
 
@@ -408,8 +430,11 @@ def _step_rollouts(
     for step, reason, n in backend.rows("step_stop_reasons"):
         reasons.setdefault(int(step), []).append((str(reason), int(n)))
     result = []
-    scores = {int(r[0]): r[1:] for r in backend.rows("step_scores", by_train="TRUE" if by_train else "FALSE")}
-    for step, n, t_mean, t_lo, t_hi, t_q, c_n, c_mean, c_lo, c_hi, *response in backend.rows("step_rollouts"):
+    # verl's v1 trainer pads a step's batch to its longest response: its clip ratio is the share at that
+    batch_max = v1 and by_train
+    for row in backend.rows("step_rollouts"):
+        step, n, t_mean, t_lo, t_hi, t_q, c_n, c_mean, c_lo, c_hi = row[:10]
+        r_n, r_mean, r_lo, r_hi, budgeted, at_budget, at_batch_max, versioned, spanning = row[10:]
         step, n = int(step), int(n)
         if selected and not selected[0] <= step <= selected[1]:
             continue
@@ -420,8 +445,11 @@ def _step_rollouts(
                 stop_reasons=tuple(StopReason(r, c, c / n) for r, c in reasons.get(step, [])),
                 turns=_dist(n, t_mean, t_lo, t_hi, t_q, TURN_QUANTILES),
                 completion_tokens=_dist(c_n, c_mean, c_lo, c_hi, (), ()),
-                response_length=_response_length(*response),
-                score=_score(scores.get(step)),
+                response_length=_response_length(
+                    r_n, r_mean, r_lo, r_hi, *((r_n, at_batch_max) if batch_max else (budgeted, at_budget)), batch_max
+                ),
+                versioned=int(versioned),
+                spanning=int(spanning),
             )
         )
     if not result and not reasons:

@@ -379,7 +379,7 @@ window.addEventListener('hashchange', openLinked);
 
 def _score_trend(a: Analysis) -> str:
     """Mean reward score per step (bars; steps without scored samples are left out)."""
-    scored = [(r.step, r.score.mean) for r in a.step_rollouts if r.score.count and r.score.mean is not None]
+    scored = [(w.step, w.score.mean) for w in a.steps if w.score.count and w.score.mean is not None]
     # bars start at zero: negative scores would be drawn wrong, so then the table alone shows them
     if not scored or min(score for _, score in scored) < 0:
         return ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import mean
@@ -108,7 +109,6 @@ class StepStaleness:
     mean: float
     max: int
     counts: dict[int, int]  # staleness -> trajectories
-    spanning: int  # rollouts that completed in a later step than they started
 
 
 def step_staleness(rows: Sequence[StalenessRow]) -> StepStaleness | None:
@@ -122,19 +122,16 @@ def step_staleness(rows: Sequence[StalenessRow]) -> StepStaleness | None:
         mean=sum(r.staleness * r.count for r in rows) / n,
         max=max(r.staleness for r in rows),
         counts={r.staleness: r.count for r in sorted(rows, key=lambda r: r.staleness)},
-        spanning=sum(r.spanning for r in rows),
     )
 
 
 def _staleness_keys(lag: StepStaleness | None) -> dict[str, Any]:
-    """``staleness/{min,mean,max}``, ``staleness/{k}/count`` per weight-version lag and
-    ``staleness/spanning_versions/{count,frac}``; the mean and max are None with no trained trajectory."""
+    """``staleness/{min,mean,max}`` and ``staleness/{k}/count`` per weight-version lag; the mean and
+    max are None with no trained trajectory."""
     if lag is None:
         return {"staleness/mean": None, "staleness/max": None}
     out: dict[str, Any] = {"staleness/min": lag.min, "staleness/mean": lag.mean, "staleness/max": lag.max}
     out.update({f"staleness/{k}/count": c for k, c in lag.counts.items()})
-    out["staleness/spanning_versions/count"] = lag.spanning
-    out["staleness/spanning_versions/frac"] = lag.spanning / lag.trained
     return out
 
 
@@ -171,6 +168,7 @@ def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
         _step_rollout_keys(entry, rollouts.get(s.step))
         entry.update(_staleness_keys(step_staleness(stale.get(s.step, []))))
         entry.update(_stage_keys(s))
+        entry.update(_score_keys(s))
         out.append(entry)
     return out
 
@@ -204,9 +202,17 @@ def _step_rollout_keys(entry: dict[str, Any], step: StepRollouts | None) -> None
         for q, value in dist.quantiles.items():
             entry[f"{name}/{q}"] = value
     entry.update(_response_length_keys(step.response_length))
-    if step.score.count:
-        for stat in ("mean", "max", "min"):
-            entry[f"critic/score/{stat}"] = getattr(step.score, stat)
+    if step.versioned:
+        entry["staleness/spanning_versions/count"] = step.spanning
+        entry["staleness/spanning_versions/frac"] = step.spanning / step.versioned
+
+
+def _score_keys(window: StepWindow) -> dict[str, float]:
+    """verl's ``critic/score/{mean,max,min}`` of the step, when it has scored samples."""
+    score = window.score
+    if not score.count:
+        return {}
+    return {f"critic/score/{stat}": getattr(score, stat) for stat in ("mean", "max", "min")}
 
 
 def to_json(analysis: Analysis, baseline: dict[str, Any] | None = None) -> str:
@@ -222,7 +228,19 @@ def to_json(analysis: Analysis, baseline: dict[str, Any] | None = None) -> str:
     }
     if baseline is not None:
         document["baseline"] = baseline
-    return json.dumps(document, indent=2, default=str)
+    return json.dumps(finite(document), indent=2, default=str, allow_nan=False)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float as None: JSON has no such numbers (a trace may
+    hold a score of ``nan``)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
 
 
 __all__ = ["metrics", "short_name", "step_metrics", "to_json"]

@@ -164,24 +164,25 @@ def _stage_columns(a: Analysis) -> list[str]:
 
 
 def _training_section(a: Analysis) -> Section:
-    scores = {r.step: r.score for r in a.step_rollouts}
+    spanning = {r.step: r for r in a.step_rollouts}
     stale: dict[int, list[StalenessRow]] = {}
     for row in a.staleness:
         stale.setdefault(row.train_step, []).append(row)
     stages = _stage_columns(a)
     rows = []
     for w in a.steps:
-        score = scores.get(w.step)
+        score = w.score
         lag = step_staleness(stale.get(w.step, []))
+        versions = spanning.get(w.step)
         times = {t.stage: t.ms for t in w.stages}
         rows.append(
             (
                 str(w.step),
-                num(score.mean, 3) if score and score.count else "-",
-                num(score.min, 3) if score and score.count else "-",
-                num(score.max, 3) if score and score.count else "-",
+                num(score.mean, 3) if score.count else "-",
+                num(score.min, 3) if score.count else "-",
+                num(score.max, 3) if score.count else "-",
                 "-" if lag is None else f"{lag.min} / {num(lag.mean, 2)} / {lag.max}",
-                "-" if lag is None else num(lag.spanning),
+                f"{versions.spanning} of {versions.versioned}" if versions and versions.versioned else "-",
                 *(ms(times.get(stage)) for stage in stages),
             )
         )

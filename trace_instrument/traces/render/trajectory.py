@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from trace_instrument.traces.model import TrajectoryDetail
+from trace_instrument.traces.render.metrics import finite
 from trace_instrument.traces.render.tables import Section, ms, num
 from trace_instrument.traces.render.text import print_section
 
@@ -90,4 +91,5 @@ def print_trajectory(d: TrajectoryDetail, console: Console) -> None:
 
 def trajectories_json(details: tuple[TrajectoryDetail, ...]) -> str:
     """The ``--format json`` document of ``--trajectory``: every field, the texts whole."""
-    return json.dumps({"schema": 1, "trajectories": [asdict(d) for d in details]}, ensure_ascii=False, indent=2)
+    document = {"schema": 1, "trajectories": [asdict(d) for d in details]}
+    return json.dumps(finite(document), ensure_ascii=False, indent=2, allow_nan=False)

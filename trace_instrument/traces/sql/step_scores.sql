@@ -9,6 +9,7 @@ FROM (SELECT CASE WHEN {{by_train}} THEN e.train_step ELSE e.gen_step END AS ste
             WHERE ev.code = {{event(ROLLOUT_REWARD)}}
             GROUP BY ev.sample_id) AS s
       JOIN entities AS e ON e.sample_id = s.sample_id) AS scored
-WHERE step IS NOT NULL AND score IS NOT NULL
+-- a score that is not a finite number (nan, inf) is no score (both engines sort NaN above every number)
+WHERE step IS NOT NULL AND score BETWEEN -1.7e308 AND 1.7e308
 GROUP BY step
 ORDER BY step

@@ -30,6 +30,7 @@ SELECT rowid AS traj_id, file_id,
        p.turns[-1].finish_reason AS finish_reason, p.agent_stop_reason AS agent_stop_reason,
        {{stop_bucket(p.agent_stop_reason, p.turns[-1].finish_reason)}} AS stop_reason,
        p.response_length AS response_length, p.max_response_length AS max_response_length,
+       p.min_global_steps AS min_global_steps, p.max_global_steps AS max_global_steps,
        list_sum(list_transform(p.turns, lambda t: t.observation_time_ms)) AS observation_ms
 FROM traj_lines
 WHERE p IS NOT NULL AND (p.request_id IS NOT NULL OR p.turns IS NOT NULL);

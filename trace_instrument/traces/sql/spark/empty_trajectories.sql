@@ -7,6 +7,7 @@ SELECT CAST(NULL AS BIGINT) AS traj_id, CAST(NULL AS INT) AS file_id, CAST(NULL 
        CAST(NULL AS BIGINT) AS completion_tokens, CAST(NULL AS STRING) AS finish_reason,
        CAST(NULL AS STRING) AS agent_stop_reason, CAST(NULL AS STRING) AS stop_reason,
        CAST(NULL AS BIGINT) AS response_length, CAST(NULL AS BIGINT) AS max_response_length,
+       CAST(NULL AS BIGINT) AS min_global_steps, CAST(NULL AS BIGINT) AS max_global_steps,
        CAST(NULL AS DOUBLE) AS observation_ms
 WHERE FALSE;
 CREATE TABLE turns_all AS

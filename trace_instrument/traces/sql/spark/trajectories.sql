@@ -24,6 +24,7 @@ SELECT line_no AS traj_id, file_id, fmt, prompt_uid, sample_index,
        element_at(p.turns, -1).finish_reason AS finish_reason, p.agent_stop_reason AS agent_stop_reason,
        {{stop_bucket(p.agent_stop_reason, element_at(p.turns, -1).finish_reason)}} AS stop_reason,
        p.response_length AS response_length, p.max_response_length AS max_response_length,
+       p.min_global_steps AS min_global_steps, p.max_global_steps AS max_global_steps,
        aggregate(p.turns, CAST(NULL AS DOUBLE),
                  (acc, t) -> CASE WHEN t.observation_time_ms IS NULL THEN acc
                                   ELSE coalesce(acc, 0) + t.observation_time_ms END) AS observation_ms
