@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -74,12 +75,22 @@ def _cells(folder: Path, approx: bool = False) -> dict[str, list[list[object]]]:
     """Every file's cells, numbers as floats; ``approx``: compared as equal to the last bits
     (DuckDB's parallel sums may differ there)."""
 
+    def close(value: object) -> object:
+        if isinstance(value, float):
+            return pytest.approx(value, rel=1e-12) if approx else value
+        if isinstance(value, dict):
+            return {k: close(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [close(v) for v in value]
+        return value
+
     def cell(text: str) -> object:
+        if text[:1] in ("{", "["):  # a JSON cell: the numbers in it too
+            return close(json.loads(text))
         try:
-            number = float(text)
+            return close(float(text))
         except ValueError:
             return text
-        return pytest.approx(number, rel=1e-12) if approx else number
 
     out = {}
     for path in sorted(folder.iterdir()):
@@ -104,3 +115,25 @@ def test_csv_into_a_missing_folder_or_onto_a_file_is_refused(tiny_run: Path, tmp
     a_file.write_text("keep me")
     result = runner.invoke(app, ["analyze", str(tiny_run), "--no-cache", "--csv", str(a_file)])
     assert result.exit_code == 2 and a_file.read_text() == "keep me"
+
+
+def test_the_files_and_their_columns_do_not_depend_on_the_data(
+    written: tuple[Path, Path], tiny_run: Path, tmp_path: Path
+) -> None:
+    """A folder written again for another run holds no file of the first: the same files, each with
+    the columns of its view (a view with no rows keeps its header)."""
+    folder = shutil.copytree(written[1], tmp_path / "views")
+    before = {p.name: _read_header(p) for p in folder.iterdir()}
+    result = runner.invoke(app, ["analyze", str(tiny_run), "--no-cache", "--csv", str(folder)])
+    assert result.exit_code == 0, result.output
+    after = {p.name: _read_header(p) for p in folder.iterdir()}
+    assert set(after) == set(before)
+    assert {k: v for k, v in after.items() if k != "steps.csv"} == {k: v for k, v in before.items() if k != "steps.csv"}
+    assert after["slowest_details.csv"][:2] == ["sample_id", "file"]  # no trajectory opened: the header alone
+    run = _read(folder / "run.csv")[0]
+    assert run["step_rollouts_by"] == "train_step" and run["engine"] == "duckdb"
+
+
+def _read_header(path: Path) -> list[str]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return next(csv.reader(handle), [])

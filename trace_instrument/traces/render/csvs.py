@@ -1,95 +1,163 @@
 """``analyze --csv DIR``: every view as a CSV file of plain values (numbers stay numbers).
 
 ``steps.csv`` holds the per-step keys of the JSON document (verl's names, one row per step),
-``metrics.csv`` its run-level keys (``key,value``), ``run.csv`` the header; every other view of
-``details`` is a file of its own, named after its JSON key (the step windows: ``step_windows``). A record's nested object becomes
-columns joined with ``/`` (``turns/mean``); a list of objects inside one record becomes a file of
-its own (``rollouts_stop_reasons.csv``), and a list of plain values one JSON cell.
+``metrics.csv`` its run-level keys (``key,value``), ``run.csv`` the header with the analysis'
+own fields (engine, cached, step basis, notes); every other view is a file of its own, named
+after its field of the JSON ``details`` (the step windows: ``step_windows``). Which files there
+are and their columns come from the model's types, never from the data: a view with no rows is a
+file with its header alone, so a folder written again holds no file of an earlier run's.
+
+A record's nested object becomes columns joined with ``/`` (``turns/mean``); a list of objects in
+a record becomes a file of its own, its rows led by the record's first field
+(``step_rollouts_stop_reasons.csv``: ``step,reason,count,frac``); a list of plain values is one
+JSON cell.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
+import types
+import typing
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from trace_instrument.traces import model
 from trace_instrument.traces.model import Analysis
 from trace_instrument.traces.render.metrics import metrics, step_metrics
 
-Table = list[dict[str, Any]]
+Table = tuple[list[str], list[dict[str, Any]]]  # columns, rows
 
 
-def tables(analysis: Analysis) -> dict[str, Table]:
-    """The CSV files' rows by file name (without ``.csv``), in the order they are written."""
-    details = asdict(analysis)
-    out: dict[str, Table] = {
-        "run": [_flat(details.pop("header"))],
-        "metrics": [{"key": key, "value": value} for key, value in metrics(analysis).items()],
-        "steps": step_metrics(analysis),
-    }
-    for name, value in details.items():
-        # the step windows as the model holds them; steps.csv is the per-step keys above
-        for table, rows in _tables("step_windows" if name == "steps" else name, value):
-            out.setdefault(table, rows)
+def _hints(kind: type) -> dict[str, Any]:
+    return typing.get_type_hints(kind, vars(model))
+
+
+def _optional(kind: Any) -> Any:
+    """``X`` of ``X | None``; other types as they are."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(kind) if a is not type(None)]
+        return inner[0] if len(inner) == 1 else kind
+    return kind
+
+
+def _record_list(kind: Any) -> type | None:
+    """The dataclass of ``tuple[X, ...]``, else None."""
+    args = typing.get_args(kind)
+    if (
+        typing.get_origin(kind) is tuple
+        and len(args) == 2
+        and args[1] is Ellipsis
+        and dataclasses.is_dataclass(args[0])
+    ):
+        return typing.cast(type, args[0])
+    return None
+
+
+def _record_map(kind: Any) -> type | None:
+    """The dataclass of ``dict[str, X]``, else None."""
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) is dict and len(args) == 2 and dataclasses.is_dataclass(args[1]):
+        return typing.cast(type, args[1])
+    return None
+
+
+def _columns(kind: type, prefix: str = "") -> list[str]:
+    """A record type's columns: nested records flattened with ``/``, lists of records left out."""
+    out: list[str] = []
+    for f in dataclasses.fields(kind):
+        hint = _optional(_hints(kind)[f.name])
+        if _record_list(hint) is not None:
+            continue
+        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            out += _columns(hint, f"{prefix}{f.name}/")
+        else:
+            out.append(f"{prefix}{f.name}")
     return out
 
 
-def _tables(name: str, value: Any) -> Iterator[tuple[str, Table]]:
-    """The tables one JSON value makes: a list of objects is one; an object is a one-row table and
-    the tables of its lists of objects."""
-    if isinstance(value, dict):
-        yield name, [_flat(value)]
-        for key, item in value.items():
-            if _is_records(item):
-                yield from _tables(f"{name}_{key}", item)
-    elif _is_records(value):
-        yield name, [_flat(item) for item in value]
-        for key in value[0] if value else ():
-            nested = [row for item in value if _is_records(item.get(key)) for row in _tagged(item, key)]
-            if nested:
-                yield f"{name}_{key}", nested
+def _cell(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, (list, tuple, dict)) else value
 
 
-def _tagged(item: dict[str, Any], key: str) -> Iterator[dict[str, Any]]:
-    """The rows of ``item[key]``, each led by the item's first field (its step, its id)."""
-    first = next(iter(item))
-    for row in item[key]:
-        yield {first: item[first], **_flat(row)}
-
-
-def _is_records(value: Any) -> bool:
-    # dataclasses.asdict keeps tuples as tuples
-    return isinstance(value, (list, tuple)) and all(isinstance(item, dict) for item in value)
-
-
-def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """One CSV row: nested objects as ``a/b`` columns; lists of objects are left to their own table."""
+def _row(kind: type, record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     row: dict[str, Any] = {}
-    for key, value in record.items():
-        column = f"{prefix}{key}"
-        if isinstance(value, dict):
-            row.update(_flat(value, f"{column}/"))
-        elif isinstance(value, (list, tuple)):
-            if value and _is_records(value):
-                continue
-            row[column] = json.dumps(value)
+    for f in dataclasses.fields(kind):
+        hint = _optional(_hints(kind)[f.name])
+        value = record.get(f.name)
+        if _record_list(hint) is not None:
+            continue
+        if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            row.update(_row(hint, value or {}, f"{prefix}{f.name}/"))
         else:
-            row[column] = value
+            row[f"{prefix}{f.name}"] = _cell(value)
     return row
+
+
+def _tables(name: str, kind: type, records: list[dict[str, Any]], lead: str | None) -> Iterator[tuple[str, Table]]:
+    """The table of ``records`` (of type ``kind``) and of the lists of records inside them."""
+    first = dataclasses.fields(kind)[0].name
+    lead_columns = [lead] if lead else []
+    rows = [{**({lead: r["__lead"]} if lead else {}), **_row(kind, r)} for r in records]
+    yield name, (lead_columns + _columns(kind), rows)
+    for f in dataclasses.fields(kind):
+        child = _record_list(_optional(_hints(kind)[f.name]))
+        if child is None:
+            continue
+        nested = [{**item, "__lead": r.get(first)} for r in records for item in r.get(f.name) or ()]
+        yield from _tables(f"{name}_{f.name}", child, nested, first)
+
+
+def tables(analysis: Analysis) -> dict[str, Table]:
+    """Every CSV file's columns and rows, by file name (without ``.csv``), in the order they are written."""
+    details = dataclasses.asdict(analysis)
+    hints = _hints(Analysis)
+    header = _row(model.Header, details["header"])
+    own = {
+        f.name: _cell(details[f.name])
+        for f in dataclasses.fields(Analysis)
+        if f.name != "header" and not _is_table(hints[f.name])
+    }
+    run = {**header, **own}
+    out: dict[str, Table] = {
+        "run": (list(run), [run]),
+        "metrics": (["key", "value"], [{"key": k, "value": v} for k, v in metrics(analysis).items()]),
+    }
+    steps = step_metrics(analysis)
+    out["steps"] = (list(dict.fromkeys(["step", *(k for entry in steps for k in entry)])), steps)
+    for f in dataclasses.fields(Analysis):
+        hint = _optional(hints[f.name])
+        name = "step_windows" if f.name == "steps" else f.name
+        value = details[f.name]
+        if (kind := _record_list(hint)) is not None:
+            out.update(_tables(name, kind, list(value), None))
+        elif (kind := _record_map(hint)) is not None:
+            rows = [{"key": key, **_row(kind, item)} for key, item in value.items()]
+            out[name] = (["key", *_columns(kind)], rows)
+        elif f.name != "header" and dataclasses.is_dataclass(hint) and isinstance(hint, type):
+            out.update(_tables(name, hint, [value] if value is not None else [], None))
+    return out
+
+
+def _is_table(kind: Any) -> bool:
+    hint = _optional(kind)
+    return (
+        _record_list(hint) is not None
+        or _record_map(hint) is not None
+        or (dataclasses.is_dataclass(hint) and isinstance(hint, type))
+    )
 
 
 def write_csvs(analysis: Analysis, folder: Path) -> list[Path]:
     """Write every view into ``folder`` (created; its parent must exist); returns the files written."""
     folder.mkdir(exist_ok=True)
     written = []
-    for name, rows in tables(analysis).items():
+    for name, (columns, rows) in tables(analysis).items():
         path = folder / f"{name}.csv"
-        columns = list(dict.fromkeys(column for row in rows for column in row))
         with open(path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=columns, restval="")
+            writer = csv.DictWriter(handle, fieldnames=columns, restval="", extrasaction="raise")
             writer.writeheader()
             writer.writerows(rows)
         written.append(path)
