@@ -129,6 +129,16 @@ def analyze_command(
     baseline_run: Annotated[
         str | None, typer.Option("--baseline-run", help="The baseline's run when its folders hold several.")
     ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", help="Keep reading a run being written: refresh every --interval seconds."),
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.0, help="Seconds between two refreshes of --follow (default 10).")
+    ] = 10.0,
+    refreshes: Annotated[
+        int, typer.Option("--refreshes", min=0, help="Stop --follow after this many refreshes (0: until Ctrl-C).")
+    ] = 0,
     no_cache: NoCacheOpt = False,
     memory_limit: MemoryOpt = None,
 ) -> None:
@@ -151,6 +161,13 @@ def analyze_command(
         # the page opens the slowest rollouts turn by turn
         open_slowest=OPENED_ON_PAGE if html is not None else 0,
     )
+    if follow:
+        if trajectory or baseline:
+            raise typer.BadParameter(
+                "--follow goes with the whole analysis of one run, not with --trajectory or --baseline"
+            )
+        _follow(trace_dirs, options, fmt, html, csv_dir, interval, refreshes)
+        return
     if trajectory:
         if html is not None or csv_dir is not None or baseline:
             raise typer.BadParameter("--html, --csv and --baseline go with the whole analysis, not with --trajectory")
@@ -174,6 +191,18 @@ def analyze_command(
         _internal(exc)
         return
     comparison = _compare(result, baseline, replace(options, run=baseline_run, open_slowest=0)) if baseline else None
+    _emit(result, fmt, html, csv_dir, comparison)
+
+
+def _emit(
+    result: Analysis,
+    fmt: AnalyzeFormat,
+    html: Path | None,
+    csv_dir: Path | None,
+    comparison: Comparison | None,
+    reload_seconds: float | None = None,
+) -> None:
+    """One analysis in the asked format on stdout, and the page and CSV files when asked for."""
     extra = []
     if comparison is not None:
         from trace_instrument.traces.render.compare import comparison_sections
@@ -195,13 +224,68 @@ def analyze_command(
     if html is not None:
         from trace_instrument.traces.render.html import write_html
 
-        write_html(result, html, extra)
+        write_html(result, html, extra, reload_seconds)
         err.print(f"wrote {html}", markup=False)
     if csv_dir is not None:
         from trace_instrument.traces.render.csvs import write_csvs
 
         written = write_csvs(result, csv_dir)
         err.print(f"wrote {len(written)} CSV files into {csv_dir}", markup=False)
+
+
+def _follow(
+    trace_dirs: list[Path],
+    options: Options,
+    fmt: AnalyzeFormat,
+    html: Path | None,
+    csv_dir: Path | None,
+    interval: float,
+    refreshes: int,
+) -> None:
+    """``--follow``: refresh every ``interval`` seconds, reading only what was appended; the page
+    reloads itself as often. Ends after ``refreshes`` refreshes, or at Ctrl-C (exit 0)."""
+    import time
+
+    from trace_instrument.traces.follow import Follower
+    from trace_instrument.traces.model import MultipleRunsError, TraceInputError
+
+    done = 0
+    try:
+        follower = Follower(trace_dirs, options)
+    except TraceInputError as exc:
+        _fail(str(exc))
+        return
+    try:
+        with follower:
+            while True:
+                started = time.monotonic()
+                try:
+                    refresh = follower.refresh()
+                except MultipleRunsError as exc:
+                    _refuse_runs(exc)
+                    return
+                except TraceInputError as exc:
+                    _fail(str(exc))
+                    return
+                if fmt is AnalyzeFormat.text and out.is_terminal:
+                    out.clear()
+                _emit(refresh.analysis, fmt, html, csv_dir, None, interval if interval > 0 else None)
+                how = (
+                    "loaded everything" + (f" ({refresh.reason})" if refresh.reason else "")
+                    if refresh.full
+                    else "appended"
+                )
+                err.print(
+                    f"refreshed at {time.strftime('%H:%M:%S')}: read {refresh.bytes_read:,} bytes, {how}, "
+                    f"in {time.monotonic() - started:.1f} s",
+                    markup=False,
+                )
+                done += 1
+                if refreshes and done >= refreshes:
+                    return
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        return
 
 
 def _compare(result: Analysis, baseline: list[Path], options: Options) -> Comparison:

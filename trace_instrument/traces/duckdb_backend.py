@@ -141,6 +141,12 @@ class DuckDBBackend(Backend):
     # -- loading ---------------------------------------------------------------------------------
 
     def load(self, inputs: Inputs) -> LoadReport:
+        rows = self.load_rows(inputs)
+        torn = torn_report(inputs)
+        return LoadReport(rows.skipped + torn.skipped, rows.rows_rejected + torn.rows_rejected)
+
+    def load_rows(self, inputs: Inputs) -> LoadReport:
+        """Load every file; the report leaves out the torn last lines (``torn_report`` has them)."""
         self._files_table(inputs.files)
         skipped: list[Skipped] = []
         rejected = 0
@@ -167,17 +173,62 @@ class DuckDBBackend(Backend):
                 )
                 self.run(f"SET memory_limit = {_sql_string(self.memory_limit)}")
                 skipped.extend(self._jsonl_problems(trajectories, read))
+            self.script("trajectory_tables")
         else:
             self.script("empty_trajectories")
         self.select_steps(None)
-        torn_samples = [t for t in inputs.torn if t.file_id in {f.file_id for f in samples}]
-        torn_traj = [t for t in inputs.torn if t.file_id in {f.file_id for f in trajectories}]
-        by_id = {f.file_id: f for f in inputs.files}
-        if torn_samples:
-            skipped.append(_torn_skip("torn last CSV row (run still being written)", torn_samples, by_id))
-            rejected += len(torn_samples)
-        if torn_traj:
-            skipped.append(_torn_skip("torn last trajectory line (run still being written)", torn_traj, by_id))
+        return LoadReport(tuple(skipped), rejected)
+
+    def append(self, new_files: tuple[SourceFile, ...], tails: tuple[SourceFile, ...]) -> LoadReport:
+        """Add the lines appended to files already loaded, or in files new since (``analyze --follow``).
+
+        ``tails`` are files holding only the new complete lines, each with the ``file_id`` of the
+        file it continues; ``new_files`` join the files table. The new lines are read as a load
+        reads them (salvage included), in a database of their own attached beside this one, then
+        merged in; the tables built from the rows (samples, transitions, trajectories) are built again.
+        The returned report covers the new lines only.
+        """
+        (main,) = self.run("SELECT current_database()")[0]
+        self._insert_files(new_files)
+        self.run("ATTACH ':memory:' AS delta")
+        try:
+            self.run("USE delta")
+            try:
+                report = self._load_tails(tails)
+            finally:
+                self.run(f"USE {main}")
+            if any(t.kind is FileKind.SAMPLE for t in tails):
+                self.script("append_events")
+                for table in ("entities_all", "transitions_all"):
+                    self.run(f"DROP TABLE IF EXISTS {table}")
+                self.build_samples()
+            if any(t.kind is FileKind.TRAJECTORY for t in tails):
+                self.run("INSERT INTO traj_lines SELECT * FROM delta.traj_lines")
+                self.run("DROP VIEW IF EXISTS turns_all")
+                self.run("DROP TABLE IF EXISTS trajectories_all")
+                self.script("trajectory_tables")
+        finally:
+            self.run("DETACH DATABASE IF EXISTS delta")
+        self.select_steps(None)
+        return report
+
+    def _load_tails(self, tails: tuple[SourceFile, ...]) -> LoadReport:
+        """The rows of ``tails`` into the current (attached) database: raw tables only."""
+        self._files_table(tails)
+        skipped: list[Skipped] = []
+        rejected = 0
+        samples = [t for t in tails if t.kind is FileKind.SAMPLE]
+        if samples:
+            salvaged = self._read_events(samples, {})
+            skipped.extend(skipped_rows(salvaged))
+            rejected = rows_refused(salvaged)
+        trajectories = [t for t in tails if t.kind is FileKind.TRAJECTORY]
+        if trajectories:
+            self.run(f"SET memory_limit = {_sql_string(JSONL_MEMORY_LIMIT)}")
+            read = {t.file_id: t.path for t in trajectories}
+            self.script("trajectories", paths=_paths(trajectories, read), torn_filter="TRUE")
+            self.run(f"SET memory_limit = {_sql_string(self.memory_limit)}")
+            skipped.extend(self._jsonl_problems(trajectories, read))
         return LoadReport(tuple(skipped), rejected)
 
     @contextmanager
@@ -202,6 +253,9 @@ class DuckDBBackend(Backend):
             "CREATE TABLE files (file_id INTEGER, path VARCHAR, kind VARCHAR, root VARCHAR, host VARCHAR, pid BIGINT, "
             "read_path VARCHAR)"
         )
+        self._insert_files(files)
+
+    def _insert_files(self, files: tuple[SourceFile, ...]) -> None:
         if files:
             # one statement: executemany runs one statement per file (50 ms for 64 files)
             rows = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * len(files))
@@ -357,6 +411,21 @@ def _jsonl_torn_filter(files: list[SourceFile], torn: dict[int, TornTail], read:
         if f.file_id in torn
     ]
     return "NOT (" + " OR ".join(clauses) + ")" if clauses else "TRUE"
+
+
+def torn_report(inputs: Inputs) -> LoadReport:
+    """The torn last lines of the sample and trajectory files (a run still being written): skipped,
+    and the CSV ones counted as rejected rows."""
+    kinds = {f.file_id: f.kind for f in inputs.files}
+    by_id = {f.file_id: f for f in inputs.files}
+    torn_samples = [t for t in inputs.torn if kinds.get(t.file_id) is FileKind.SAMPLE]
+    torn_traj = [t for t in inputs.torn if kinds.get(t.file_id) is FileKind.TRAJECTORY]
+    skipped = []
+    if torn_samples:
+        skipped.append(_torn_skip("torn last CSV row (run still being written)", torn_samples, by_id))
+    if torn_traj:
+        skipped.append(_torn_skip("torn last trajectory line (run still being written)", torn_traj, by_id))
+    return LoadReport(tuple(skipped), len(torn_samples))
 
 
 def _torn_skip(reason: str, tails: list[TornTail], by_id: dict[int, SourceFile]) -> Skipped:

@@ -409,8 +409,9 @@ def _turns_trend(a: Analysis) -> str:
     )
 
 
-def page(a: Analysis, extra: Sequence[Section] = ()) -> str:
-    """The whole report as one HTML document; ``extra`` sections (the baseline comparison) as tables after it."""
+def page(a: Analysis, extra: Sequence[Section] = (), reload_seconds: float | None = None) -> str:
+    """The whole report as one HTML document; ``extra`` sections (the baseline comparison) as tables
+    after it; ``reload_seconds``: the page reloads itself that often (``analyze --follow``)."""
     h = a.header
     by_key = {s.key: s for s in sections(a)}
     r = a.rollouts
@@ -567,16 +568,21 @@ def page(a: Analysis, extra: Sequence[Section] = ()) -> str:
     )
     head_lines = "".join(f"<p>{_esc(line)}</p>" for line in header_lines(h))
     title = f"Trace analysis — {', '.join(h.job_ids) or 'run'}"
+    reload = f'<meta http-equiv="refresh" content="{reload_seconds:g}">' if reload_seconds else ""
     return (
         "<!DOCTYPE html>\n"
         f'<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">{reload}<style>{CSS}</style></head>'
         f"<body><header><h1>{_esc(title)}</h1>{head_lines}</header>"
         f'<main><section id="warnings" class="wide">{notes or "<p>No warnings.</p>"}</section>{body}</main>'
         f"<script>{SCRIPT}</script></body></html>\n"
     )
 
 
-def write_html(analysis: Analysis, target: Path, extra: Sequence[Section] = ()) -> None:
-    """Write the report to ``target``."""
-    target.write_text(page(analysis, extra), encoding="utf-8")
+def write_html(
+    analysis: Analysis, target: Path, extra: Sequence[Section] = (), reload_seconds: float | None = None
+) -> None:
+    """Write the report to ``target``, whole or not at all (a reloading browser never sees half a page)."""
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(page(analysis, extra, reload_seconds), encoding="utf-8")
+    partial.replace(target)

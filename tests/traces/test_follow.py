@@ -1,0 +1,121 @@
+"""`analyze --follow`: each refresh reads only the complete lines appended since the last one, and
+ends with the figures a fresh analysis of the same files gives."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trace_instrument.cli import app
+from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.follow import Follower
+from trace_instrument.traces.render.metrics import to_json
+
+runner = CliRunner()
+
+
+def _growing(trace: Path) -> list[Path]:
+    return sorted([*trace.glob("sample/*.csv"), *trace.glob("trajectory/*.jsonl")])
+
+
+def _complete(data: bytes) -> int:
+    """Bytes up to the last newline: what a reader may take of a file being written."""
+    return data.rfind(b"\n") + 1
+
+
+def _cut(full: Path, target: Path, fraction: float) -> dict[Path, bytes]:
+    """``target``: ``full`` with every growing file cut at ``fraction`` of its bytes (mid-line); the
+    full contents of each, by path in ``target``."""
+    shutil.copytree(full, target, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    contents = {}
+    for path in _growing(target):
+        data = path.read_bytes()
+        contents[path] = data
+        path.write_bytes(data[: int(len(data) * fraction)])
+    return contents
+
+
+def _same(a, b) -> None:
+    """Two analyses of the same files: their JSON documents agree (floats to the last bits)."""
+    left, right = json.loads(to_json(a)), json.loads(to_json(b))
+    for doc in (left, right):
+        doc["run"].pop("skipped")
+    assert left["metrics"] == {k: pytest.approx(v, rel=1e-9) for k, v in right["metrics"].items()}
+    assert left["steps"] == right["steps"] or _steps_close(left["steps"], right["steps"])
+    assert left["run"] == right["run"]
+
+
+def _steps_close(left: list[dict], right: list[dict]) -> bool:
+    assert [{k: pytest.approx(v, rel=1e-9) if isinstance(v, float) else v for k, v in s.items()} for s in right] == left
+    return True
+
+
+def test_a_refresh_reads_only_what_was_appended(sim_run, tmp_path: Path) -> None:
+    trace = tmp_path / "trace"
+    full = _cut(sim_run[0], trace, 0.6)
+    cut = {path: path.read_bytes() for path in full}
+    with Follower([trace], Options(cache=False)) as follower:
+        first = follower.refresh()
+        assert first.full and first.reason is None
+        torn = sum(1 for path, data in cut.items() if path.suffix == ".csv" and not data.endswith(b"\n"))
+        assert torn and first.analysis.header.rows_rejected == torn  # the lines being written wait
+        for path, data in full.items():
+            path.write_bytes(data)
+        second = follower.refresh()
+        assert not second.full
+        assert second.bytes_read == sum(_complete(full[p]) - _complete(cut[p]) for p in full)
+        _same(second.analysis, analyze([trace], Options(cache=False)))
+        assert second.analysis.header.rows_rejected == 0
+        third = follower.refresh()
+        assert not third.full and third.bytes_read == 0
+
+
+def test_a_new_trajectory_file_is_read_as_appended(sim_run, tmp_path: Path) -> None:
+    """A rotated trajectory file (the store starts a new one) is new lines, not a reason to reload."""
+    trace = tmp_path / "trace"
+    shutil.copytree(sim_run[0], trace, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    source = _growing(trace)[-1]
+    assert source.suffix == ".jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+    source.write_bytes(b"".join(lines[:half]))
+    with Follower([trace], Options(cache=False)) as follower:
+        follower.refresh()
+        rotated = source.with_name(source.stem + "_rotated.jsonl")
+        rotated.write_bytes(b"".join(lines[half:]))
+        refresh = follower.refresh()
+        assert not refresh.full and refresh.bytes_read == len(b"".join(lines[half:]))
+        _same(refresh.analysis, analyze([trace], Options(cache=False)))
+
+
+def test_a_rewritten_file_loads_everything_and_says_why(sim_run, tmp_path: Path) -> None:
+    trace = tmp_path / "trace"
+    shutil.copytree(sim_run[0], trace, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    victim = _growing(trace)[0]
+    with Follower([trace], Options(cache=False)) as follower:
+        follower.refresh()
+        lines = victim.read_bytes().splitlines(keepends=True)
+        victim.write_bytes(b"".join(lines[: len(lines) // 2]))
+        refresh = follower.refresh()
+        assert refresh.full and refresh.reason == f"{victim} was rewritten"
+        _same(refresh.analysis, analyze([trace], Options(cache=False)))
+
+
+def test_the_cli_follows_and_the_page_reloads_itself(tiny_run: Path, tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    args = ["analyze", str(tiny_run), "--follow", "--interval", "0.2", "--refreshes", "2", "--html", str(page)]
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("refreshed at ") == 2 and "read 0 bytes, appended" in result.stderr
+    assert '<meta http-equiv="refresh" content="0.2">' in page.read_text(encoding="utf-8")
+
+
+def test_follow_is_refused_with_spark_or_a_baseline(tiny_run: Path) -> None:
+    spark = runner.invoke(app, ["analyze", str(tiny_run), "--follow", "--refreshes", "1", "--engine", "spark"])
+    assert spark.exit_code == 2 and "DuckDB only" in spark.output
+    both = runner.invoke(app, ["analyze", str(tiny_run), "--follow", "--baseline", str(tiny_run)])
+    assert both.exit_code == 2

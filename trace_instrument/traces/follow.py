@@ -1,0 +1,233 @@
+"""``analyze --follow``: one run's analysis kept up to date while the run writes its traces.
+
+The first refresh loads every file; each later one reads only the complete lines appended since
+(sample CSVs and trajectory JSONL only ever grow) and the files new since (a rotated trajectory
+file, a process that started), then computes the views again. Anything else (a file that shrank,
+vanished or was rewritten, a gzip file that changed or appeared, a first trajectory file in a run
+that had none) loads everything again, and the refresh says why. A line still being written waits
+for the next refresh (until then it is reported as torn). DuckDB only; no printing, no exiting.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from trace_instrument.traces.backend import LoadReport
+from trace_instrument.traces.discover import Inputs, discover
+from trace_instrument.traces.duckdb_backend import DuckDBBackend, torn_report
+from trace_instrument.traces.model import Analysis, FileKind, Skipped, SourceFile, TraceInputError
+from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
+from trace_instrument.traces.runs import select_run
+from trace_instrument.traces.views import compute
+
+GROWING = (FileKind.SAMPLE, FileKind.TRAJECTORY)  # append-only files: read on from where the last read ended
+BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """One refresh: the analysis, the bytes of trace files it read, and whether it loaded everything."""
+
+    analysis: Analysis
+    bytes_read: int
+    full: bool
+    reason: str | None = None  # why everything was loaded again (None: the first load, or appended lines only)
+
+
+def _complete_bytes(path: str, size: int) -> int:
+    """How many bytes of ``path`` end with its last newline (a line being written is not read yet)."""
+    with open(path, "rb") as handle:
+        end = size
+        while end > 0:
+            start = max(0, end - BLOCK)
+            handle.seek(start)
+            cut = handle.read(end - start).rfind(b"\n")
+            if cut >= 0:
+                return start + cut + 1
+            end = start
+    return 0
+
+
+def _ends_a_line(path: str, offset: int) -> bool:
+    """Whether ``path`` still has a newline just before ``offset`` (what was read is still there)."""
+    if offset == 0:
+        return True
+    with open(path, "rb") as handle:
+        handle.seek(offset - 1)
+        return handle.read(1) == b"\n"
+
+
+def _copy_range(path: str, start: int, end: int, target: Path) -> None:
+    with open(path, "rb") as source, open(target, "wb") as out:
+        source.seek(start)
+        left = end - start
+        while left > 0:
+            chunk = source.read(min(BLOCK, left))
+            if not chunk:
+                break
+            out.write(chunk)
+            left -= len(chunk)
+
+
+def _appendable(f: SourceFile) -> bool:
+    return f.kind in GROWING and not f.path.endswith(".gz")
+
+
+class Follower:
+    """An analysis of the run under ``roots`` that each ``refresh()`` brings up to date."""
+
+    def __init__(self, roots: list[Path], options: Options = DEFAULT_OPTIONS) -> None:
+        if options.engine != "duckdb":
+            raise TraceInputError("--follow reads with DuckDB only")
+        self.roots = [Path(r) for r in roots]
+        missing = [str(r) for r in self.roots if not r.is_dir()]
+        if missing:
+            raise TraceInputError("not a folder: " + ", ".join(missing))
+        self.options = options
+        self._work = Path(tempfile.mkdtemp(prefix="trace-follow-"))
+        self._backend: DuckDBBackend | None = None
+        self._inputs = Inputs((), (), ())
+        self._ids: dict[str, int] = {}  # path -> file_id in the loaded tables
+        self._read: dict[str, int] = {}  # path -> bytes read of an appendable file
+        self._sizes: dict[str, int] = {}  # path -> size when last looked at
+        self._rows = LoadReport((), 0)  # what loading the complete lines skipped (torn lines apart)
+
+    def close(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+        shutil.rmtree(self._work, ignore_errors=True)
+
+    def __enter__(self) -> Follower:  # noqa: PYI034 - typing.Self needs Python 3.11
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def refresh(self) -> Refresh:
+        """Read what is new and compute every view; raises TraceInputError as ``analyze`` does."""
+        found = discover(self.roots)
+        if not found.files:
+            raise TraceInputError("no trace files found under " + ", ".join(str(r) for r in self.roots))
+        reason = None if self._backend is None else self._why_reload(found)
+        if self._backend is None or reason is not None:
+            return Refresh(self._compute_with(self._load_all(found)), self._total(found), True, reason)
+        read = self._append(found)
+        return Refresh(self._compute_with(self._inputs), read, False)
+
+    # -- deciding --------------------------------------------------------------------------------
+
+    def _why_reload(self, found: Inputs) -> str | None:
+        present = {f.path for f in found.files}
+        gone = [path for path in self._ids if path not in present]
+        if gone:
+            return f"{gone[0]} is gone"
+        trajectories = any(self._kind(path) is FileKind.TRAJECTORY for path in self._ids)
+        for f in found.files:
+            size = os.stat(f.path).st_size
+            if f.path not in self._ids:
+                if f.kind in GROWING and f.path.endswith(".gz"):
+                    return f"{f.path} is a new gzip file"
+                if f.kind is FileKind.TRAJECTORY and not trajectories:
+                    return f"{f.path} is the run's first trajectory file"
+            elif _appendable(f):
+                if size < self._read[f.path] or not _ends_a_line(f.path, self._read[f.path]):
+                    return f"{f.path} was rewritten"
+            elif f.kind in GROWING and size != self._sizes[f.path]:
+                return f"{f.path} changed"
+        return None
+
+    def _kind(self, path: str) -> FileKind | None:
+        return next((f.kind for f in self._inputs.files if f.path == path), None)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _load_all(self, found: Inputs) -> Inputs:
+        if self._backend is not None:
+            self._backend.close()
+        spill = self._work / "spill"
+        shutil.rmtree(spill, ignore_errors=True)
+        spill.mkdir()
+        self._backend = DuckDBBackend(None, spill, self.options.memory_limit, self.options.threads)
+        self._rows = self._backend.load_rows(found)
+        self._ids = {f.path: f.file_id for f in found.files}
+        self._read, self._sizes = {}, {}
+        for f in found.files:
+            self._sizes[f.path] = os.stat(f.path).st_size
+            if _appendable(f):
+                self._read[f.path] = _complete_bytes(f.path, self._sizes[f.path])
+        self._inputs = found
+        return found
+
+    def _total(self, found: Inputs) -> int:
+        return sum(self._sizes.get(f.path, 0) for f in found.files)
+
+    def _append(self, found: Inputs) -> int:
+        """Read the new complete lines and the new files; returns how many bytes that was."""
+        assert self._backend is not None
+        next_id = max(self._ids.values(), default=-1) + 1
+        files: list[SourceFile] = []
+        new_files: list[SourceFile] = []
+        tails: list[SourceFile] = []
+        read = 0
+        for f in found.files:
+            if f.path not in self._ids:
+                self._ids[f.path], next_id = next_id, next_id + 1
+                new_files.append(replace(f, file_id=self._ids[f.path]))
+            own = replace(f, file_id=self._ids[f.path])
+            files.append(own)
+            size = self._sizes[f.path] = os.stat(f.path).st_size
+            if not _appendable(f):
+                continue
+            start, end = self._read.get(f.path, 0), _complete_bytes(f.path, size)
+            if end > start:
+                copy = self._work / f"appended-{own.file_id}-{end}{Path(f.path).suffix}"
+                _copy_range(f.path, start, end, copy)
+                tails.append(replace(own, path=str(copy)))
+                read += end - start
+            self._read[f.path] = max(start, end)
+        if tails or new_files:
+            appended = self._backend.append(tuple(new_files), tuple(tails))
+            self._rows = _merged(self._rows, _renamed(appended, tails, self._ids))
+            for tail in tails:
+                Path(tail.path).unlink(missing_ok=True)
+        ids = {f.file_id: self._ids[f.path] for f in found.files}
+        torn = tuple(replace(t, file_id=ids[t.file_id]) for t in found.torn)
+        self._inputs = Inputs(tuple(files), torn, found.skipped)
+        return read
+
+    def _compute_with(self, inputs: Inputs) -> Analysis:
+        assert self._backend is not None
+        torn = torn_report(inputs)
+        report = _merged(self._rows, torn)
+        selection = select_run(self._backend, inputs, self.options.run)
+        return compute(self._backend, selection, report, self.options)
+
+
+def _renamed(report: LoadReport, tails: list[SourceFile], ids: dict[str, int]) -> LoadReport:
+    """The report of the appended lines with each tail copy's name replaced by its file's."""
+    paths = {file_id: path for path, file_id in ids.items()}
+    names = {t.path: paths[t.file_id] for t in tails}
+
+    def rename(text: str) -> str:
+        for tail, original in names.items():
+            text = text.replace(tail, f"{original} (lines appended since the last refresh)")
+        return text
+
+    skipped = tuple(Skipped(s.reason, s.count, tuple(rename(e) for e in s.examples)) for s in report.skipped)
+    return LoadReport(skipped, report.rows_rejected)
+
+
+def _merged(first: LoadReport, more: LoadReport) -> LoadReport:
+    """Both reports' skipped rows, summed by reason, and their rejected rows."""
+    by_reason: dict[str, Skipped] = {s.reason: s for s in first.skipped}
+    for s in more.skipped:
+        old = by_reason.get(s.reason)
+        by_reason[s.reason] = (
+            s if old is None else Skipped(s.reason, old.count + s.count, (old.examples + s.examples)[:3])
+        )
+    return LoadReport(tuple(by_reason.values()), first.rows_rejected + more.rows_rejected)
