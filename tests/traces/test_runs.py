@@ -238,17 +238,26 @@ def test_a_stray_file_outside_the_runs_time_is_left_out_not_a_run_of_its_own(two
     assert left and left[0].examples == (str(stray),)
 
 
-def test_damage_read_from_another_runs_file_is_said_to_cover_every_input(two_runs, tmp_path: Path) -> None:
+def test_damage_in_another_runs_file_is_that_runs_alone(two_runs, tmp_path: Path) -> None:
+    """The rows skipped while reading are counted per file: a run shows its own files' only."""
     a, b = two_runs
     reused = _reused(a, b, tmp_path / "reused")
-    with open(next((reused / "sample").glob("*pid9*.csv")), "ab") as f:  # one of run B's files
+    damaged = next((reused / "sample").glob("*pid9*.csv"))  # one of run B's files
+    with open(damaged, "ab") as f:
         f.write(b"a,b,c\r\n")
     with pytest.raises(MultipleRunsError) as refused:
         analyze([reused], Options(cache=False))
     run_a = next(r for r in refused.value.runs if r.sample_rows == len(read_rows(a)))
+    run_b = next(r for r in refused.value.runs if r.run_id != run_a.run_id)
     picked = analyze([reused], Options(cache=False, run=run_a.run_id))
     assert picked.header.rows_read == len(read_rows(a))
-    assert any("counted over every input file" in note for note in picked.notes)
+    assert picked.header.rows_rejected == 0 and not any(
+        str(damaged) in e for s in picked.header.skipped for e in s.examples
+    )
+    other = analyze([reused], Options(cache=False, run=run_b.run_id))
+    columns = [s for s in other.header.skipped if s.per_file == ((str(damaged), 1),)]
+    assert len(columns) == 1 and columns[0].count == 1 and other.header.rows_rejected == 1
+    assert not any("counted over" in note for note in picked.notes + other.notes)
 
 
 def _shifted(csv_bytes: bytes, ms: int) -> bytes:

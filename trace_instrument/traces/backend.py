@@ -184,10 +184,55 @@ def sql_text(name: str, dialect: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What loading the raw files left out."""
+    """What loading the raw files left out; ``rejected_per_file`` splits ``rows_rejected`` by file path."""
 
     skipped: tuple[Skipped, ...]
     rows_rejected: int
+    rejected_per_file: tuple[tuple[str, int], ...] = ()
+
+    def of_files(self, paths: set[str]) -> LoadReport:
+        """The report of these files alone (entries about the inputs as a whole are kept)."""
+        skipped = []
+        for s in self.skipped:
+            if not s.per_file:
+                skipped.append(s)
+                continue
+            mine = tuple((path, n) for path, n in s.per_file if path in paths)
+            count = sum(n for _, n in mine)
+            if count:
+                examples = tuple(e for e in s.examples if any(e.startswith(path) for path, _ in mine))
+                skipped.append(Skipped(s.reason, count, examples, mine))
+        rejected = tuple((path, n) for path, n in self.rejected_per_file if path in paths)
+        return LoadReport(tuple(skipped), sum(n for _, n in rejected), rejected)
+
+
+def per_file(paths: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    """Counts by path of a list with one path per counted item."""
+    counts: dict[str, int] = {}
+    for path in paths:
+        counts[path] = counts.get(path, 0) + 1
+    return tuple(sorted(counts.items()))
+
+
+def merged(first: LoadReport, more: LoadReport) -> LoadReport:
+    """Both reports' skipped rows, summed by reason, and their rejected rows."""
+    by_reason: dict[str, Skipped] = {s.reason: s for s in first.skipped}
+    for s in more.skipped:
+        old = by_reason.get(s.reason)
+        if old is None:
+            by_reason[s.reason] = s
+            continue
+        files = dict(old.per_file)
+        for path, n in s.per_file:
+            files[path] = files.get(path, 0) + n
+        examples = (old.examples + s.examples)[:3]
+        by_reason[s.reason] = Skipped(s.reason, old.count + s.count, examples, tuple(sorted(files.items())))
+    rejected = dict(first.rejected_per_file)
+    for path, n in more.rejected_per_file:
+        rejected[path] = rejected.get(path, 0) + n
+    return LoadReport(
+        tuple(by_reason.values()), first.rows_rejected + more.rows_rejected, tuple(sorted(rejected.items()))
+    )
 
 
 class Backend(ABC):

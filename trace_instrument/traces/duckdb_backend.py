@@ -14,10 +14,10 @@ from typing import Any
 
 import duckdb
 
-from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
+from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport, merged, per_file
 from trace_instrument.traces.discover import Inputs, TornTail, locate_line
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
-from trace_instrument.traces.salvage import Salvage, read_paths, rows_refused, salvage_csv, skipped_rows
+from trace_instrument.traces.salvage import Salvage, read_paths, refused_per_file, salvage_csv, skipped_rows
 
 # Only the turn fields a view or the export uses: converting JSON into this struct is the largest
 # cost of reading trajectories, and it grows with every field.
@@ -141,21 +141,19 @@ class DuckDBBackend(Backend):
     # -- loading ---------------------------------------------------------------------------------
 
     def load(self, inputs: Inputs) -> LoadReport:
-        rows = self.load_rows(inputs)
-        torn = torn_report(inputs)
-        return LoadReport(rows.skipped + torn.skipped, rows.rows_rejected + torn.rows_rejected)
+        return merged(self.load_rows(inputs), torn_report(inputs))
 
     def load_rows(self, inputs: Inputs) -> LoadReport:
         """Load every file; the report leaves out the torn last lines (``torn_report`` has them)."""
         self._files_table(inputs.files)
         skipped: list[Skipped] = []
-        rejected = 0
+        rejected: tuple[tuple[str, int], ...] = ()
         samples = inputs.of_kind(FileKind.SAMPLE)
         torn = {t.file_id: t for t in inputs.torn}
         if samples:
             salvaged = self._read_events(samples, torn)
             skipped.extend(skipped_rows(salvaged))
-            rejected = rows_refused(salvaged)
+            rejected = refused_per_file(salvaged)
         else:
             self.script("empty_events")
         self.build_samples()
@@ -177,7 +175,7 @@ class DuckDBBackend(Backend):
         else:
             self.script("empty_trajectories")
         self.select_steps(None)
-        return LoadReport(tuple(skipped), rejected)
+        return LoadReport(tuple(skipped), sum(n for _, n in rejected), rejected)
 
     def append(self, new_files: tuple[SourceFile, ...], tails: tuple[SourceFile, ...]) -> LoadReport:
         """Add the lines appended to files already loaded, or in files new since (``analyze --follow``).
@@ -216,12 +214,12 @@ class DuckDBBackend(Backend):
         """The rows of ``tails`` into the current (attached) database: raw tables only."""
         self._files_table(tails)
         skipped: list[Skipped] = []
-        rejected = 0
+        rejected: tuple[tuple[str, int], ...] = ()
         samples = [t for t in tails if t.kind is FileKind.SAMPLE]
         if samples:
             salvaged = self._read_events(samples, {})
             skipped.extend(skipped_rows(salvaged))
-            rejected = rows_refused(salvaged)
+            rejected = refused_per_file(salvaged)
         trajectories = [t for t in tails if t.kind is FileKind.TRAJECTORY]
         if trajectories:
             self.run(f"SET memory_limit = {_sql_string(JSONL_MEMORY_LIMIT)}")
@@ -229,7 +227,7 @@ class DuckDBBackend(Backend):
             self.script("trajectories", paths=_paths(trajectories, read), torn_filter="TRUE")
             self.run(f"SET memory_limit = {_sql_string(self.memory_limit)}")
             skipped.extend(self._jsonl_problems(trajectories, read))
-        return LoadReport(tuple(skipped), rejected)
+        return LoadReport(tuple(skipped), sum(n for _, n in rejected), rejected)
 
     @contextmanager
     def _joins_as_written(self) -> Iterator[None]:
@@ -360,14 +358,16 @@ class DuckDBBackend(Backend):
         )
         if bad:
             examples = tuple(_where(by_id[fid].path, text) for fid, text, _ in bad)
-            problems.append(Skipped("trajectory line that is not JSON", int(bad[0][2]), examples))
+            counts = self._per_file(by_id, "NOT is_json")
+            problems.append(Skipped("trajectory line that is not JSON", int(bad[0][2]), examples, counts))
+        odd_lines = "is_json AND (p IS NULL OR (p.request_id IS NULL AND p.turns IS NULL))"
         odd = self.run(
-            "SELECT file_id, count(*) OVER () FROM traj_lines WHERE is_json AND "
-            "(p IS NULL OR (p.request_id IS NULL AND p.turns IS NULL)) ORDER BY file_id, rowid LIMIT 3"
+            f"SELECT file_id, count(*) OVER () FROM traj_lines WHERE {odd_lines} ORDER BY file_id, rowid LIMIT 3"
         )
         if odd:
             examples = tuple(by_id[fid].path for fid, _ in odd)
-            problems.append(Skipped("JSON line that is not a trajectory", int(odd[0][1]), examples))
+            counts = self._per_file(by_id, odd_lines)
+            problems.append(Skipped("JSON line that is not a trajectory", int(odd[0][1]), examples, counts))
         rejects = self.run(
             "SELECT s.file_path, e.line, any_value(CAST(e.error_type AS VARCHAR)) FROM jsonl_rejects AS e "
             "JOIN jsonl_scans AS s ON s.scan_id = e.scan_id AND s.file_id = e.file_id "
@@ -378,8 +378,14 @@ class DuckDBBackend(Backend):
             examples = tuple(
                 f"{source.get(path, path)}:{line} ({error.lower()})" for path, line, error in rejects[:EXAMPLES]
             )
-            problems.append(Skipped("trajectory line refused (bad bytes or too long)", len(rejects), examples))
+            counts = per_file([source.get(path, path) for path, _, _ in rejects])
+            problems.append(Skipped("trajectory line refused (bad bytes or too long)", len(rejects), examples, counts))
         return problems
+
+    def _per_file(self, by_id: dict[int, SourceFile], where: str) -> tuple[tuple[str, int], ...]:
+        """The traj_lines matching ``where``, counted by file path."""
+        rows = self.run(f"SELECT file_id, count(*) FROM traj_lines WHERE {where} GROUP BY file_id")
+        return tuple(sorted((by_id[fid].path, int(n)) for fid, n in rows))
 
 
 def _paths(files: list[SourceFile], read: dict[int, str]) -> str:
@@ -425,12 +431,13 @@ def torn_report(inputs: Inputs) -> LoadReport:
         skipped.append(_torn_skip("torn last CSV row (run still being written)", torn_samples, by_id))
     if torn_traj:
         skipped.append(_torn_skip("torn last trajectory line (run still being written)", torn_traj, by_id))
-    return LoadReport(tuple(skipped), len(torn_samples))
+    rejected = per_file([by_id[t.file_id].path for t in torn_samples])
+    return LoadReport(tuple(skipped), len(torn_samples), rejected)
 
 
 def _torn_skip(reason: str, tails: list[TornTail], by_id: dict[int, SourceFile]) -> Skipped:
     examples = tuple(f"{by_id[t.file_id].path} (last line: {t.text[:60]!r})" for t in tails[:EXAMPLES])
-    return Skipped(reason, len(tails), examples)
+    return Skipped(reason, len(tails), examples, per_file([by_id[t.file_id].path for t in tails]))
 
 
 def _where(path: str, text: str | None) -> str:

@@ -16,7 +16,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trace_instrument.traces.backend import LoadReport
+from trace_instrument.traces.backend import LoadReport, merged
 from trace_instrument.traces.discover import Inputs, discover
 from trace_instrument.traces.duckdb_backend import DuckDBBackend, torn_report
 from trace_instrument.traces.model import Analysis, FileKind, Skipped, SourceFile, TraceInputError
@@ -192,7 +192,7 @@ class Follower:
             self._read[f.path] = max(start, end)
         if tails or new_files:
             appended = self._backend.append(tuple(new_files), tuple(tails))
-            self._rows = _merged(self._rows, _renamed(appended, tails, self._ids))
+            self._rows = merged(self._rows, _renamed(appended, tails, self._ids))
             for tail in tails:
                 Path(tail.path).unlink(missing_ok=True)
         ids = {f.file_id: self._ids[f.path] for f in found.files}
@@ -203,7 +203,7 @@ class Follower:
     def _compute_with(self, inputs: Inputs) -> Analysis:
         assert self._backend is not None
         torn = torn_report(inputs)
-        report = _merged(self._rows, torn)
+        report = merged(self._rows, torn)
         selection = select_run(self._backend, inputs, self.options.run)
         return compute(self._backend, selection, report, self.options)
 
@@ -218,16 +218,14 @@ def _renamed(report: LoadReport, tails: list[SourceFile], ids: dict[str, int]) -
             text = text.replace(tail, f"{original} (lines appended since the last refresh)")
         return text
 
-    skipped = tuple(Skipped(s.reason, s.count, tuple(rename(e) for e in s.examples)) for s in report.skipped)
-    return LoadReport(skipped, report.rows_rejected)
-
-
-def _merged(first: LoadReport, more: LoadReport) -> LoadReport:
-    """Both reports' skipped rows, summed by reason, and their rejected rows."""
-    by_reason: dict[str, Skipped] = {s.reason: s for s in first.skipped}
-    for s in more.skipped:
-        old = by_reason.get(s.reason)
-        by_reason[s.reason] = (
-            s if old is None else Skipped(s.reason, old.count + s.count, (old.examples + s.examples)[:3])
+    skipped = tuple(
+        Skipped(
+            s.reason,
+            s.count,
+            tuple(rename(e) for e in s.examples),
+            tuple((names.get(path, path), n) for path, n in s.per_file),
         )
-    return LoadReport(tuple(by_reason.values()), first.rows_rejected + more.rows_rejected)
+        for s in report.skipped
+    )
+    rejected = tuple((names.get(path, path), n) for path, n in report.rejected_per_file)
+    return LoadReport(skipped, report.rows_rejected, rejected)

@@ -55,6 +55,9 @@ class Skipped:
     reason: str
     count: int
     examples: tuple[str, ...] = ()
+    # the count by input file (its path), when the entry is about rows of files: a run among several
+    # shows its own files' share (empty: about the inputs as a whole, e.g. a duplicate file)
+    per_file: tuple[tuple[str, int], ...] = ()
 
 
 class StepBasis(str, Enum):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from trace_instrument.traces.backend import per_file
 from trace_instrument.traces.model import Skipped, SourceFile
 
 COLUMNS = 6  # job_id, cat, sample_id, sample_status, timestamp, content (trace_data_formats.md)
@@ -162,8 +163,12 @@ def skipped_rows(salvages: list[Salvage]) -> list[Skipped]:
         for problem, lines in s.problems.items():
             where = [s.source if line == 0 else f"{s.source}:{line}" for line in lines]
             by_problem.setdefault(problem, []).extend(where)
+    files: dict[RowProblem, list[str]] = {}
+    for s in salvages:
+        for problem, lines in s.problems.items():
+            files.setdefault(problem, []).extend([s.source] * len(lines))
     return [
-        Skipped(problem.value, len(where), tuple(where[:EXAMPLES]))
+        Skipped(problem.value, len(where), tuple(where[:EXAMPLES]), per_file(files[problem]))
         for problem, where in sorted(by_problem.items(), key=lambda item: item[0].value)
     ]
 
@@ -171,3 +176,8 @@ def skipped_rows(salvages: list[Salvage]) -> list[Skipped]:
 def rows_refused(salvages: list[Salvage]) -> int:
     """Rows left out (an unreadable rest of a file counts as one: its row count is not known)."""
     return sum(len(lines) for s in salvages for lines in s.problems.values())
+
+
+def refused_per_file(salvages: list[Salvage]) -> tuple[tuple[str, int], ...]:
+    """``rows_refused`` by file path."""
+    return tuple(sorted((s.source, n) for s in salvages if (n := sum(len(v) for v in s.problems.values()))))

@@ -14,10 +14,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport
+from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport, per_file
 from trace_instrument.traces.discover import Inputs, TornTail
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
-from trace_instrument.traces.salvage import Salvage, read_paths, rows_refused, salvage_csv, skipped_rows
+from trace_instrument.traces.salvage import Salvage, read_paths, refused_per_file, salvage_csv, skipped_rows
 
 _TURN = (
     "struct<turn_index:bigint,prompt_token_count:bigint,completion_token_count:bigint,finish_reason:string,"
@@ -124,13 +124,13 @@ class SparkBackend(Backend):
         torn = {t.file_id: t for t in inputs.torn}
         samples = inputs.of_kind(FileKind.SAMPLE)
         skipped: list[Skipped] = []
-        rejected = 0
+        rejected: list[tuple[str, int]] = []
         if samples:
             salvaged = self._read_csv(samples, torn)
             self.script("raw_events", torn_filter=_csv_torn_filter(samples, torn))
             self.script("events")
             skipped.extend(skipped_rows(salvaged))
-            rejected += rows_refused(salvaged)
+            rejected += refused_per_file(salvaged)
         else:
             self.script("empty_events")
         self.build_samples()
@@ -138,17 +138,23 @@ class SparkBackend(Backend):
         if trajectories:
             self._read_text(trajectories)
             self.script("trajectories", torn_filter=_jsonl_torn_filter(trajectories, torn))
-            (bad,) = self.run("SELECT count(*) FROM traj_lines WHERE NOT is_json")[0]
+            paths = {f.file_id: f.path for f in trajectories}
+            bad = self.run("SELECT file_id, count(*) FROM traj_lines WHERE NOT is_json GROUP BY file_id")
             if bad:
-                skipped.append(Skipped("trajectory line that is not JSON", int(bad)))
+                files = tuple(sorted((paths[int(fid)], int(n)) for fid, n in bad))
+                skipped.append(Skipped("trajectory line that is not JSON", sum(n for _, n in files), (), files))
         else:
             self.script("empty_trajectories")
-        torn_samples = sum(1 for f in samples if f.file_id in torn)
-        if torn_samples:
-            skipped.append(Skipped("torn last CSV row (run still being written)", torn_samples))
-            rejected += torn_samples
+        torn_paths = [f.path for f in samples if f.file_id in torn]
+        if torn_paths:
+            torn_files = per_file(torn_paths)
+            skipped.append(Skipped("torn last CSV row (run still being written)", len(torn_paths), (), torn_files))
+            rejected += torn_files
         self.select_steps(None)
-        return LoadReport(tuple(skipped), rejected)
+        totals: dict[str, int] = {}
+        for path, n in rejected:
+            totals[path] = totals.get(path, 0) + n
+        return LoadReport(tuple(skipped), sum(totals.values()), tuple(sorted(totals.items())))
 
     def _files(self, files: tuple[SourceFile, ...], salvaged: dict[int, Salvage] | None = None) -> None:
         """The ``files`` table; ``uri`` is the file Spark reads (a damaged file's clean copy in its place)."""

@@ -17,7 +17,7 @@ from trace_instrument.traces.discover import CACHE_DIR_NAME, Inputs, discover
 from trace_instrument.traces.model import Skipped, SourceFile, TraceInputError
 from trace_instrument.traces.options import GZIP_RATIO, Options
 
-CACHE_VERSION = "6"
+CACHE_VERSION = "7"
 # Told what a long read is doing ("reading 42 files, 1.3 GB"); the CLI shows it on a terminal.
 Progress = Callable[[str], None]
 
@@ -165,7 +165,11 @@ def _cache_complete(database: Path) -> bool:
 
 def _write_cache_meta(backend: Backend, report: LoadReport) -> None:
     payload = json.dumps(
-        {"skipped": [[s.reason, s.count, list(s.examples)] for s in report.skipped], "rejected": report.rows_rejected}
+        {
+            "skipped": [[s.reason, s.count, list(s.examples), [list(f) for f in s.per_file]] for s in report.skipped],
+            "rejected": report.rows_rejected,
+            "rejected_per_file": [list(f) for f in report.rejected_per_file],
+        }
     )
     backend.run("CREATE TABLE cache_meta (report VARCHAR)")
     backend.run("INSERT INTO cache_meta VALUES ('" + payload.replace("'", "''") + "')")
@@ -175,5 +179,8 @@ def _write_cache_meta(backend: Backend, report: LoadReport) -> None:
 def _read_cache_meta(backend: Backend) -> LoadReport:
     (payload,) = backend.run("SELECT report FROM cache_meta")[0]
     data = json.loads(payload)
-    skipped = tuple(Skipped(r, int(n), tuple(ex)) for r, n, ex in data["skipped"])
-    return LoadReport(skipped, int(data["rejected"]))
+    skipped = tuple(
+        Skipped(r, int(n), tuple(ex), tuple((str(p), int(c)) for p, c in files)) for r, n, ex, files in data["skipped"]
+    )
+    rejected = tuple((str(p), int(c)) for p, c in data["rejected_per_file"])
+    return LoadReport(skipped, int(data["rejected"]), rejected)

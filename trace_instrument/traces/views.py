@@ -56,6 +56,9 @@ def compute(backend: Backend, selection: RunSelection, report: LoadReport, optio
     which other steps are shown.
     """
     inputs = selection.inputs
+    if selection.runs_found > 1:
+        # one run among several: what loading skipped in its own files only
+        report = report.of_files({f.path for f in inputs.files})
     files = {f.file_id: f for f in inputs.files}
     progress = parse_progress(inputs.of_kind(FileKind.PROGRESS))
     lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))
@@ -632,11 +635,12 @@ def _clock_skew(backend: Backend, files: dict[int, SourceFile]) -> tuple[ClockSk
 
 def _run_notes(selection: RunSelection, report: LoadReport) -> tuple[str, ...]:
     """What a reader of one run among several must know about the figures shown."""
-    if selection.runs_found <= 1 or not (report.skipped or report.rows_rejected):
+    whole = [s.reason for s in report.skipped if not s.per_file]
+    if selection.runs_found <= 1 or not whole:
         return ()
     note = (
-        f"the inputs hold {selection.runs_found} runs: the rows skipped while reading the files (rejected, torn, "
-        "damaged) are counted over every input file, this run's and the others'"
+        f"the inputs hold {selection.runs_found} runs: these skipped inputs are counted over all of them, "
+        "not this run's alone: " + ", ".join(whole)
     )
     return (note,)
 

@@ -2,7 +2,8 @@
 
 ``steps.csv`` holds the per-step keys of the JSON document (verl's names, one row per step),
 ``metrics.csv`` its run-level keys (``key,value``), ``run.csv`` the header with the analysis'
-own fields (engine, cached, step basis, notes); every other view is a file of its own, named
+own fields (engine, cached, step basis, notes) and ``run_skipped.csv`` what reading left out;
+every other view is a file of its own, named
 after its field of the JSON ``details`` (the step windows: ``step_windows``). Which files there
 are and their columns come from the model's types, never from the data: a view with no rows is a
 file with its header alone, so a folder written again holds no file of an earlier run's.
@@ -123,6 +124,8 @@ def tables(analysis: Analysis) -> dict[str, Table]:
     run = {**header, **own}
     out: dict[str, Table] = {
         "run": (list(run), [run]),
+        # what reading left out, by reason (per_file: a JSON cell of [path, count] pairs)
+        "run_skipped": (_columns(model.Skipped), [_row(model.Skipped, s) for s in details["header"]["skipped"]]),
         "metrics": (["key", "value"], [{"key": k, "value": v} for k, v in metrics(analysis).items()]),
     }
     steps = step_metrics(analysis)
