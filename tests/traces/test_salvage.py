@@ -139,3 +139,22 @@ def test_gzip_trajectory_files_are_read_like_plain_ones(copy: Path, tiny_run: Pa
     assert result.rollouts == pristine.rollouts and result.rollouts is not None
     assert result.rollouts.trajectories == len(trajectories(tiny_run))
     assert result.step_rollouts == pristine.step_rollouts
+
+
+ODD_TIMESTAMPS = (b"1e3", b"+1787215021000", b"0x10", b"1_000", b"1787215021000.0")  # engines' casts take these
+PLAIN_TIMESTAMPS = (b"01787215021000", b" 1787215021001 ")  # digits, leading zeros or spaces: read as written
+
+
+def test_a_timestamp_only_an_engines_cast_reads_is_counted_not_read(copy: Path, tiny_run: Path) -> None:
+    """Only plain digits are a timestamp: DuckDB's cast would read ``1e3`` as 1000 where Spark and
+    the row-by-row reading refuse it, so no engine reads it; the file holds no other damage."""
+    worker = _worker_csv(copy)
+    n = len(worker.read_bytes().splitlines())
+    with open(worker, "ab") as f:
+        f.writelines(GOOD_ROW.replace(b"1787215021000", ts) + b"\r\n" for ts in ODD_TIMESTAMPS + PLAIN_TIMESTAMPS)
+    result = analyze([copy], Options(cache=False))
+    lines = tuple(f"{worker}:{n + 1 + i}" for i in range(len(ODD_TIMESTAMPS)))
+    count, examples = _skipped(result)[RowProblem.BAD_TIMESTAMP.value]
+    assert count == len(ODD_TIMESTAMPS) and examples == lines[:3]
+    assert result.header.rows_rejected == len(ODD_TIMESTAMPS) + len(PLAIN_TIMESTAMPS)  # the MYSTERY stage: unknown
+    assert result.header.rows_read == len(read_rows(tiny_run)) + len(PLAIN_TIMESTAMPS)

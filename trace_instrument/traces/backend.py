@@ -123,6 +123,18 @@ class Dialect:
     def constants(self) -> dict[str, str]:
         return {"order_key": ORDER_KEY_SQL}
 
+    def plain_bigint(self, text: str) -> str:
+        """``text`` as a BIGINT when it is written as one (digits, a minus sign; spaces around), else
+        NULL: the engines' casts also take ``1e3``, ``+5`` or ``0x10``, which salvage.py refuses, so a
+        file holding such a row is read through salvage and both engines count the same rows."""
+        plain = f"trim({text})"
+        return (
+            f"CASE WHEN CAST(TRY_CAST({plain} AS BIGINT) AS {self.text_type}) = {plain} "
+            f"THEN CAST({plain} AS BIGINT) END"
+        )
+
+    text_type = "VARCHAR"
+
     def stop_bucket(self, agent_reason: str, finish_reason: str) -> str:
         """A trajectory's stop reason: an aborted last turn's finish reason, else the agent loop's
         reason, else the last turn's finish reason, else unknown."""

@@ -29,7 +29,7 @@ TIMESTAMP = 4
 # the file, so a record is given up after this many lines and read again from its next line.
 MAX_RECORD_LINES = 64
 EXAMPLES = 3
-_INTEGER = re.compile(r"^-?\d+$")
+_INTEGER = re.compile(r"^-?[0-9]+$")  # ASCII digits: \d would take other scripts' digits, which no engine reads
 _BIGINT = range(-(2**63), 2**63)  # the engines' BIGINT: a longer run of digits is refused by both
 
 
@@ -153,12 +153,15 @@ def _fields(record: bytes) -> list[str] | RowProblem | None:
         return RowProblem.TOO_MANY_COLUMNS
     if not _is_bigint(fields[TIMESTAMP].strip()):
         return RowProblem.BAD_TIMESTAMP
+    # written as the engines write the number (no leading zeros or spaces), which both read back alike
+    fields[TIMESTAMP] = str(int(fields[TIMESTAMP].strip()))
     return fields
 
 
 def skipped_rows(salvages: list[Salvage]) -> list[Skipped]:
     """The problems of every salvaged file, one entry per reason, examples as ``file:line``."""
     by_problem: dict[RowProblem, list[str]] = {}
+    salvages = sorted(salvages, key=lambda s: s.source)  # the order files were salvaged in varies by engine
     for s in salvages:
         for problem, lines in s.problems.items():
             where = [s.source if line == 0 else f"{s.source}:{line}" for line in lines]

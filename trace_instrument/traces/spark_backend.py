@@ -39,6 +39,7 @@ def _lit(text: str) -> str:
 
 class SparkDialect(Dialect):
     name = "spark"
+    text_type = "STRING"
 
     def quantiles(self, expr: str, *points: str) -> str:
         return f"percentile({expr}, array({', '.join(points)}))"
@@ -182,7 +183,9 @@ class SparkBackend(Backend):
             for row in self.run(
                 "SELECT DISTINCT path FROM raw_csv WHERE _corrupt IS NOT NULL OR ts IS NULL OR content IS NULL "
                 "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\ufffd') > 0 "
-                "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\"') > 0"
+                "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\"') > 0 "
+                # a timestamp Spark would cast but salvage refuses (1e3, +5): events.sql leaves it NULL
+                "OR NOT (CAST(try_cast(trim(ts) AS BIGINT) AS STRING) <=> trim(ts))"
             )
         }
         uris = {_uri(f.path): f for f in samples}
@@ -200,7 +203,7 @@ class SparkBackend(Backend):
     def _csv_frame(self, paths: list[str]) -> Any:
         return self.spark.read.csv(
             paths,
-            schema="job_id STRING, cat STRING, sample_id STRING, status STRING, ts BIGINT, content STRING, "
+            schema="job_id STRING, cat STRING, sample_id STRING, status STRING, ts STRING, content STRING, "
             "_corrupt STRING",
             header=False,
             quote='"',
@@ -231,10 +234,10 @@ def _csv_torn_filter(samples: list[SourceFile], torn: dict[int, TornTail]) -> st
     clauses = []
     for f in samples:
         tail = torn.get(f.file_id)
-        if tail is None or len(tail.fields) != 6 or not tail.fields[4].isdigit():
+        if tail is None or len(tail.fields) != 6:
             continue
         clauses.append(
-            f"(f.file_id = {f.file_id} AND r.sample_id = {_lit(tail.fields[2])} AND r.ts = {int(tail.fields[4])} "
+            f"(f.file_id = {f.file_id} AND r.sample_id = {_lit(tail.fields[2])} AND r.ts = {_lit(tail.fields[4])} "
             f"AND r.content = {_lit(tail.fields[5])})"
         )
     return "NOT (" + " OR ".join(clauses) + ")" if clauses else "TRUE"
