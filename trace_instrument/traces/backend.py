@@ -276,16 +276,20 @@ class Backend(ABC):
         ``skey`` is the first of the dialect's sample keys that no two sample ids share in this run.
         """
         *hashes, text = self.dialect.sample_keys("sample_id")
+        every = {"target": "entities_all", "only": "TRUE"}
         for key in hashes:
-            self.script("entities", sample_key=key)
+            self.script("entities", sample_key=key, **every)
             (shared,) = self.run("SELECT count(*) - count(DISTINCT skey) FROM entities_all")[0]
             if not shared:
                 break
             self.drop_table("entities_all")
         else:
             key = text
-            self.script("entities", sample_key=key)
-        self.script("transitions", sample_key=key)
+            self.script("entities", sample_key=key, **every)
+        self.sample_key = key
+        self.script("transitions", sample_key=key, target="transitions_all", only="TRUE", only_bridges="TRUE")
+
+    sample_key: str | None = None  # the key build_samples chose
 
     @abstractmethod
     def drop_table(self, name: str) -> None:

@@ -197,9 +197,7 @@ class DuckDBBackend(Backend):
                 self.run(f"USE {main}")
             if any(t.kind is FileKind.SAMPLE for t in tails):
                 self.script("append_events")
-                for table in ("entities_all", "transitions_all"):
-                    self.run(f"DROP TABLE IF EXISTS {table}")
-                self.build_samples()
+                self._update_samples()
             if any(t.kind is FileKind.TRAJECTORY for t in tails):
                 self.run("INSERT INTO traj_lines SELECT * FROM delta.traj_lines")
                 self.run("DROP VIEW IF EXISTS turns_all")
@@ -209,6 +207,53 @@ class DuckDBBackend(Backend):
             self.run("DETACH DATABASE IF EXISTS delta")
         self.select_steps(None)
         return report
+
+    def _update_samples(self) -> None:
+        """``entities_all`` and ``transitions_all`` brought up to date with the rows appended (in
+        ``delta.events_all``): the samples those rows belong to, and the bridges to the trajectories
+        of their prompts, are built again, the rest is kept. A sample key two ids now share builds
+        both tables again whole."""
+        key = self.sample_key
+        if key is None:
+            self._rebuild_samples()
+            return
+        touched = "sample_id IN (SELECT sample_id FROM touched_samples)"
+        self.run("CREATE TEMP TABLE touched_samples AS SELECT DISTINCT sample_id FROM delta.events_all")
+        self.run(
+            f"CREATE TEMP TABLE touched_uids AS SELECT DISTINCT {self.dialect.uid_of('sample_id')} AS uid "
+            "FROM touched_samples"
+        )
+        try:
+            self.script("entities", sample_key=key, target="entities_new", only=touched)
+            self.run(f"DELETE FROM entities_all WHERE {touched}")
+            self.run("INSERT INTO entities_all SELECT * FROM entities_new")
+            (shared,) = self.run("SELECT count(*) - count(DISTINCT skey) FROM entities_all")[0]
+            if shared:
+                self._rebuild_samples()
+                return
+            # a sample's own transitions carry its rows' content ids; the bridges from a prompt's
+            # sample-level rows to its trajectories have none
+            self.run("DELETE FROM transitions_all WHERE cid IS NOT NULL AND skey IN (SELECT skey FROM entities_new)")
+            self.run(
+                "DELETE FROM transitions_all WHERE cid IS NULL AND skey IN (SELECT skey FROM entities_all "
+                "WHERE is_traj AND uid IN (SELECT uid FROM touched_uids))"
+            )
+            self.script(
+                "transitions",
+                sample_key=key,
+                target="transitions_new",
+                only=touched,
+                only_bridges="t.uid IN (SELECT uid FROM touched_uids)",
+            )
+            self.run("INSERT INTO transitions_all SELECT * FROM transitions_new")
+        finally:
+            for table in ("touched_samples", "touched_uids", "entities_new", "transitions_new"):
+                self.run(f"DROP TABLE IF EXISTS {table}")
+
+    def _rebuild_samples(self) -> None:
+        for table in ("entities_all", "transitions_all"):
+            self.run(f"DROP TABLE IF EXISTS {table}")
+        self.build_samples()
 
     def _load_tails(self, tails: tuple[SourceFile, ...]) -> LoadReport:
         """The rows of ``tails`` into the current (attached) database: raw tables only."""

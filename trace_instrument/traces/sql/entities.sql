@@ -1,7 +1,8 @@
 -- One row per sample id: a trajectory (`uid/N`) or a prompt's sample-level rows (`uid/sample`).
 -- The pipeline order is `ord` (see events.py), then time: clock skew between hosts cannot reorder stages.
 -- `skey` stands for the id in the transitions (see Backend.build_samples).
-CREATE TABLE entities_all AS
+-- {{target}}: entities_all, or (analyze --follow) the rows of the samples {{only}} selects.
+CREATE TABLE {{target}} AS
 SELECT sample_id,
        {{sample_key}} AS skey,
        {{uid_of(sample_id)}} AS uid,
@@ -31,5 +32,5 @@ SELECT sample_id,
        bool_or(code = {{event(TRAIN_UPDATE)}}) AS m_trained
 FROM events_all
 -- a placeholder uid (backend.PLACEHOLDER_UIDS) joins unrelated rows: they are counted, never a sample
-WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND NOT {{is_placeholder(sample_id)}}
+WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND NOT {{is_placeholder(sample_id)}} AND {{only}}
 GROUP BY sample_id
