@@ -22,6 +22,7 @@ from trace_instrument.cli import app
 from trace_instrument.traces import Options, analyze
 from trace_instrument.traces.model import MultipleRunsError, Run, TraceInputError
 from trace_instrument.traces.runs import RunPartition, choose_run
+from trace_instrument.traces.salvage import RowProblem
 
 runner = CliRunner()
 
@@ -257,6 +258,7 @@ def test_damage_in_another_runs_file_is_that_runs_alone(two_runs, tmp_path: Path
     other = analyze([reused], Options(cache=False, run=run_b.run_id))
     columns = [s for s in other.header.skipped if s.per_file == ((str(damaged), 1),)]
     assert len(columns) == 1 and columns[0].count == 1 and other.header.rows_rejected == 1
+    assert columns[0].examples == (f"{damaged}:{len(damaged.read_bytes().splitlines())}",)
     assert not any("counted over" in note for note in picked.notes + other.notes)
 
 
@@ -283,3 +285,25 @@ def test_a_second_run_appended_to_the_same_trainer_file_is_refused_with_the_reas
     assert str(trainer_a) in str(refused.value) and "step 1" in str(refused.value)
     result = runner.invoke(app, ["analyze", str(reused), "--no-cache"])
     assert result.exit_code == 2 and "VERL_TRACE_DIR" in result.stderr
+
+
+def test_each_run_keeps_examples_of_its_own_damage(two_runs, tmp_path: Path) -> None:
+    """Four bad rows in run B's file and two in run A's: each run lists its own rows as examples
+    (loading keeps the first examples of every file, not of all files together)."""
+    a, b = two_runs
+    reused = _reused(a, b, tmp_path / "reused")
+    in_b = next((reused / "sample").glob("*pid9*.csv"))
+    in_a = next(p for p in sorted((reused / "sample").glob("*.csv")) if p != in_b and "pid9" not in p.name)
+    expected = {}
+    for path, bad in ((in_b, 4), (in_a, 2)):
+        n = len(path.read_bytes().splitlines())
+        with open(path, "ab") as f:
+            f.write(b"a,b,c\r\n" * bad)
+        expected[path] = tuple(f"{path}:{n + i}" for i in range(1, bad + 1))[:3]
+    with pytest.raises(MultipleRunsError) as refused:
+        analyze([reused], Options(cache=False))
+    for run in refused.value.runs:
+        result = analyze([reused], Options(cache=False, run=run.run_id))
+        (short,) = [s for s in result.header.skipped if s.reason == RowProblem.TOO_FEW_COLUMNS.value]
+        (path,) = [p for p in expected if any(e.startswith(str(p)) for e in short.examples)]
+        assert short.examples == expected[path] and short.count == len(expected[path]) + (path == in_b)

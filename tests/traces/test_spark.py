@@ -10,6 +10,7 @@ import pytest
 from recompute import read_rows
 
 from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.salvage import RowProblem
 
 
 def _pyspark() -> None:
@@ -75,7 +76,7 @@ def test_spark_skips_the_same_damaged_rows_as_duckdb(tiny_run: Path, tmp_path: P
     assert len(read_rows(tiny_run)) + 1 == duck.header.rows_read == spark.header.rows_read
     assert duck.header.rows_rejected == spark.header.rows_rejected == 6 + 2 + 1
     assert spark.header.skipped == duck.header.skipped
-    bad_ts = next(s for s in duck.header.skipped if s.reason == "CSV row whose timestamp is not an integer")
+    bad_ts = next(s for s in duck.header.skipped if s.reason == RowProblem.BAD_TIMESTAMP.value)
     assert bad_ts.count == 3 and dict(bad_ts.per_file)[str(trainer)] == 2
     spark_figures, duck_figures = asdict(spark), asdict(duck)
     assert spark_figures.pop("engine") == "spark" and duck_figures.pop("engine") == "duckdb"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,34 @@ def test_the_page_opens_the_slowest_rollouts(sim_run, tmp_path: Path) -> None:
     for index, sample_id in enumerate(slowest):
         assert f'<a href="#trajectory-{index}">{sample_id}</a>' in text
         assert f'<details id="trajectory-{index}" class="trajectory"><summary>{sample_id}</summary>' in text
+
+
+def test_a_uid_that_json_escapes_opens_too(sim_run, tmp_path: Path) -> None:
+    """A uid with a quote, a backslash, a tab and a non-ASCII letter: the JSONL line spells it escaped."""
+    import csv
+
+    trace = shutil.copytree(sim_run[0], tmp_path / "trace", ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    raw = _raw_lines(trace)
+    old = min(raw).rpartition("/")[0]
+    new = 'q"uo\\te\tü-' + old
+    for path in (trace / "sample").glob("*.csv"):
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = [[(new + c[len(old) :] if c.startswith(old + "/") else c) if i == 2 else c for i, c in enumerate(r)]
+                    for r in csv.reader(f)]  # fmt: skip
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            csv.writer(f, lineterminator="\r\n").writerows(rows)
+    for path in (trace / "trajectory").glob("*.jsonl"):
+        lines = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            top = json.loads(line)
+            if top["prompt_uid"] == old:
+                payload = json.loads(top["raw_message"])
+                payload["prompt_uid"] = top["prompt_uid"] = new
+                top["raw_message"] = json.dumps(payload)  # ensure_ascii: ü escaped as well
+            lines.append(json.dumps(top))
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    sample_id = new + "/" + min(raw).rpartition("/")[2]
+    (detail,) = _open(trace, sample_id)
+    path, number, payload = raw[min(raw)]
+    assert detail["file"] == f"{path}:{number}"  # _raw_lines read the copy
+    assert [t["completion_text"] for t in detail["turns"]] == [t["completion_text"] for t in payload["turns"]]

@@ -17,7 +17,7 @@ from importlib import resources
 from typing import Any
 
 from trace_instrument.traces.discover import Inputs
-from trace_instrument.traces.events import ORDER_KEY_SQL, event_codes_in
+from trace_instrument.traces.events import ORDER_KEY_SQL, TIMESTAMP_LIMIT, event_codes_in
 from trace_instrument.traces.model import Skipped
 
 _PIPE = "'|'"
@@ -123,14 +123,16 @@ class Dialect:
     def constants(self) -> dict[str, str]:
         return {"order_key": ORDER_KEY_SQL}
 
-    def plain_bigint(self, text: str) -> str:
-        """``text`` as a BIGINT when it is written as one (digits, a minus sign; spaces around), else
-        NULL: the engines' casts also take ``1e3``, ``+5`` or ``0x10``, which salvage.py refuses, so a
-        file holding such a row is read through salvage and both engines count the same rows."""
+    def plain_timestamp(self, text: str) -> str:
+        """``text`` as a BIGINT when it is a timestamp written as digits (spaces around) from 0 to
+        events.TIMESTAMP_LIMIT, else NULL: the engines' casts also take ``1e3``, ``+5`` or ``0x10``,
+        which salvage.py refuses, so a file holding such a row is read through salvage and both
+        engines count the same rows."""
         plain = f"trim({text})"
+        number = f"TRY_CAST({plain} AS BIGINT)"
         return (
-            f"CASE WHEN CAST(TRY_CAST({plain} AS BIGINT) AS {self.text_type}) = {plain} "
-            f"THEN CAST({plain} AS BIGINT) END"
+            f"CASE WHEN CAST({number} AS {self.text_type}) = {plain} AND {number} >= 0 "
+            f"AND {number} < {TIMESTAMP_LIMIT} THEN {number} END"
         )
 
     text_type = "VARCHAR"
@@ -212,10 +214,34 @@ class LoadReport:
             mine = tuple((path, n) for path, n in s.per_file if path in paths)
             count = sum(n for _, n in mine)
             if count:
-                examples = tuple(e for e in s.examples if any(e.startswith(path) for path, _ in mine))
+                examples = tuple(e for e in s.examples if any(_names(e, path) for path, _ in mine))
                 skipped.append(Skipped(s.reason, count, examples, mine))
         rejected = tuple((path, n) for path, n in self.rejected_per_file if path in paths)
         return LoadReport(tuple(skipped), sum(n for _, n in rejected), rejected)
+
+    def shown(self) -> LoadReport:
+        """The report with EXAMPLES examples per reason (loading keeps that many of each file, so
+        that a run among several still has its own)."""
+        skipped = tuple(
+            Skipped(s.reason, s.count, tuple(sorted(s.examples, key=_example_key))[:SHOWN_EXAMPLES], s.per_file)
+            for s in self.skipped
+        )
+        return LoadReport(skipped, self.rows_rejected, self.rejected_per_file)
+
+
+SHOWN_EXAMPLES = 3
+_AT_LINE = re.compile(r"^(.*?):(\d+)(?: \(.*)?$")
+
+
+def _example_key(example: str) -> tuple[str, int]:
+    """Examples in file order, then line order (whatever order the files were read in)."""
+    match = _AT_LINE.match(example)
+    return (match.group(1), int(match.group(2))) if match else (example, 0)
+
+
+def _names(example: str, path: str) -> bool:
+    """Whether an example (``path``, ``path:line``, ``path (what)``) is about the file ``path``."""
+    return example == path or example.startswith((path + ":", path + " "))
 
 
 def per_file(paths: Sequence[str]) -> tuple[tuple[str, int], ...]:
@@ -237,7 +263,7 @@ def merged(first: LoadReport, more: LoadReport) -> LoadReport:
         files = dict(old.per_file)
         for path, n in s.per_file:
             files[path] = files.get(path, 0) + n
-        examples = (old.examples + s.examples)[:3]
+        examples = old.examples + s.examples
         by_reason[s.reason] = Skipped(s.reason, old.count + s.count, examples, tuple(sorted(files.items())))
     rejected = dict(first.rejected_per_file)
     for path, n in more.rejected_per_file:

@@ -406,8 +406,11 @@ class DuckDBBackend(Backend):
     def _jsonl_problems(self, files: list[SourceFile], read: dict[int, str]) -> list[Skipped]:
         by_id = {f.file_id: f for f in files}
         problems: list[Skipped] = []
+        # the first three of each file (a run among several shows its own), their total on every row
         bad = self.run(
-            "SELECT file_id, bad_text, count(*) OVER () FROM traj_lines WHERE NOT is_json ORDER BY file_id, rowid LIMIT 3"
+            "SELECT file_id, bad_text, n FROM (SELECT file_id, bad_text, rowid AS line, count(*) OVER () AS n, "
+            "row_number() OVER (PARTITION BY file_id ORDER BY rowid) AS k FROM traj_lines WHERE NOT is_json) "
+            f"WHERE k <= {EXAMPLES} ORDER BY file_id, line"
         )
         if bad:
             examples = tuple(_where(by_id[fid].path, text) for fid, text, _ in bad)
@@ -415,7 +418,9 @@ class DuckDBBackend(Backend):
             problems.append(Skipped("trajectory line that is not JSON", int(bad[0][2]), examples, counts))
         odd_lines = "is_json AND (p IS NULL OR (p.request_id IS NULL AND p.turns IS NULL))"
         odd = self.run(
-            f"SELECT file_id, count(*) OVER () FROM traj_lines WHERE {odd_lines} ORDER BY file_id, rowid LIMIT 3"
+            "SELECT file_id, n FROM (SELECT file_id, rowid AS line, count(*) OVER () AS n, "
+            f"row_number() OVER (PARTITION BY file_id ORDER BY rowid) AS k FROM traj_lines WHERE {odd_lines}) "
+            f"WHERE k <= {EXAMPLES} ORDER BY file_id, line"
         )
         if odd:
             examples = tuple(by_id[fid].path for fid, _ in odd)
@@ -428,9 +433,13 @@ class DuckDBBackend(Backend):
         )
         if rejects:
             source = {read[f.file_id]: f.path for f in files}
-            examples = tuple(
-                f"{source.get(path, path)}:{line} ({error.lower()})" for path, line, error in rejects[:EXAMPLES]
-            )
+            first: dict[str, int] = {}
+            examples_list = []
+            for path, line, error in rejects:  # the first three of each file
+                first[path] = first.get(path, 0) + 1
+                if first[path] <= EXAMPLES:
+                    examples_list.append(f"{source.get(path, path)}:{line} ({error.lower()})")
+            examples = tuple(examples_list)
             counts = per_file([source.get(path, path) for path, _, _ in rejects])
             problems.append(Skipped("trajectory line refused (bad bytes or too long)", len(rejects), examples, counts))
         return problems
@@ -485,7 +494,7 @@ def torn_report(inputs: Inputs) -> LoadReport:
 
 
 def _torn_skip(reason: str, tails: list[TornTail], by_id: dict[int, SourceFile]) -> Skipped:
-    examples = tuple(f"{by_id[t.file_id].path} (last line: {t.text[:60]!r})" for t in tails[:EXAMPLES])
+    examples = tuple(f"{by_id[t.file_id].path} (last line: {t.text[:60]!r})" for t in tails)
     return Skipped(reason, len(tails), examples, per_file([by_id[t.file_id].path for t in tails]))
 
 

@@ -66,6 +66,9 @@ _SHARED_RANKS = {
     Event.TOOL_EXECUTED: Event.GENERATE_REQUEST_SENT,
     Event.FILTER_TRAJECTORIES: Event.ROLLOUT_REWARD,
 }
+# The timestamps the order key keeps in order: milliseconds since 1970, below 10^14 (the year 5138);
+# the pipeline rank is worth 10^14 ms in it. A row with any other timestamp is refused at load.
+TIMESTAMP_LIMIT = 10**14
 ORDER_KEY_SQL = (
     "(((CASE code "
     + " ".join(f"WHEN {int(e)} THEN {int(rank)}" for e, rank in _SHARED_RANKS.items())

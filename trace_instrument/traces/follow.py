@@ -52,13 +52,19 @@ def _complete_bytes(path: str, size: int) -> int:
     return 0
 
 
-def _ends_a_line(path: str, offset: int) -> bool:
-    """Whether ``path`` still has a newline just before ``offset`` (what was read is still there)."""
-    if offset == 0:
-        return True
+MARK = 1 << 16  # bytes at the start of what was read, and at its end, compared at each refresh
+
+
+def _marks(path: str, offset: int) -> tuple[int, bytes, bytes]:
+    """What tells that the ``offset`` bytes read of ``path`` are still there: the offset and the
+    first and last MARK bytes of them. A file rewritten with other bytes at either end is caught
+    (an append-only log never changes them); a rewrite that keeps both ends, and the length read,
+    is not."""
     with open(path, "rb") as handle:
-        handle.seek(offset - 1)
-        return handle.read(1) == b"\n"
+        head = handle.read(min(MARK, offset))
+        handle.seek(max(0, offset - MARK))
+        tail = handle.read(min(MARK, offset))
+    return offset, head, tail
 
 
 def _copy_range(path: str, start: int, end: int, target: Path) -> None:
@@ -93,6 +99,7 @@ class Follower:
         self._inputs = Inputs((), (), ())
         self._ids: dict[str, int] = {}  # path -> file_id in the loaded tables
         self._read: dict[str, int] = {}  # path -> bytes read of an appendable file
+        self._seen: dict[str, tuple[int, bytes, bytes]] = {}  # path -> _marks of what was read
         self._sizes: dict[str, int] = {}  # path -> size when last looked at
         self._rows = LoadReport((), 0)  # what loading the complete lines skipped (torn lines apart)
 
@@ -135,7 +142,7 @@ class Follower:
                 if f.kind is FileKind.TRAJECTORY and not trajectories:
                     return f"{f.path} is the run's first trajectory file"
             elif _appendable(f):
-                if size < self._read[f.path] or not _ends_a_line(f.path, self._read[f.path]):
+                if size < self._read[f.path] or _marks(f.path, self._read[f.path]) != self._seen[f.path]:
                     return f"{f.path} was rewritten"
             elif f.kind in GROWING and size != self._sizes[f.path]:
                 return f"{f.path} changed"
@@ -155,11 +162,12 @@ class Follower:
         self._backend = DuckDBBackend(None, spill, self.options.memory_limit, self.options.threads)
         self._rows = self._backend.load_rows(found)
         self._ids = {f.path: f.file_id for f in found.files}
-        self._read, self._sizes = {}, {}
+        self._read, self._sizes, self._seen = {}, {}, {}
         for f in found.files:
             self._sizes[f.path] = os.stat(f.path).st_size
             if _appendable(f):
                 self._read[f.path] = _complete_bytes(f.path, self._sizes[f.path])
+                self._seen[f.path] = _marks(f.path, self._read[f.path])
         self._inputs = found
         return found
 
@@ -173,6 +181,7 @@ class Follower:
         files: list[SourceFile] = []
         new_files: list[SourceFile] = []
         tails: list[SourceFile] = []
+        starts: dict[str, tuple[str, int]] = {}  # a tail copy -> its file and the offset it starts at
         read = 0
         for f in found.files:
             if f.path not in self._ids:
@@ -188,11 +197,13 @@ class Follower:
                 copy = self._work / f"appended-{own.file_id}-{end}{Path(f.path).suffix}"
                 _copy_range(f.path, start, end, copy)
                 tails.append(replace(own, path=str(copy)))
+                starts[str(copy)] = (f.path, start)
                 read += end - start
             self._read[f.path] = max(start, end)
+            self._seen[f.path] = _marks(f.path, self._read[f.path])
         if tails or new_files:
             appended = self._backend.append(tuple(new_files), tuple(tails))
-            self._rows = merged(self._rows, _renamed(appended, tails, self._ids))
+            self._rows = merged(self._rows, _renamed(appended, starts))
             for tail in tails:
                 Path(tail.path).unlink(missing_ok=True)
         ids = {f.file_id: self._ids[f.path] for f in found.files}
@@ -208,14 +219,38 @@ class Follower:
         return compute(self._backend, selection, report, self.options)
 
 
-def _renamed(report: LoadReport, tails: list[SourceFile], ids: dict[str, int]) -> LoadReport:
-    """The report of the appended lines with each tail copy's name replaced by its file's."""
-    paths = {file_id: path for path, file_id in ids.items()}
-    names = {t.path: paths[t.file_id] for t in tails}
+def _lines_before(path: str, offset: int) -> int:
+    """How many lines of ``path`` end before ``offset``."""
+    count = 0
+    with open(path, "rb") as handle:
+        left = offset
+        while left > 0:
+            chunk = handle.read(min(BLOCK, left))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            left -= len(chunk)
+    return count
+
+
+def _renamed(report: LoadReport, starts: dict[str, tuple[str, int]]) -> LoadReport:
+    """The report of the appended lines as a load of the whole files gives it: each tail copy's
+    name replaced by its file's, and its line numbers counted from the file's first line."""
+    names = {tail: original for tail, (original, _) in starts.items()}
+    before: dict[str, int] = {}
 
     def rename(text: str) -> str:
-        for tail, original in names.items():
-            text = text.replace(tail, f"{original} (lines appended since the last refresh)")
+        for tail, (original, start) in starts.items():
+            if not text.startswith(tail):
+                continue
+            rest = text[len(tail) :]
+            if rest.startswith(":"):
+                number, _, after = rest[1:].partition(" ")
+                if number.isdigit():
+                    if tail not in before:
+                        before[tail] = _lines_before(original, start)
+                    return f"{original}:{int(number) + before[tail]}" + (f" {after}" if after else "")
+            return original + rest
         return text
 
     skipped = tuple(

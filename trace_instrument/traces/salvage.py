@@ -21,6 +21,7 @@ from enum import Enum
 from pathlib import Path
 
 from trace_instrument.traces.backend import per_file
+from trace_instrument.traces.events import TIMESTAMP_LIMIT
 from trace_instrument.traces.model import Skipped, SourceFile
 
 COLUMNS = 6  # job_id, cat, sample_id, sample_status, timestamp, content (trace_data_formats.md)
@@ -30,11 +31,11 @@ TIMESTAMP = 4
 MAX_RECORD_LINES = 64
 EXAMPLES = 3
 _INTEGER = re.compile(r"^-?[0-9]+$")  # ASCII digits: \d would take other scripts' digits, which no engine reads
-_BIGINT = range(-(2**63), 2**63)  # the engines' BIGINT: a longer run of digits is refused by both
+_TIMESTAMPS = range(TIMESTAMP_LIMIT)  # what the order key keeps in order (events.TIMESTAMP_LIMIT)
 
 
-def _is_bigint(text: str) -> bool:
-    return bool(_INTEGER.match(text)) and int(text) in _BIGINT
+def _is_timestamp(text: str) -> bool:
+    return bool(_INTEGER.match(text)) and int(text) in _TIMESTAMPS
 
 
 class RowProblem(str, Enum):
@@ -43,7 +44,7 @@ class RowProblem(str, Enum):
     TOO_FEW_COLUMNS = "CSV row with too few columns"
     TOO_MANY_COLUMNS = "CSV row with too many columns"
     NOT_UTF8 = "CSV row with bytes that are not UTF-8"
-    BAD_TIMESTAMP = "CSV row whose timestamp is not an integer"
+    BAD_TIMESTAMP = "CSV row whose timestamp is not milliseconds since 1970 (digits, below 10^14)"
     BAD_QUOTING = "CSV row with a quote out of place"
     UNREADABLE_FILE = "sample file that cannot be read to its end (the rows before the damage are kept)"
 
@@ -151,7 +152,7 @@ def _fields(record: bytes) -> list[str] | RowProblem | None:
         return RowProblem.TOO_FEW_COLUMNS
     if len(fields) > COLUMNS:
         return RowProblem.TOO_MANY_COLUMNS
-    if not _is_bigint(fields[TIMESTAMP].strip()):
+    if not _is_timestamp(fields[TIMESTAMP].strip()):
         return RowProblem.BAD_TIMESTAMP
     # written as the engines write the number (no leading zeros or spaces), which both read back alike
     fields[TIMESTAMP] = str(int(fields[TIMESTAMP].strip()))
@@ -161,17 +162,20 @@ def _fields(record: bytes) -> list[str] | RowProblem | None:
 def skipped_rows(salvages: list[Salvage]) -> list[Skipped]:
     """The problems of every salvaged file, one entry per reason, examples as ``file:line``."""
     by_problem: dict[RowProblem, list[str]] = {}
+    counts: dict[RowProblem, int] = {}
     salvages = sorted(salvages, key=lambda s: s.source)  # the order files were salvaged in varies by engine
     for s in salvages:
         for problem, lines in s.problems.items():
-            where = [s.source if line == 0 else f"{s.source}:{line}" for line in lines]
+            # the first examples of each file: a run among several shows its own (LoadReport.of_files)
+            where = [s.source if line == 0 else f"{s.source}:{line}" for line in lines[:EXAMPLES]]
             by_problem.setdefault(problem, []).extend(where)
+            counts[problem] = counts.get(problem, 0) + len(lines)
     files: dict[RowProblem, list[str]] = {}
     for s in salvages:
         for problem, lines in s.problems.items():
             files.setdefault(problem, []).extend([s.source] * len(lines))
     return [
-        Skipped(problem.value, len(where), tuple(where[:EXAMPLES]), per_file(files[problem]))
+        Skipped(problem.value, counts[problem], tuple(where), per_file(files[problem]))
         for problem, where in sorted(by_problem.items(), key=lambda item: item[0].value)
     ]
 

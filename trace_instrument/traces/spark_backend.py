@@ -185,7 +185,7 @@ class SparkBackend(Backend):
                 "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\ufffd') > 0 "
                 "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\"') > 0 "
                 # a timestamp Spark would cast but salvage refuses (1e3, +5): events.sql leaves it NULL
-                "OR NOT (CAST(try_cast(trim(ts) AS BIGINT) AS STRING) <=> trim(ts))"
+                f"OR {self.dialect.plain_timestamp('ts')} IS NULL"
             )
         }
         uris = {_uri(f.path): f for f in samples}

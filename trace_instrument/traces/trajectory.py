@@ -117,9 +117,13 @@ def _lines(path: Path) -> Iterator[bytes]:
 def _find_line(path: Path, sample_id: str) -> tuple[int | None, dict[str, Any]]:
     """(line number, payload) of the JSONL line of ``sample_id`` in ``path``; (None, {}) when it is gone."""
     uid, _, request_id = sample_id.rpartition("/")
-    needle = uid.encode("utf-8")
+    # the uid as the line may spell it: as it is, or JSON-escaped (quotes, backslashes, control or
+    # non-ASCII characters), once in the line's prompt_uid and twice inside its raw_message
+    once = {json.dumps(uid, ensure_ascii=ascii)[1:-1] for ascii in (False, True)}
+    twice = {json.dumps(text, ensure_ascii=False)[1:-1] for text in once}
+    needles = [text.encode("utf-8") for text in {uid, *once, *twice}]
     for number, line in enumerate(_lines(path), start=1):
-        if needle not in line:  # most lines are another trajectory's: skip them unparsed
+        if not any(needle in line for needle in needles):  # most lines are another trajectory's: skip them unparsed
             continue
         payload = _payload(line)
         if payload is not None and payload.get("prompt_uid") == uid and str(payload.get("request_id")) == request_id:

@@ -59,6 +59,7 @@ def compute(backend: Backend, selection: RunSelection, report: LoadReport, optio
     if selection.runs_found > 1:
         # one run among several: what loading skipped in its own files only
         report = report.of_files({f.path for f in inputs.files})
+    report = report.shown()
     files = {f.file_id: f for f in inputs.files}
     progress = parse_progress(inputs.of_kind(FileKind.PROGRESS))
     lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))

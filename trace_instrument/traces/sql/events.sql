@@ -48,6 +48,6 @@ FROM (
 ) AS parsed_contents;
 
 CREATE TABLE events_all AS
-SELECT r.file_id, r.job_id, r.sample_id, {{plain_bigint(r.ts)}} AS ts, c.cid, c.code, c.step
+SELECT r.file_id, r.job_id, r.sample_id, {{plain_timestamp(r.ts)}} AS ts, c.cid, c.code, c.step
 FROM raw_events AS r
 JOIN contents AS c ON c.content IS NOT DISTINCT FROM r.content
