@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 out = Console(soft_wrap=False, highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 ERROR = 2
+T = TypeVar("T")
 OPENED_ON_PAGE = 5  # slowest rollouts the HTML report shows turn by turn
 
 
@@ -71,17 +73,17 @@ def _output_parent(path: Path | None, option: str) -> None:
         raise typer.BadParameter(f"the folder {path.parent} does not exist", param_hint=option)
 
 
-def _internal(exc: Exception) -> None:
+def _internal(exc: Exception) -> NoReturn:
     """An engine failure (a full disk, a bug): one clear line, exit 2, no traceback."""
     _fail(f"could not read the traces ({type(exc).__name__}: {exc}); try --no-cache, or report this")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     err.print(Text("error: ", style="red") + Text(message))
     raise typer.Exit(ERROR)
 
 
-def _refuse_runs(exc: MultipleRunsError, option: str = "--run", whose: str = "the inputs") -> None:
+def _refuse_runs(exc: MultipleRunsError, option: str = "--run", whose: str = "the inputs") -> NoReturn:
     """Several runs and no (valid) ``option``: list them and say how to pick one; exit 2."""
     from trace_instrument.traces.render.tables import runs_section
     from trace_instrument.traces.render.text import print_section
@@ -99,6 +101,22 @@ def _refuse_runs(exc: MultipleRunsError, option: str = "--run", whose: str = "th
         )
     )
     raise typer.Exit(ERROR)
+
+
+def _read(call: Callable[[], T], option: str = "--run", whose: str = "the inputs", prefix: str = "") -> T:
+    """``call()``, a read of traces; what stops it becomes one line (several runs: their list) and exit 2."""
+    from trace_instrument.traces.model import MultipleRunsError, TraceInputError
+
+    try:
+        return call()
+    except MultipleRunsError as exc:
+        _refuse_runs(exc, option, whose)
+    except TraceInputError as exc:
+        _fail(f"{prefix}{exc}")
+    except ImportError as exc:
+        _fail(f"{exc}: install the extra with  pip install 'trace-instrument[spark]'")
+    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
+        _internal(exc)
 
 
 def analyze_command(
@@ -145,7 +163,7 @@ def analyze_command(
     """Step windows, stage latencies, funnel, rollouts, staleness and throughput of a traced run."""
     # the trace reader (and DuckDB) is loaded by the commands that read traces only
     from trace_instrument.traces.analyze import Options, analyze
-    from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT, MultipleRunsError, TraceInputError
+    from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT
 
     _output_parent(html, "--html")
     _output_parent(csv_dir, "--csv")
@@ -175,21 +193,11 @@ def analyze_command(
         return
     from trace_instrument.traces.render.progress import ReadProgress
 
-    try:
+    def read() -> Analysis:
         with ReadProgress(err) as progress:
-            result = analyze(trace_dirs, options, progress)
-    except MultipleRunsError as exc:
-        _refuse_runs(exc)
-        return
-    except TraceInputError as exc:
-        _fail(str(exc))
-        return
-    except ImportError as exc:
-        _fail(f"{exc}: install the extra with  pip install 'trace-instrument[spark]'")
-        return
-    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
-        _internal(exc)
-        return
+            return analyze(trace_dirs, options, progress)
+
+    result = _read(read)
     comparison = _compare(result, baseline, replace(options, run=baseline_run, open_slowest=0)) if baseline else None
     _emit(result, fmt, html, csv_dir, comparison)
 
@@ -247,26 +255,14 @@ def _follow(
     import time
 
     from trace_instrument.traces.follow import Follower
-    from trace_instrument.traces.model import MultipleRunsError, TraceInputError
 
     done = 0
-    try:
-        follower = Follower(trace_dirs, options)
-    except TraceInputError as exc:
-        _fail(str(exc))
-        return
+    follower = _read(lambda: Follower(trace_dirs, options))
     try:
         with follower:
             while True:
                 started = time.monotonic()
-                try:
-                    refresh = follower.refresh()
-                except MultipleRunsError as exc:
-                    _refuse_runs(exc)
-                    return
-                except TraceInputError as exc:
-                    _fail(str(exc))
-                    return
+                refresh = _read(follower.refresh)
                 if fmt is AnalyzeFormat.text and out.is_terminal:
                     out.clear()
                 _emit(refresh.analysis, fmt, html, csv_dir, None, interval if interval > 0 else None)
@@ -291,39 +287,22 @@ def _follow(
 def _compare(result: Analysis, baseline: list[Path], options: Options) -> Comparison:
     """The baseline run analysed with the same options (its own --baseline-run); exit 2 when it cannot be."""
     from trace_instrument.traces.analyze import analyze
-    from trace_instrument.traces.model import MultipleRunsError, TraceInputError
     from trace_instrument.traces.render.compare import compare
     from trace_instrument.traces.render.progress import ReadProgress
 
-    try:
+    def read() -> Analysis:
         with ReadProgress(err) as progress:
-            return compare(result, analyze(baseline, options, progress))
-    except MultipleRunsError as exc:
-        _refuse_runs(exc, "--baseline-run", "the baseline's folders")
-    except TraceInputError as exc:
-        _fail(f"the baseline: {exc}")
-    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
-        _internal(exc)
-    raise AssertionError("unreachable: the handlers above exit")
+            return analyze(baseline, options, progress)
+
+    return compare(result, _read(read, "--baseline-run", "the baseline's folders", "the baseline: "))
 
 
 def _show_trajectories(trace_dirs: list[Path], ids: list[str], options: Options, fmt: AnalyzeFormat) -> None:
     """``analyze --trajectory ID``: each trajectory turn by turn; exit 2 when one is not in the run."""
-    from trace_instrument.traces.model import MultipleRunsError, TraceInputError
     from trace_instrument.traces.render.trajectory import print_trajectory, trajectories_json
     from trace_instrument.traces.trajectory import open_trajectories
 
-    try:
-        details = open_trajectories(trace_dirs, ids, options)
-    except MultipleRunsError as exc:
-        _refuse_runs(exc)
-        return
-    except TraceInputError as exc:
-        _fail(str(exc))
-        return
-    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
-        _internal(exc)
-        return
+    details = _read(lambda: open_trajectories(trace_dirs, ids, options))
     if fmt is AnalyzeFormat.json:
         sys.stdout.write(trajectories_json(details) + "\n")
         return
@@ -358,34 +337,28 @@ def export_command(
     _output_parent(perfetto, "--perfetto")
     _output_parent(parquet, "--parquet")
     from trace_instrument.traces.analyze import Options
-    from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT, MultipleRunsError, TraceInputError
+    from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT
 
     options = Options(
         steps=_steps(steps), run=run, cache=not no_cache, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT
     )
-    try:
-        if perfetto is not None:
-            from trace_instrument.traces.perfetto import export_perfetto
+    if perfetto is not None:
+        from trace_instrument.traces.perfetto import export_perfetto
 
-            summary = export_perfetto(trace_dirs, perfetto, options, max_trajectories)
-            err.print(
-                f"wrote {perfetto}: {summary.events:,} events, {summary.trajectories:,} of "
-                f"{summary.trajectories_total:,} trajectories, {summary.processes} processes",
-                markup=False,
-            )
-        else:
-            from trace_instrument.traces.parquet import export_parquet
+        summary = _read(lambda: export_perfetto(trace_dirs, perfetto, options, max_trajectories))
+        err.print(
+            f"wrote {perfetto}: {summary.events:,} events, {summary.trajectories:,} of "
+            f"{summary.trajectories_total:,} trajectories, {summary.processes} processes",
+            markup=False,
+        )
+        return
+    from trace_instrument.traces.parquet import export_parquet
 
-            assert parquet is not None
-            written = export_parquet(trace_dirs, parquet, options)
-            for table, rows in written.items():
-                err.print(f"wrote {parquet / (table + '.parquet')}: {rows:,} rows", markup=False)
-    except MultipleRunsError as exc:
-        _refuse_runs(exc)
-    except TraceInputError as exc:
-        _fail(str(exc))
-    except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
-        _internal(exc)
+    assert parquet is not None
+    target = parquet
+    written = _read(lambda: export_parquet(trace_dirs, target, options))
+    for table, rows in written.items():
+        err.print(f"wrote {parquet / (table + '.parquet')}: {rows:,} rows", markup=False)
 
 
 def register(app: typer.Typer) -> None:
