@@ -7,11 +7,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from trace_instrument.traces import serde
-from trace_instrument.traces.backend import Backend
-from trace_instrument.traces.model import Analysis, TraceInputError
+from trace_instrument.traces.backend import Backend, sql_string
+from trace_instrument.traces.model import Analysis
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.runs import select_run
-from trace_instrument.traces.store import Progress, open_engine
+from trace_instrument.traces.store import Progress, open_engine, trace_folders
 from trace_instrument.traces.trajectory import load_details
 from trace_instrument.traces.views import compute
 
@@ -22,10 +22,7 @@ def analyze(roots: list[Path], options: Options = DEFAULT_OPTIONS, progress: Pro
     """Every view of the run under ``roots``; raises TraceInputError when nothing usable is there.
 
     ``progress`` is told what is being done as each part of a long read starts."""
-    roots = [Path(r) for r in roots]
-    missing = [str(r) for r in roots if not r.is_dir()]
-    if missing:
-        raise TraceInputError("not a folder: " + ", ".join(missing))
+    roots = trace_folders(roots)
     with open_engine(roots, options, progress) as (backend, inputs, report, cached):
         if cached:
             stored = _cached_result(backend, options)
@@ -52,7 +49,7 @@ def _result_key(options: Options) -> str:
 def _cached_result(backend: Backend, options: Options) -> Analysis | None:
     """The analysis a previous run stored for the same steps (the cache holds plain JSON, never code)."""
     try:
-        rows = backend.rows("cached_result", key=_sql_literal(_result_key(options)))
+        rows = backend.rows("cached_result", key=sql_string(_result_key(options)))
         return serde.from_json(rows[0][0]) if rows else None
     except Exception:  # noqa: BLE001 - an older or damaged cache means: compute again
         return None
@@ -60,13 +57,9 @@ def _cached_result(backend: Backend, options: Options) -> Analysis | None:
 
 def _store_result(backend: Backend, options: Options, analysis: Analysis) -> None:
     backend.run("CREATE TABLE IF NOT EXISTS cache_results (steps VARCHAR, analysis VARCHAR)")
-    key = _sql_literal(_result_key(options))
+    key = sql_string(_result_key(options))
     backend.run(f"DELETE FROM cache_results WHERE steps = {key}")
-    backend.run(f"INSERT INTO cache_results VALUES ({key}, {_sql_literal(serde.to_json(analysis))})")
-
-
-def _sql_literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+    backend.run(f"INSERT INTO cache_results VALUES ({key}, {sql_string(serde.to_json(analysis))})")
 
 
 def _replace_cached(analysis: Analysis, cached: bool) -> Analysis:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from trace_instrument.traces.discover import Inputs
+from trace_instrument.traces.discover import Inputs, TornTail
 from trace_instrument.traces.events import ORDER_KEY_SQL, TIMESTAMP_LIMIT, event_codes_in
-from trace_instrument.traces.model import Skipped
+from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 
 _PIPE = "'|'"
 UID_PATTERN = "^(.*)/[^/]*$"
@@ -154,14 +154,14 @@ class Dialect:
         tests = []
         for uid in PLACEHOLDER_UIDS:
             prefix = uid + "/"
-            literal = "'" + prefix.replace("'", "''") + "'"
-            exact = "'" + uid.replace("'", "''") + "'"
-            tests.append(f"(left({column}, {len(prefix)}) = {literal} AND {self.uid_of(column)} = {exact})")
+            tests.append(
+                f"(left({column}, {len(prefix)}) = {sql_string(prefix)} AND {self.uid_of(column)} = {sql_string(uid)})"
+            )
         return "(" + " OR ".join(tests) + ")"
 
     def is_placeholder_uid(self, expr: str) -> str:
         """Whether the uid ``expr`` is a placeholder (PLACEHOLDER_UIDS)."""
-        listed = ", ".join("'" + uid.replace("'", "''") + "'" for uid in PLACEHOLDER_UIDS)
+        listed = ", ".join(sql_string(uid) for uid in PLACEHOLDER_UIDS)
         return f"({expr} IN ({listed}))"
 
     def render(self, sql: str, params: dict[str, Any]) -> str:
@@ -220,7 +220,7 @@ class LoadReport:
         return LoadReport(tuple(skipped), sum(n for _, n in rejected), rejected)
 
     def shown(self) -> LoadReport:
-        """The report with EXAMPLES examples per reason (loading keeps that many of each file, so
+        """The report with SHOWN_EXAMPLES examples per reason (loading keeps that many of each file, so
         that a run among several still has its own)."""
         skipped = tuple(
             Skipped(s.reason, s.count, tuple(sorted(s.examples, key=_example_key))[:SHOWN_EXAMPLES], s.per_file)
@@ -242,6 +242,32 @@ def _example_key(example: str) -> tuple[str, int]:
 def _names(example: str, path: str) -> bool:
     """Whether an example (``path``, ``path:line``, ``path (what)``) is about the file ``path``."""
     return example == path or example.startswith((path + ":", path + " "))
+
+
+def torn_report(inputs: Inputs) -> LoadReport:
+    """The torn last lines of the sample and trajectory files (a run still being written): skipped,
+    and the CSV ones counted as rejected rows."""
+    kinds = {f.file_id: f.kind for f in inputs.files}
+    by_id = {f.file_id: f for f in inputs.files}
+    torn_samples = [t for t in inputs.torn if kinds.get(t.file_id) is FileKind.SAMPLE]
+    torn_traj = [t for t in inputs.torn if kinds.get(t.file_id) is FileKind.TRAJECTORY]
+    skipped = []
+    if torn_samples:
+        skipped.append(_torn_skip("torn last CSV row (run still being written)", torn_samples, by_id))
+    if torn_traj:
+        skipped.append(_torn_skip("torn last trajectory line (run still being written)", torn_traj, by_id))
+    rejected = per_file([by_id[t.file_id].path for t in torn_samples])
+    return LoadReport(tuple(skipped), len(torn_samples), rejected)
+
+
+def _torn_skip(reason: str, tails: list[TornTail], by_id: dict[int, SourceFile]) -> Skipped:
+    examples = tuple(f"{by_id[t.file_id].path} (last line: {t.text[:60]!r})" for t in tails)
+    return Skipped(reason, len(tails), examples, per_file([by_id[t.file_id].path for t in tails]))
+
+
+def sql_string(text: str) -> str:
+    """``text`` as a SQL string literal (DuckDB's and standard SQL's quoting)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def per_file(paths: Sequence[str]) -> tuple[tuple[str, int], ...]:

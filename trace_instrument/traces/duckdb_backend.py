@@ -14,7 +14,16 @@ from typing import Any
 
 import duckdb
 
-from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport, merged, per_file
+from trace_instrument.traces.backend import (
+    UID_PATTERN,
+    Backend,
+    Dialect,
+    LoadReport,
+    merged,
+    per_file,
+    sql_string,
+    torn_report,
+)
 from trace_instrument.traces.discover import Inputs, TornTail, locate_line
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 from trace_instrument.traces.salvage import Salvage, read_paths, refused_per_file, salvage_csv, skipped_rows
@@ -61,10 +70,6 @@ JSONL_MEMORY_LIMIT = "4GB"
 JOIN_ORDER_OPTIMIZERS = ("join_order", "build_side_probe_side")
 
 
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 class DuckDBDialect(Dialect):
     name = "duckdb"
 
@@ -86,7 +91,7 @@ class DuckDBDialect(Dialect):
         return f"{parts}[{n}]"
 
     def uid_of(self, column: str) -> str:
-        return f"regexp_extract({column}, {_sql_string(UID_PATTERN)}, 1)"
+        return f"regexp_extract({column}, {sql_string(UID_PATTERN)}, 1)"
 
     def last_ignore_nulls(self, expr: str) -> str:
         return f"last_value({expr} IGNORE NULLS)"
@@ -118,8 +123,8 @@ class DuckDBBackend(Backend):
         # time); above the memory limit DuckDB moves their blocks to the spill directory
         self.con = duckdb.connect(":memory:" if database is None else str(database))
         self.memory_limit = memory_limit
-        self.con.execute(f"SET memory_limit = {_sql_string(memory_limit)}")
-        self.con.execute(f"SET temp_directory = {_sql_string(str(spill_dir))}")
+        self.con.execute(f"SET memory_limit = {sql_string(memory_limit)}")
+        self.con.execute(f"SET temp_directory = {sql_string(str(spill_dir))}")
         self.con.execute("SET preserve_insertion_order = false")
         # DuckDB's progress bar would draw into the report's output during long reads
         self.con.execute("SET enable_progress_bar = false")
@@ -136,7 +141,7 @@ class DuckDBBackend(Backend):
         self.con.execute(f"DROP TABLE {name}")
 
     def export_parquet(self, table: str, path: str) -> None:
-        self.con.execute(f"COPY {table} TO {_sql_string(path)} (FORMAT parquet, COMPRESSION zstd)")
+        self.con.execute(f"COPY {table} TO {sql_string(path)} (FORMAT parquet, COMPRESSION zstd)")
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -146,15 +151,10 @@ class DuckDBBackend(Backend):
     def load_rows(self, inputs: Inputs) -> LoadReport:
         """Load every file; the report leaves out the torn last lines (``torn_report`` has them)."""
         self._files_table(inputs.files)
-        skipped: list[Skipped] = []
-        rejected: tuple[tuple[str, int], ...] = ()
         samples = inputs.of_kind(FileKind.SAMPLE)
         torn = {t.file_id: t for t in inputs.torn}
-        if samples:
-            salvaged = self._read_events(samples, torn)
-            skipped.extend(skipped_rows(salvaged))
-            rejected = refused_per_file(salvaged)
-        else:
+        skipped, rejected = self._sample_rows(samples, torn) if samples else ([], ())
+        if not samples:
             self.script("empty_events")
         self.build_samples()
         trajectories = inputs.of_kind(FileKind.TRAJECTORY)
@@ -163,13 +163,13 @@ class DuckDBBackend(Backend):
                 read = self._gunzipped(trajectories, Path(work))
                 # a very long line (a 100 MB trajectory) needs a read buffer of a few times its size; the
                 # limit is raised for this statement only (ordinary lines never allocate such buffers)
-                self.run(f"SET memory_limit = {_sql_string(JSONL_MEMORY_LIMIT)}")
+                self.run(f"SET memory_limit = {sql_string(JSONL_MEMORY_LIMIT)}")
                 self.script(
                     "trajectories",
                     paths=_paths(trajectories, read),
                     torn_filter=_jsonl_torn_filter(trajectories, torn, read),
                 )
-                self.run(f"SET memory_limit = {_sql_string(self.memory_limit)}")
+                self.run(f"SET memory_limit = {sql_string(self.memory_limit)}")
                 skipped.extend(self._jsonl_problems(trajectories, read))
             self.script("trajectory_tables")
         else:
@@ -258,21 +258,23 @@ class DuckDBBackend(Backend):
     def _load_tails(self, tails: tuple[SourceFile, ...]) -> LoadReport:
         """The rows of ``tails`` into the current (attached) database: raw tables only."""
         self._files_table(tails)
-        skipped: list[Skipped] = []
-        rejected: tuple[tuple[str, int], ...] = ()
         samples = [t for t in tails if t.kind is FileKind.SAMPLE]
-        if samples:
-            salvaged = self._read_events(samples, {})
-            skipped.extend(skipped_rows(salvaged))
-            rejected = refused_per_file(salvaged)
+        skipped, rejected = self._sample_rows(samples, {}) if samples else ([], ())
         trajectories = [t for t in tails if t.kind is FileKind.TRAJECTORY]
         if trajectories:
-            self.run(f"SET memory_limit = {_sql_string(JSONL_MEMORY_LIMIT)}")
+            self.run(f"SET memory_limit = {sql_string(JSONL_MEMORY_LIMIT)}")
             read = {t.file_id: t.path for t in trajectories}
             self.script("trajectories", paths=_paths(trajectories, read), torn_filter="TRUE")
-            self.run(f"SET memory_limit = {_sql_string(self.memory_limit)}")
+            self.run(f"SET memory_limit = {sql_string(self.memory_limit)}")
             skipped.extend(self._jsonl_problems(trajectories, read))
         return LoadReport(tuple(skipped), sum(n for _, n in rejected), rejected)
+
+    def _sample_rows(
+        self, samples: list[SourceFile], torn: dict[int, TornTail]
+    ) -> tuple[list[Skipped], tuple[tuple[str, int], ...]]:
+        """``contents`` and ``events_all`` from ``samples``: what was skipped, and the rows refused by file."""
+        salvaged = self._read_events(samples, torn)
+        return skipped_rows(salvaged), refused_per_file(salvaged)
 
     @contextmanager
     def _joins_as_written(self) -> Iterator[None]:
@@ -285,7 +287,7 @@ class DuckDBBackend(Backend):
         """
         available = {name for (name,) in self.run("SELECT name FROM duckdb_optimizers()")}
         names = [name for name in JOIN_ORDER_OPTIMIZERS if name in available]
-        self.run(f"SET disabled_optimizers = {_sql_string(', '.join(names))}")
+        self.run(f"SET disabled_optimizers = {sql_string(', '.join(names))}")
         try:
             yield
         finally:
@@ -354,7 +356,7 @@ class DuckDBBackend(Backend):
             if f.file_id in salvaged:
                 continue
             try:
-                self.rows("csv_probe", paths=_sql_string(f.path))
+                self.rows("csv_probe", paths=sql_string(f.path))
             except duckdb.Error:
                 damaged.append(f)
         return damaged
@@ -452,7 +454,7 @@ class DuckDBBackend(Backend):
 
 def _paths(files: list[SourceFile], read: dict[int, str]) -> str:
     """The paths the files are read from (``read``, by file id), as a SQL list."""
-    return "[" + ", ".join(_sql_string(read[f.file_id]) for f in files) + "]"
+    return "[" + ", ".join(sql_string(read[f.file_id]) for f in files) + "]"
 
 
 def _csv_torn_filter(samples: list[SourceFile], torn: dict[int, TornTail]) -> str:
@@ -462,40 +464,19 @@ def _csv_torn_filter(samples: list[SourceFile], torn: dict[int, TornTail]) -> st
         if tail is None or len(tail.fields) != 6:
             continue
         clauses.append(
-            f"(f.file_id = {f.file_id} AND r.sample_id = {_sql_string(tail.fields[2])} "
-            f"AND r.ts = {_sql_string(tail.fields[4])} AND r.content = {_sql_string(tail.fields[5])})"
+            f"(f.file_id = {f.file_id} AND r.sample_id = {sql_string(tail.fields[2])} "
+            f"AND r.ts = {sql_string(tail.fields[4])} AND r.content = {sql_string(tail.fields[5])})"
         )
     return "NOT (" + " OR ".join(clauses) + ")" if clauses else "TRUE"
 
 
 def _jsonl_torn_filter(files: list[SourceFile], torn: dict[int, TornTail], read: dict[int, str]) -> str:
     clauses = [
-        f"(filename = {_sql_string(read[f.file_id])} AND line = {_sql_string(torn[f.file_id].text)})"
+        f"(filename = {sql_string(read[f.file_id])} AND line = {sql_string(torn[f.file_id].text)})"
         for f in files
         if f.file_id in torn
     ]
     return "NOT (" + " OR ".join(clauses) + ")" if clauses else "TRUE"
-
-
-def torn_report(inputs: Inputs) -> LoadReport:
-    """The torn last lines of the sample and trajectory files (a run still being written): skipped,
-    and the CSV ones counted as rejected rows."""
-    kinds = {f.file_id: f.kind for f in inputs.files}
-    by_id = {f.file_id: f for f in inputs.files}
-    torn_samples = [t for t in inputs.torn if kinds.get(t.file_id) is FileKind.SAMPLE]
-    torn_traj = [t for t in inputs.torn if kinds.get(t.file_id) is FileKind.TRAJECTORY]
-    skipped = []
-    if torn_samples:
-        skipped.append(_torn_skip("torn last CSV row (run still being written)", torn_samples, by_id))
-    if torn_traj:
-        skipped.append(_torn_skip("torn last trajectory line (run still being written)", torn_traj, by_id))
-    rejected = per_file([by_id[t.file_id].path for t in torn_samples])
-    return LoadReport(tuple(skipped), len(torn_samples), rejected)
-
-
-def _torn_skip(reason: str, tails: list[TornTail], by_id: dict[int, SourceFile]) -> Skipped:
-    examples = tuple(f"{by_id[t.file_id].path} (last line: {t.text[:60]!r})" for t in tails)
-    return Skipped(reason, len(tails), examples, per_file([by_id[t.file_id].path for t in tails]))
 
 
 def _where(path: str, text: str | None) -> str:

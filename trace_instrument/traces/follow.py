@@ -16,12 +16,13 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trace_instrument.traces.backend import LoadReport, merged
-from trace_instrument.traces.discover import Inputs, discover
-from trace_instrument.traces.duckdb_backend import DuckDBBackend, torn_report
+from trace_instrument.traces.backend import LoadReport, merged, torn_report
+from trace_instrument.traces.discover import Inputs
+from trace_instrument.traces.duckdb_backend import DuckDBBackend
 from trace_instrument.traces.model import Analysis, FileKind, Skipped, SourceFile, TraceInputError
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.runs import select_run
+from trace_instrument.traces.store import discover_inputs, trace_folders
 from trace_instrument.traces.views import compute
 
 GROWING = (FileKind.SAMPLE, FileKind.TRAJECTORY)  # append-only files: read on from where the last read ended
@@ -89,10 +90,7 @@ class Follower:
     def __init__(self, roots: list[Path], options: Options = DEFAULT_OPTIONS) -> None:
         if options.engine != "duckdb":
             raise TraceInputError("--follow reads with DuckDB only")
-        self.roots = [Path(r) for r in roots]
-        missing = [str(r) for r in self.roots if not r.is_dir()]
-        if missing:
-            raise TraceInputError("not a folder: " + ", ".join(missing))
+        self.roots = trace_folders(roots)
         self.options = options
         self._work = Path(tempfile.mkdtemp(prefix="trace-follow-"))
         self._backend: DuckDBBackend | None = None
@@ -117,9 +115,7 @@ class Follower:
 
     def refresh(self) -> Refresh:
         """Read what is new and compute every view; raises TraceInputError as ``analyze`` does."""
-        found = discover(self.roots)
-        if not found.files:
-            raise TraceInputError("no trace files found under " + ", ".join(str(r) for r in self.roots))
+        found = discover_inputs(self.roots)
         reason = None if self._backend is None else self._why_reload(found)
         if self._backend is None or reason is not None:
             return Refresh(self._compute_with(self._load_all(found)), self._total(found), True, reason)

@@ -162,29 +162,19 @@ def _fields(record: bytes) -> list[str] | RowProblem | None:
 def skipped_rows(salvages: list[Salvage]) -> list[Skipped]:
     """The problems of every salvaged file, one entry per reason, examples as ``file:line``."""
     by_problem: dict[RowProblem, list[str]] = {}
-    counts: dict[RowProblem, int] = {}
-    salvages = sorted(salvages, key=lambda s: s.source)  # the order files were salvaged in varies by engine
-    for s in salvages:
+    files: dict[RowProblem, list[str]] = {}  # one path per skipped row
+    for s in sorted(salvages, key=lambda s: s.source):  # the order files were salvaged in varies by engine
         for problem, lines in s.problems.items():
             # the first examples of each file: a run among several shows its own (LoadReport.of_files)
             where = [s.source if line == 0 else f"{s.source}:{line}" for line in lines[:EXAMPLES]]
             by_problem.setdefault(problem, []).extend(where)
-            counts[problem] = counts.get(problem, 0) + len(lines)
-    files: dict[RowProblem, list[str]] = {}
-    for s in salvages:
-        for problem, lines in s.problems.items():
             files.setdefault(problem, []).extend([s.source] * len(lines))
     return [
-        Skipped(problem.value, counts[problem], tuple(where), per_file(files[problem]))
+        Skipped(problem.value, len(files[problem]), tuple(where), per_file(files[problem]))
         for problem, where in sorted(by_problem.items(), key=lambda item: item[0].value)
     ]
 
 
-def rows_refused(salvages: list[Salvage]) -> int:
-    """Rows left out (an unreadable rest of a file counts as one: its row count is not known)."""
-    return sum(len(lines) for s in salvages for lines in s.problems.values())
-
-
 def refused_per_file(salvages: list[Salvage]) -> tuple[tuple[str, int], ...]:
-    """``rows_refused`` by file path."""
+    """Rows left out, by file path (an unreadable rest of a file counts as one: its row count is not known)."""
     return tuple(sorted((s.source, n) for s in salvages if (n := sum(len(v) for v in s.problems.values()))))

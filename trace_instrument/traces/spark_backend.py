@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport, per_file
+from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport, merged, torn_report
 from trace_instrument.traces.discover import Inputs, TornTail
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 from trace_instrument.traces.salvage import Salvage, read_paths, refused_per_file, salvage_csv, skipped_rows
@@ -125,13 +125,13 @@ class SparkBackend(Backend):
         torn = {t.file_id: t for t in inputs.torn}
         samples = inputs.of_kind(FileKind.SAMPLE)
         skipped: list[Skipped] = []
-        rejected: list[tuple[str, int]] = []
+        rejected: tuple[tuple[str, int], ...] = ()
         if samples:
             salvaged = self._read_csv(samples, torn)
             self.script("raw_events", torn_filter=_csv_torn_filter(samples, torn))
             self.script("events")
             skipped.extend(skipped_rows(salvaged))
-            rejected += refused_per_file(salvaged)
+            rejected = refused_per_file(salvaged)
         else:
             self.script("empty_events")
         self.build_samples()
@@ -146,16 +146,9 @@ class SparkBackend(Backend):
                 skipped.append(Skipped("trajectory line that is not JSON", sum(n for _, n in files), (), files))
         else:
             self.script("empty_trajectories")
-        torn_paths = [f.path for f in samples if f.file_id in torn]
-        if torn_paths:
-            torn_files = per_file(torn_paths)
-            skipped.append(Skipped("torn last CSV row (run still being written)", len(torn_paths), (), torn_files))
-            rejected += torn_files
         self.select_steps(None)
-        totals: dict[str, int] = {}
-        for path, n in rejected:
-            totals[path] = totals.get(path, 0) + n
-        return LoadReport(tuple(skipped), sum(totals.values()), tuple(sorted(totals.items())))
+        rows = LoadReport(tuple(skipped), sum(n for _, n in rejected), tuple(rejected))
+        return merged(rows, torn_report(inputs))
 
     def _files(self, files: tuple[SourceFile, ...], salvaged: dict[int, Salvage] | None = None) -> None:
         """The ``files`` table; ``uri`` is the file Spark reads (a damaged file's clean copy in its place)."""

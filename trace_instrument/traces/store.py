@@ -64,12 +64,7 @@ def open_engine(
     ``progress`` is told what is being done, in a few words, as each part starts."""
     tell = progress or _quiet
     tell("finding the trace files")
-    inputs = discover(roots)
-    if not inputs.files:
-        raise TraceInputError(
-            "no trace files found under " + ", ".join(str(r) for r in roots) + " (expected sample/*.csv, "
-            "progress/*.log or trajectory/*.jsonl below these folders)"
-        )
+    inputs = discover_inputs(roots)
     if options.engine == "spark":
         from trace_instrument.traces.spark_backend import SparkBackend
 
@@ -120,6 +115,26 @@ def _duckdb_database(roots: list[Path], inputs: Inputs, options: Options) -> Ite
         yield (None if in_memory else tmp / "analyze.duckdb"), tmp, False
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def trace_folders(roots: list[Path]) -> list[Path]:
+    """``roots`` as paths; raises TraceInputError naming those that are not folders."""
+    roots = [Path(r) for r in roots]
+    missing = [str(r) for r in roots if not r.is_dir()]
+    if missing:
+        raise TraceInputError("not a folder: " + ", ".join(missing))
+    return roots
+
+
+def discover_inputs(roots: list[Path]) -> Inputs:
+    """The trace files under ``roots``; raises TraceInputError when there are none."""
+    inputs = discover(roots)
+    if not inputs.files:
+        raise TraceInputError(
+            "no trace files found under " + ", ".join(str(r) for r in roots) + " (expected sample/*.csv, "
+            "progress/*.log or trajectory/*.jsonl below these folders)"
+        )
+    return inputs
 
 
 def _quiet(_: str) -> None:

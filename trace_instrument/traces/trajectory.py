@@ -12,12 +12,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.traces.backend import Backend
+from trace_instrument.traces.backend import Backend, sql_string
 from trace_instrument.traces.events import event_name
 from trace_instrument.traces.model import FlowRow, TraceInputError, TrajectoryDetail, TurnDetail
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.runs import select_run
-from trace_instrument.traces.store import open_engine
+from trace_instrument.traces.store import open_engine, trace_folders
 
 
 def open_trajectories(
@@ -28,11 +28,7 @@ def open_trajectories(
     Raises TraceInputError for an id that is not a trajectory of the run (naming the trajectories
     of its prompt, when the id is a prompt's) and for one whose JSONL line is in two places.
     """
-    roots = [Path(r) for r in roots]
-    missing = [str(r) for r in roots if not r.is_dir()]
-    if missing:
-        raise TraceInputError("not a folder: " + ", ".join(missing))
-    with open_engine(roots, options) as (backend, inputs, _, _):
+    with open_engine(trace_folders(roots), options) as (backend, inputs, _, _):
         select_run(backend, inputs, options.run)
         backend.select_steps(None)
         return tuple(_detail(backend, sample_id) for sample_id in sample_ids)
@@ -49,20 +45,16 @@ def load_details(backend: Backend, sample_ids: Sequence[str]) -> tuple[Trajector
     return tuple(out)
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def _detail(backend: Backend, sample_id: str) -> TrajectoryDetail:
     uid, _, index = sample_id.rpartition("/")
     if not uid or index == "sample":
         raise TraceInputError(_not_a_trajectory(backend, sample_id, uid or sample_id))
-    ids = f"{_literal(sample_id)}, {_literal(uid + '/sample')}"
+    ids = f"{sql_string(sample_id)}, {sql_string(uid + '/sample')}"
     rows = tuple(
         FlowRow(str(sid), int(ts), event_name(code), None if step is None else int(step), param, str(path))
         for sid, ts, code, step, param, path in backend.rows("sample_rows", ids=ids)
     )
-    records = backend.rows("sample_trajectories", ids=_literal(sample_id))
+    records = backend.rows("sample_trajectories", ids=sql_string(sample_id))
     own_rows = [r for r in rows if r.sample_id == sample_id]
     if not records and not own_rows:
         raise TraceInputError(_not_a_trajectory(backend, sample_id, uid))
@@ -75,7 +67,7 @@ def _detail(backend: Backend, sample_id: str) -> TrajectoryDetail:
 
 
 def _not_a_trajectory(backend: Backend, sample_id: str, uid: str) -> str:
-    siblings = [str(s) for (s,) in backend.rows("prompt_trajectories", uid=_literal(uid))]
+    siblings = [str(s) for (s,) in backend.rows("prompt_trajectories", uid=sql_string(uid))]
     if siblings:
         return f"{sample_id} is not a trajectory of this run; its prompt's are: " + ", ".join(siblings)
     return f"no trajectory {sample_id} in this run (an id is `uid/N`, as the tables list them)"

@@ -125,6 +125,14 @@ def step_staleness(rows: Sequence[StalenessRow]) -> StepStaleness | None:
     )
 
 
+def staleness_by_step(analysis: Analysis) -> dict[int, StepStaleness]:
+    """Each train step's staleness (steps that trained none with a known generation step are absent)."""
+    rows: dict[int, list[StalenessRow]] = {}
+    for row in analysis.staleness:
+        rows.setdefault(row.train_step, []).append(row)
+    return {step: lag for step, group in rows.items() if (lag := step_staleness(group)) is not None}
+
+
 def _staleness_keys(lag: StepStaleness | None) -> dict[str, Any]:
     """``staleness/{min,mean,max}`` and ``staleness/{k}/count`` per weight-version lag; the mean and
     max are None with no trained trajectory."""
@@ -144,9 +152,7 @@ def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
     """Per global step: verl-style keys for its windows, staleness and throughput."""
     throughput = {t.step: t for t in analysis.step_throughput}
     rollouts = {r.step: r for r in analysis.step_rollouts}
-    stale: dict[int, list[StalenessRow]] = {}
-    for row in analysis.staleness:
-        stale.setdefault(row.train_step, []).append(row)
+    stale = staleness_by_step(analysis)
     out = []
     for s in analysis.steps:
         entry: dict[str, Any] = {"step": s.step}
@@ -166,7 +172,7 @@ def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
         entry["throughput/gen_tokens_per_s"] = t.tokens_per_s if t else None
         entry["throughput/progress_tokens_per_s"] = s.gen_throughput
         _step_rollout_keys(entry, rollouts.get(s.step))
-        entry.update(_staleness_keys(step_staleness(stale.get(s.step, []))))
+        entry.update(_staleness_keys(stale.get(s.step)))
         entry.update(_stage_keys(s))
         entry.update(_score_keys(s))
         out.append(entry)

@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass
 
 from trace_instrument.traces.events import STAGE_KEYS
-from trace_instrument.traces.model import Analysis, Header, ResponseLength, Run, StalenessRow, StepBasis
-from trace_instrument.traces.render.metrics import step_staleness
+from trace_instrument.traces.model import Analysis, Header, ResponseLength, Run, StepBasis
+from trace_instrument.traces.render.metrics import staleness_by_step
 
 
 @dataclass(frozen=True)
@@ -165,14 +165,12 @@ def _stage_columns(a: Analysis) -> list[str]:
 
 def _training_section(a: Analysis) -> Section:
     spanning = {r.step: r for r in a.step_rollouts}
-    stale: dict[int, list[StalenessRow]] = {}
-    for row in a.staleness:
-        stale.setdefault(row.train_step, []).append(row)
+    stale = staleness_by_step(a)
     stages = _stage_columns(a)
     rows = []
     for w in a.steps:
         score = w.score
-        lag = step_staleness(stale.get(w.step, []))
+        lag = stale.get(w.step)
         versions = spanning.get(w.step)
         times = {t.stage: t.ms for t in w.stages}
         rows.append(
