@@ -62,3 +62,27 @@ def test_the_events_join_builds_its_hash_table_on_the_contents(tmp_path: Path) -
     probe, build = content_join["children"]
     assert _tables(build) == {"contents"}
     assert "read_csv" in _tables(probe)
+
+
+def test_the_whole_run_views_read_their_tables_unfiltered(tiny_run: Path, tmp_path: Path) -> None:
+    """With nothing selected every view is its table as it is (an always-true filter still cost a
+    subquery per scan), and shows what the filtered views show for a run of every file."""
+    from trace_instrument.traces.backend import whole_views
+
+    inputs = discover([tiny_run])
+    backend = DuckDBBackend(None, tmp_path / "spill")
+    try:
+        backend.load(inputs)
+        views = whole_views()
+        assert sql_text("views").count("CREATE OR REPLACE TEMP VIEW") == len(views) == 5
+        backend.select_steps(None)
+        for view, _ in views:
+            plan = json.loads(backend.run(f"EXPLAIN (FORMAT json) SELECT count(*) FROM {view}")[0][1])
+            assert not any(_hash_joins(node) for node in plan), view
+        whole = {view: sorted(map(repr, backend.run(f"SELECT * FROM {view}"))) for view, _ in views}
+        assert all(whole.values())
+        backend.select_run(tuple(f.file_id for f in inputs.files))
+        backend.select_steps(None)
+        assert {view: sorted(map(repr, backend.run(f"SELECT * FROM {view}"))) for view, _ in views} == whole
+    finally:
+        backend.close()

@@ -81,6 +81,28 @@ def test_a_refresh_reads_only_what_was_appended(sim_run, tmp_path: Path) -> None
         assert not third.full and third.bytes_read == 0
 
 
+def test_growing_progress_files_read_as_a_fresh_analysis(sim_run, tmp_path: Path) -> None:
+    """The progress logs are read on from where their complete lines ended: each refresh equals a
+    fresh analysis, the step windows' progress flags and throughput included."""
+    trace = tmp_path / "trace"
+    shutil.copytree(sim_run[0], trace, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    logs = {path: path.read_bytes() for path in sorted(trace.glob("progress/*.log"))}
+    assert logs
+    for path, data in logs.items():
+        path.write_bytes(data[: len(data) // 2])
+    with Follower([trace], Options(cache=False)) as follower:
+        _same(follower.refresh().analysis, analyze([trace], Options(cache=False)))
+        for path, data in logs.items():
+            path.write_bytes(data[: len(data) * 3 // 4])
+        _same(follower.refresh().analysis, analyze([trace], Options(cache=False)))
+        for path, data in logs.items():
+            path.write_bytes(data)
+        second = follower.refresh()
+        assert not second.full and second.bytes_read == 0
+        _same(second.analysis, analyze([trace], Options(cache=False)))
+        assert any(s.progress == "complete" and s.gen_throughput for s in second.analysis.steps)
+
+
 def test_a_new_trajectory_file_is_read_as_appended(sim_run, tmp_path: Path) -> None:
     """A rotated trajectory file (the store starts a new one) is new lines, not a reason to reload."""
     trace = tmp_path / "trace"

@@ -64,3 +64,46 @@ def test_every_placeholder_the_templates_write_is_known() -> None:
         )
     assert defaults, "the pattern found no defaults: the templates changed shape"
     assert defaults <= set(PLACEHOLDER_UIDS), defaults - set(PLACEHOLDER_UIDS)
+
+
+# ids around the edges of "the part before the last slash is a placeholder"
+EDGE_IDS = (
+    "unknown/sample",
+    "unknown/3",
+    "unknown/",
+    "unknown/a/b",
+    "unknownx/1",
+    "x/unknown/sample",
+    "unknown",
+    "None/sample",
+    "nan/0",
+    "N/A/sample",
+    "N/A",
+    "N/A/b/c",
+    "/sample",
+    "/",
+    "//x",
+    "sample",
+    "",
+    "a/b",
+)
+
+
+def _has_placeholder_uid(sample_id: str) -> bool:
+    """The definition, by hand: an id with a slash whose part before the last slash is a placeholder."""
+    return "/" in sample_id and sample_id.rpartition("/")[0] in PLACEHOLDER_UIDS
+
+
+def test_the_placeholder_test_is_the_definition_on_duckdb() -> None:
+    import duckdb
+
+    from trace_instrument.traces.duckdb_backend import DuckDBDialect
+
+    predicate = DuckDBDialect().is_placeholder("sample_id")
+    con = duckdb.connect()
+    con.execute("CREATE TABLE ids (sample_id VARCHAR)")
+    con.executemany("INSERT INTO ids VALUES (?)", [(i,) for i in EDGE_IDS])
+    found = {sid: bool(flag) for sid, flag in con.execute(f"SELECT sample_id, {predicate} FROM ids").fetchall()}
+    assert found == {sid: _has_placeholder_uid(sid) for sid in EDGE_IDS}
+    # unknown/sample, unknown/3, unknown/, None/sample, nan/0, N/A/sample, /sample and /
+    assert sum(found.values()) == 8

@@ -143,6 +143,21 @@ def _torn_tail(source: SourceFile) -> TornTail | None:
     return TornTail(source.file_id, text, fields)
 
 
+MARK = 1 << 16  # bytes at the start of what was read of a growing file, and at its end
+
+
+def file_marks(path: str, offset: int) -> tuple[int, bytes, bytes]:
+    """What tells that the ``offset`` bytes read of ``path`` are still there: the offset and the
+    first and last MARK bytes of them. A file rewritten with other bytes at either end is caught
+    (an append-only log never changes them); a rewrite that keeps both ends, and the length read,
+    is not."""
+    with open(path, "rb") as handle:
+        head = handle.read(min(MARK, offset))
+        handle.seek(max(0, offset - MARK))
+        tail = handle.read(min(MARK, offset))
+    return offset, head, tail
+
+
 def locate_line(path: str, needle: str) -> int | None:
     """1-based number of the first line of ``path`` containing ``needle`` (for example messages)."""
     target = needle.encode("utf-8", "surrogateescape")

@@ -171,7 +171,7 @@ class DuckDBBackend(Backend):
                 )
                 self.run(f"SET memory_limit = {sql_string(self.memory_limit)}")
                 skipped.extend(self._jsonl_problems(trajectories, read))
-            self.script("trajectory_tables")
+            self.script("trajectory_tables", target="trajectories_all", first_line=0)
         else:
             self.script("empty_trajectories")
         self.select_steps(None)
@@ -199,14 +199,22 @@ class DuckDBBackend(Backend):
                 self.script("append_events")
                 self._update_samples()
             if any(t.kind is FileKind.TRAJECTORY for t in tails):
-                self.run("INSERT INTO traj_lines SELECT * FROM delta.traj_lines")
-                self.run("DROP VIEW IF EXISTS turns_all")
-                self.run("DROP TABLE IF EXISTS trajectories_all")
-                self.script("trajectory_tables")
+                self._append_trajectories()
         finally:
             self.run("DETACH DATABASE IF EXISTS delta")
         self.select_steps(None)
         return report
+
+    def _append_trajectories(self) -> None:
+        """The appended trajectory lines (in ``delta.traj_lines``) join ``traj_lines``, and their rows
+        ``trajectories_all``; the rows already there are kept."""
+        (first_line,) = self.run("SELECT coalesce(max(rowid) + 1, 0) FROM traj_lines")[0]
+        self.run("INSERT INTO traj_lines SELECT * FROM delta.traj_lines")
+        try:
+            self.script("trajectory_tables", target="trajectories_new", first_line=first_line)
+            self.run("INSERT INTO trajectories_all SELECT * FROM trajectories_new")
+        finally:
+            self.run("DROP TABLE IF EXISTS trajectories_new")
 
     def _update_samples(self) -> None:
         """``entities_all`` and ``transitions_all`` brought up to date with the rows appended (in

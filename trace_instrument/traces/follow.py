@@ -2,7 +2,8 @@
 
 The first refresh loads every file; each later one reads only the complete lines appended since
 (sample CSVs and trajectory JSONL only ever grow) and the files new since (a rotated trajectory
-file, a process that started), then computes the views again. Anything else (a file that shrank,
+file, a process that started), then computes the views again; the progress logs are read on by a
+``ProgressReader`` kept across refreshes. Anything else (a file that shrank,
 vanished or was rewritten, a gzip file that changed or appeared, a first trajectory file in a run
 that had none) loads everything again, and the refresh says why. A line still being written waits
 for the next refresh (until then it is reported as torn). DuckDB only; no printing, no exiting.
@@ -17,10 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from trace_instrument.traces.backend import LoadReport, merged, torn_report
-from trace_instrument.traces.discover import Inputs
+from trace_instrument.traces.discover import Inputs, file_marks
 from trace_instrument.traces.duckdb_backend import DuckDBBackend
 from trace_instrument.traces.model import Analysis, FileKind, Skipped, SourceFile, TraceInputError
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
+from trace_instrument.traces.progress import ProgressReader
 from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import discover_inputs, trace_folders
 from trace_instrument.traces.views import compute
@@ -53,21 +55,6 @@ def _complete_bytes(path: str, size: int) -> int:
     return 0
 
 
-MARK = 1 << 16  # bytes at the start of what was read, and at its end, compared at each refresh
-
-
-def _marks(path: str, offset: int) -> tuple[int, bytes, bytes]:
-    """What tells that the ``offset`` bytes read of ``path`` are still there: the offset and the
-    first and last MARK bytes of them. A file rewritten with other bytes at either end is caught
-    (an append-only log never changes them); a rewrite that keeps both ends, and the length read,
-    is not."""
-    with open(path, "rb") as handle:
-        head = handle.read(min(MARK, offset))
-        handle.seek(max(0, offset - MARK))
-        tail = handle.read(min(MARK, offset))
-    return offset, head, tail
-
-
 def _copy_range(path: str, start: int, end: int, target: Path) -> None:
     with open(path, "rb") as source, open(target, "wb") as out:
         source.seek(start)
@@ -97,9 +84,10 @@ class Follower:
         self._inputs = Inputs((), (), ())
         self._ids: dict[str, int] = {}  # path -> file_id in the loaded tables
         self._read: dict[str, int] = {}  # path -> bytes read of an appendable file
-        self._seen: dict[str, tuple[int, bytes, bytes]] = {}  # path -> _marks of what was read
+        self._seen: dict[str, tuple[int, bytes, bytes]] = {}  # path -> file_marks of what was read
         self._sizes: dict[str, int] = {}  # path -> size when last looked at
         self._rows = LoadReport((), 0)  # what loading the complete lines skipped (torn lines apart)
+        self._progress = ProgressReader()
 
     def close(self) -> None:
         if self._backend is not None:
@@ -138,7 +126,7 @@ class Follower:
                 if f.kind is FileKind.TRAJECTORY and not trajectories:
                     return f"{f.path} is the run's first trajectory file"
             elif _appendable(f):
-                if size < self._read[f.path] or _marks(f.path, self._read[f.path]) != self._seen[f.path]:
+                if size < self._read[f.path] or file_marks(f.path, self._read[f.path]) != self._seen[f.path]:
                     return f"{f.path} was rewritten"
             elif f.kind in GROWING and size != self._sizes[f.path]:
                 return f"{f.path} changed"
@@ -163,7 +151,7 @@ class Follower:
             self._sizes[f.path] = os.stat(f.path).st_size
             if _appendable(f):
                 self._read[f.path] = _complete_bytes(f.path, self._sizes[f.path])
-                self._seen[f.path] = _marks(f.path, self._read[f.path])
+                self._seen[f.path] = file_marks(f.path, self._read[f.path])
         self._inputs = found
         return found
 
@@ -196,7 +184,7 @@ class Follower:
                 starts[str(copy)] = (f.path, start)
                 read += end - start
             self._read[f.path] = max(start, end)
-            self._seen[f.path] = _marks(f.path, self._read[f.path])
+            self._seen[f.path] = file_marks(f.path, self._read[f.path])
         if tails or new_files:
             appended = self._backend.append(tuple(new_files), tuple(tails))
             self._rows = merged(self._rows, _renamed(appended, starts))
@@ -212,7 +200,7 @@ class Follower:
         torn = torn_report(inputs)
         report = merged(self._rows, torn)
         selection = select_run(self._backend, inputs, self.options.run)
-        return compute(self._backend, selection, report, self.options)
+        return compute(self._backend, selection, report, self.options, self._progress)
 
 
 def _lines_before(path: str, offset: int) -> int:

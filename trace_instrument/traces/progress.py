@@ -9,10 +9,12 @@ belongs to the step whose ``rollout finished`` line came last before it.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trace_instrument.traces.discover import file_marks
 from trace_instrument.traces.model import SourceFile
 
 _STEP_WINDOW = re.compile(r"^Step (\d+) (rollout|train) (started|finished)$")
@@ -48,24 +50,96 @@ class ProgressInfo:
 
 
 def parse_progress(files: list[SourceFile]) -> ProgressInfo:
-    info = ProgressInfo()
-    seq = 0
-    for source in sorted(files, key=lambda f: (f.root, Path(f.path).name, f.path)):
-        last_finished: int | None = None
-        try:
-            data = Path(source.path).read_bytes()
-        except OSError:
-            continue
-        for raw in data.splitlines():
-            seq += 1
+    """What the progress lines of ``files`` say (read in name order under each folder)."""
+    return ProgressReader().read(files)
+
+
+@dataclass
+class _FileParse:
+    """One file's complete lines parsed (seqs counted from its first line), and where they end."""
+
+    info: ProgressInfo
+    raw_lines: int  # lines counted in seq, undecodable ones included
+    last_finished: int | None  # the step of the last `rollout finished` line (throughput goes to it)
+    offset: int  # bytes up to and including the last newline
+    marks: tuple[int, bytes, bytes]
+
+
+class ProgressReader:
+    """Parses progress files; kept across reads (``analyze --follow``), a file that only grew is read
+    on from the end of its last complete line, and what it gives equals a parse of the whole file.
+
+    A line without its newline yet is parsed on each read and never kept: it may still grow.
+    """
+
+    def __init__(self) -> None:
+        self._parsed: dict[str, _FileParse] = {}
+
+    def read(self, files: list[SourceFile]) -> ProgressInfo:
+        info = ProgressInfo()
+        seq = 0
+        kept: dict[str, _FileParse] = {}
+        for source in sorted(files, key=lambda f: (f.root, Path(f.path).name, f.path)):
             try:
-                line = raw.decode("utf-8").rstrip("\r")
-            except UnicodeDecodeError:
-                info.undecodable += 1
+                parse, tail = self._read_file(source.path)
+            except OSError:
                 continue
-            info.lines += 1
-            last_finished = _parse_line(info, line, seq, last_finished)
-    return info
+            kept[source.path] = parse
+            _merge(info, parse.info, seq)
+            seq += parse.raw_lines
+            last_finished = parse.last_finished
+            for raw in tail.splitlines():
+                seq += 1
+                last_finished = _parse_raw(info, raw, seq, last_finished)
+        self._parsed = kept
+        return info
+
+    def _read_file(self, path: str) -> tuple[_FileParse, bytes]:
+        """The file's parse brought up to date, and the bytes after its last newline."""
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            parse = self._parsed.get(path)
+            if parse is None or size < parse.offset or file_marks(path, parse.offset) != parse.marks:
+                parse = _FileParse(ProgressInfo(), 0, None, 0, file_marks(path, 0))
+            handle.seek(parse.offset)
+            data = handle.read()
+        cut = data.rfind(b"\n") + 1
+        complete, tail = data[:cut], data[cut:]
+        if complete:
+            for raw in complete.splitlines():
+                parse.raw_lines += 1
+                parse.last_finished = _parse_raw(parse.info, raw, parse.raw_lines, parse.last_finished)
+            parse.offset += cut
+            parse.marks = file_marks(path, parse.offset)
+        return parse, tail
+
+
+def _parse_raw(info: ProgressInfo, raw: bytes, seq: int, last_finished: int | None) -> int | None:
+    try:
+        line = raw.decode("utf-8").rstrip("\r")
+    except UnicodeDecodeError:
+        info.undecodable += 1
+        return last_finished
+    info.lines += 1
+    return _parse_line(info, line, seq, last_finished)
+
+
+def _merge(info: ProgressInfo, part: ProgressInfo, seq_base: int) -> None:
+    """Add one file's parse to ``info`` as if its lines had been parsed into it in order, their seqs
+    after ``seq_base``: counts add up, lists are appended, a later value of a setting wins."""
+    info.lines += part.lines
+    info.undecodable += part.undecodable
+    info.completed += part.completed
+    info.completed_scores.extend(part.completed_scores)
+    if part.total_training_steps is not None:
+        info.total_training_steps = part.total_training_steps
+    info.config.update(part.config)
+    info.disagg = info.disagg or part.disagg
+    info.banner_steps.extend(part.banner_steps)
+    info.step_lines.extend(
+        StepLine(line.seq + seq_base, line.step, line.phase, line.boundary) for line in part.step_lines
+    )
+    info.throughput.update(part.throughput)
 
 
 def _parse_line(info: ProgressInfo, line: str, seq: int, last_finished: int | None) -> int | None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.traces.backend import Backend, LoadReport
+from trace_instrument.traces.backend import PLACEHOLDER_UIDS, Backend, LoadReport
 from trace_instrument.traces.discover import Inputs, locate_line
 from trace_instrument.traces.events import EVENT_NAMES, MILESTONES, STAGE_KEYS, event_name, in_flight_state
 from trace_instrument.traces.model import (
@@ -41,15 +41,24 @@ from trace_instrument.traces.model import (
     WorkerThroughput,
 )
 from trace_instrument.traces.options import Options
-from trace_instrument.traces.progress import ProgressInfo, parse_progress, parse_status
+from trace_instrument.traces.progress import ProgressInfo, ProgressReader, parse_status
 from trace_instrument.traces.runs import RunSelection
 
 SLOWEST = 10
 OLDEST = 20
 
 
-def compute(backend: Backend, selection: RunSelection, report: LoadReport, options: Options) -> Analysis:
+def compute(
+    backend: Backend,
+    selection: RunSelection,
+    report: LoadReport,
+    options: Options,
+    progress_reader: ProgressReader | None = None,
+) -> Analysis:
     """Run the views on a loaded engine, for the selected run (runs.select_run has pointed the views at it).
+
+    ``progress_reader`` is one kept across refreshes (``analyze --follow``): it reads only what the
+    progress files gained.
 
     The step windows and step throughput are computed over the whole run and then filtered: a
     step's own figures (its overlap with rollouts, its idle gap, what it trained) never depend on
@@ -61,7 +70,7 @@ def compute(backend: Backend, selection: RunSelection, report: LoadReport, optio
         report = report.of_files({f.path for f in inputs.files})
     report = report.shown()
     files = {f.file_id: f for f in inputs.files}
-    progress = parse_progress(inputs.of_kind(FileKind.PROGRESS))
+    progress = (progress_reader or ProgressReader()).read(inputs.of_kind(FileKind.PROGRESS))
     lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))
     backend.select_steps(None)
     step_rows = _step_rows(backend)
@@ -492,19 +501,24 @@ def _step_throughput(
     return tuple(result)
 
 
-def _worker_label(inputs: Inputs, source: SourceFile) -> str:
-    for other in inputs.of_kind(FileKind.SAMPLE):
-        if other.root == source.root and other.pid == source.pid:
-            return f"{other.host}-pid{other.pid}"
-    roots = {f.root for f in inputs.files}
-    return f"{source.root}:pid{source.pid}" if len(roots) > 1 else f"pid{source.pid}"
+def _worker_labels(inputs: Inputs) -> dict[int, str]:
+    """Each file's worker: the host-pid of the sample file of its process, else its pid (and its
+    folder, when there are several)."""
+    hosts: dict[tuple[str, int | None], str] = {}
+    for f in inputs.of_kind(FileKind.SAMPLE):
+        hosts.setdefault((f.root, f.pid), f"{f.host}-pid{f.pid}")
+    several_roots = len({f.root for f in inputs.files}) > 1
+    return {
+        f.file_id: hosts.get((f.root, f.pid)) or (f"{f.root}:pid{f.pid}" if several_roots else f"pid{f.pid}")
+        for f in inputs.files
+    }
 
 
 def _worker_throughput(backend: Backend, inputs: Inputs) -> tuple[WorkerThroughput, ...]:
-    files = {f.file_id: f for f in inputs.files}
+    labels = _worker_labels(inputs)
     acc: dict[str, list[float]] = {}
     for file_id, _step, n, tokens, first, last in backend.rows("throughput_workers"):
-        label = _worker_label(inputs, files[int(file_id)])
+        label = labels[int(file_id)]
         entry = acc.setdefault(label, [0, 0, 0.0])
         entry[0] += int(n)
         entry[1] += int(tokens or 0)
@@ -587,15 +601,19 @@ UNATTRIBUTABLE = "unattributable row: its sample id has a placeholder uid (left 
 
 def _placeholder_rows(backend: Backend, files: dict[int, SourceFile]) -> Skipped | None:
     """The rows whose sample id names no sample (``unknown/sample``): counted and shown, never joined."""
-    rows = backend.rows("placeholder_rows")
+    rows, count = [], 0
+    for which in range(len(PLACEHOLDER_UIDS)):
+        found = backend.rows("placeholder_rows", which=which)
+        rows += found
+        count += int(found[0][3]) if found else 0  # each row carries its query's count
     if not rows:
         return None
     examples = []
-    for file_id, sample_id, ts, _n in rows:
+    for file_id, sample_id, ts, _n in sorted(rows, key=lambda row: (row[2], row[0]))[:3]:
         path = files[int(file_id)].path
         line = _row_line(path, sample_id, ts)
         examples.append(f"{path}:{line} ({sample_id})" if line else f"{path} ({sample_id})")
-    return Skipped(UNATTRIBUTABLE, int(rows[0][3]), tuple(examples))
+    return Skipped(UNATTRIBUTABLE, count, tuple(examples))
 
 
 def _row_line(path: str, sample_id: str, ts: int) -> int | None:

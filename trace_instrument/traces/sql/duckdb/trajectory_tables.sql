@@ -1,5 +1,7 @@
--- DuckDB: the trajectory tables from traj_lines (at load, and again after `--follow` appended lines).
-CREATE TABLE trajectories_all AS
+-- DuckDB: the trajectory tables from traj_lines. {{target}}: trajectories_all at load, or (analyze
+-- --follow) the rows of the lines appended since, from line {{first_line}} on (a line's rowid is its
+-- trajectory's id: traj_lines only ever grows, so the ids stay).
+CREATE TABLE {{target}} AS
 SELECT rowid AS traj_id, file_id,
        fmt,
        prompt_uid, sample_index,
@@ -13,10 +15,10 @@ SELECT rowid AS traj_id, file_id,
        p.min_global_steps AS min_global_steps, p.max_global_steps AS max_global_steps,
        list_sum(list_transform(p.turns, lambda t: t.observation_time_ms)) AS observation_ms
 FROM traj_lines
-WHERE p IS NOT NULL AND (p.request_id IS NOT NULL OR p.turns IS NOT NULL);
+WHERE p IS NOT NULL AND (p.request_id IS NOT NULL OR p.turns IS NOT NULL) AND rowid >= {{first_line}};
 
 -- a view: the turns are unnested when a query needs them (the sglang breakdown, the export)
-CREATE VIEW turns_all AS
+CREATE OR REPLACE VIEW turns_all AS
 SELECT traj_id, t.turn_index AS turn_index, t.prompt_token_count AS prompt_tokens,
        t.completion_token_count AS completion_tokens, t.finish_reason AS finish_reason,
        t.completion_time_ms AS completion_ms,
