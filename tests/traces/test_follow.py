@@ -4,6 +4,7 @@ ends with the figures a fresh analysis of the same files gives."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -79,6 +80,12 @@ def test_a_refresh_reads_only_what_was_appended(sim_run, tmp_path: Path) -> None
         assert second.analysis.header.rows_rejected == 1
         third = follower.refresh()
         assert not third.full and third.bytes_read == 0
+        assert third.analysis is second.analysis  # no file changed: the figures are shown again
+        status = next(trace.glob("status/*.json"))
+        os.utime(status, ns=(status.stat().st_atime_ns, status.stat().st_mtime_ns + 10**9))
+        fourth = follower.refresh()  # a file touched: computed again, to the same figures
+        assert fourth.analysis is not second.analysis and not fourth.full
+        _same(fourth.analysis, second.analysis)
 
 
 def test_growing_progress_files_read_as_a_fresh_analysis(sim_run, tmp_path: Path) -> None:

@@ -88,6 +88,7 @@ class Follower:
         self._sizes: dict[str, int] = {}  # path -> size when last looked at
         self._rows = LoadReport((), 0)  # what loading the complete lines skipped (torn lines apart)
         self._progress = ProgressReader()
+        self._last: tuple[tuple[tuple[str, int, int], ...], Analysis] | None = None  # the inputs' stamps, their analysis
 
     def close(self) -> None:
         if self._backend is not None:
@@ -104,11 +105,18 @@ class Follower:
     def refresh(self) -> Refresh:
         """Read what is new and compute every view; raises TraceInputError as ``analyze`` does."""
         found = discover_inputs(self.roots)
+        stamps = _stamps(found)
+        if self._last is not None and stamps == self._last[0]:
+            # no file changed its size or modification time, none came or went: the same bytes
+            return Refresh(self._last[1], 0, False)
         reason = None if self._backend is None else self._why_reload(found)
         if self._backend is None or reason is not None:
-            return Refresh(self._compute_with(self._load_all(found)), self._total(found), True, reason)
-        read = self._append(found)
-        return Refresh(self._compute_with(self._inputs), read, False)
+            refresh = Refresh(self._compute_with(self._load_all(found)), self._total(found), True, reason)
+        else:
+            read = self._append(found)
+            refresh = Refresh(self._compute_with(self._inputs), read, False)
+        self._last = (stamps, refresh.analysis)
+        return refresh
 
     # -- deciding --------------------------------------------------------------------------------
 
@@ -201,6 +209,19 @@ class Follower:
         report = merged(self._rows, torn)
         selection = select_run(self._backend, inputs, self.options.run)
         return compute(self._backend, selection, report, self.options, self._progress)
+
+
+def _stamps(found: Inputs) -> tuple[tuple[str, int, int], ...]:
+    """Every input file's path, size and modification time (ns), as the refresh found them."""
+    stamps = []
+    for f in found.files:
+        try:
+            stat = os.stat(f.path)
+        except OSError:
+            stamps.append((f.path, -1, -1))
+            continue
+        stamps.append((f.path, stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(stamps))
 
 
 def _lines_before(path: str, offset: int) -> int:
