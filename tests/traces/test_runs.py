@@ -307,3 +307,40 @@ def test_each_run_keeps_examples_of_its_own_damage(two_runs, tmp_path: Path) -> 
         (short,) = [s for s in result.header.skipped if s.reason == RowProblem.TOO_FEW_COLUMNS.value]
         (path,) = [p for p in expected if any(e.startswith(str(p)) for e in short.examples)]
         assert short.examples == expected[path] and short.count == len(expected[path]) + (path == in_b)
+
+
+def _progress_of_both(a: Path, b: Path, target: Path, with_samples_of_a: bool) -> Path:
+    """``target``: A's progress logs with B's lines appended (one folder both runs logged into),
+    and A's sample files when asked; no file of B's but its progress lines."""
+    if with_samples_of_a:
+        shutil.copytree(a, target)
+    else:
+        shutil.copytree(a / "progress", target / "progress")
+    for path in sorted((b / "progress").glob("*.log")):
+        with open(target / "progress" / path.name, "ab") as f:
+            f.write(path.read_bytes())
+    return target
+
+
+def test_progress_lines_of_two_runs_are_left_out_and_said(two_runs, tmp_path: Path) -> None:
+    """Progress lines carry no time and no id: a folder whose lines repeat a step's line holds two
+    runs' lines, which are never added up. Alone they are refused; beside a run's samples they are
+    left out of that run, with the reason, and the samples' figures stay the run's own."""
+    a, b = two_runs
+    only = _progress_of_both(a, b, tmp_path / "only", with_samples_of_a=False)
+    with pytest.raises(
+        TraceInputError, match=r"more than one run \(step 1's `Step 1 rollout started` line comes twice\)"
+    ):
+        analyze([only], Options(cache=False))
+    beside = _progress_of_both(a, b, tmp_path / "beside", with_samples_of_a=True)
+    result = analyze([beside], Options(cache=False))
+    alone = analyze([a], Options(cache=False))
+    (left_out,) = [s for s in result.header.skipped if "more than one run" in s.reason]
+    assert left_out.count == len(list((beside / "progress").glob("*.log")))
+    assert result.header.progress_lines == 0 and alone.header.progress_lines > 0
+    assert all(w.progress == "absent" for w in result.steps)
+    assert any(w.progress == "complete" for w in alone.steps)
+    assert result.latencies == alone.latencies and result.funnel == alone.funnel
+    # each run's own progress lines, alone in their folder, are kept
+    own_lines = sum(len(p.read_bytes().splitlines()) for p in (b / "progress").glob("*.log"))
+    assert analyze([b], Options(cache=False)).header.progress_lines == own_lines > 0

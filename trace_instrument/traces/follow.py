@@ -88,7 +88,8 @@ class Follower:
         self._sizes: dict[str, int] = {}  # path -> size when last looked at
         self._rows = LoadReport((), 0)  # what loading the complete lines skipped (torn lines apart)
         self._progress = ProgressReader()
-        self._last: tuple[tuple[tuple[str, int, int], ...], Analysis] | None = None  # the inputs' stamps, their analysis
+        # the inputs' stamps at the last refresh, and its analysis
+        self._last: tuple[tuple[tuple[str, int, int], ...], Analysis] | None = None
 
     def close(self) -> None:
         if self._backend is not None:

@@ -13,12 +13,12 @@ from pathlib import Path
 
 from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.events import EVENT_NAMES
-from trace_instrument.traces.model import FileKind, StepWindow
+from trace_instrument.traces.model import StepWindow
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
-from trace_instrument.traces.progress import parse_progress
+from trace_instrument.traces.progress import ProgressReader
 from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import open_engine
-from trace_instrument.traces.views import selected_steps
+from trace_instrument.traces.views import run_progress, selected_steps
 
 SCHEMA_VERSION = 1
 
@@ -40,7 +40,8 @@ def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_O
             backend.run(f"CREATE OR REPLACE TEMP TABLE export_{table} AS {sql}")
             backend.export_parquet(f"export_{table}", str(path))
             written[table] = int(backend.run(f"SELECT count(*) FROM export_{table}")[0][0])
-        steps = selected_steps(backend, parse_progress(inputs.of_kind(FileKind.PROGRESS)), options.steps)
+        progress, _mixed = run_progress(ProgressReader(), inputs)  # a folder of two runs' lines: left out
+        steps = selected_steps(backend, progress, options.steps)
         _write_steps(backend, steps, target / "steps.parquet")
         written["steps"] = len(steps)
         manifest = {

@@ -18,12 +18,12 @@ from typing import IO, Any
 
 from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.events import Event, short_name
-from trace_instrument.traces.model import FileKind, SourceFile
+from trace_instrument.traces.model import SourceFile
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
-from trace_instrument.traces.progress import parse_progress
+from trace_instrument.traces.progress import ProgressReader
 from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import open_engine
-from trace_instrument.traces.views import selected_steps
+from trace_instrument.traces.views import run_progress, selected_steps
 
 EVENT_BUDGET = 1_000_000
 SLOWEST_SHARE = 0.1
@@ -48,7 +48,7 @@ def export_perfetto(
         inputs = selection.inputs
         backend.select_steps(options.steps)
         files = {f.file_id: f for f in inputs.files}
-        progress = parse_progress(inputs.of_kind(FileKind.PROGRESS))
+        progress, _mixed = run_progress(ProgressReader(), inputs)  # a folder of two runs' lines: left out
         total, rows = backend.rows("trajectory_count")[0]
         limit = _trajectory_limit(int(total), int(rows), max_trajectories)
         slowest = min(limit, max(1, int(limit * SLOWEST_SHARE))) if limit else 0

@@ -78,11 +78,12 @@ class ProgressReader:
     def read(self, files: list[SourceFile]) -> ProgressInfo:
         info = ProgressInfo()
         seq = 0
-        kept: dict[str, _FileParse] = {}
+        kept: dict[str, _FileParse] = {}  # a file not read this time keeps its parse for a later read
         for source in sorted(files, key=lambda f: (f.root, Path(f.path).name, f.path)):
             try:
                 parse, tail = self._read_file(source.path)
             except OSError:
+                self._parsed.pop(source.path, None)
                 continue
             kept[source.path] = parse
             _merge(info, parse.info, seq)
@@ -91,7 +92,7 @@ class ProgressReader:
             for raw in tail.splitlines():
                 seq += 1
                 last_finished = _parse_raw(info, raw, seq, last_finished)
-        self._parsed = kept
+        self._parsed.update(kept)
         return info
 
     def _read_file(self, path: str) -> tuple[_FileParse, bytes]:
@@ -112,6 +113,24 @@ class ProgressReader:
             parse.offset += cut
             parse.marks = file_marks(path, parse.offset)
         return parse, tail
+
+
+def repeated_step_line(info: ProgressInfo) -> str | None:
+    """Why the progress lines of one folder are not one run's, or None: a run writes each step's
+    banner and each of its four window lines once, so one that comes twice was written by two runs
+    (or by a run and its restart) into the same folder, and the lines cannot be told apart."""
+    seen: set[tuple[int, str, str]] = set()
+    for line in info.step_lines:
+        key = (line.step, line.phase, line.boundary)
+        if key in seen:
+            return f"step {line.step}'s `Step {line.step} {line.phase} {line.boundary}` line comes twice"
+        seen.add(key)
+    banners: set[int] = set()
+    for step in info.banner_steps:
+        if step in banners:
+            return f"step {step}'s banner line comes twice"
+        banners.add(step)
+    return None
 
 
 def _parse_raw(info: ProgressInfo, raw: bytes, seq: int, last_finished: int | None) -> int | None:

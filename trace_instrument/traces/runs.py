@@ -18,7 +18,8 @@ different runs side by side, often with the same job id (outside DLC every run's
   the groups that overlap in time under the same job ids, or hold files of the same process,
   are one run;
 - progress lines carry no time and no id: a progress file belongs to the run when it is the only
-  one under that folder (else it is left out and said so); a status file belongs to the run of the
+  one under that folder (else it is left out and said so), and the folder's lines are one run's
+  (views.run_progress: a step's banner or window line that comes twice leaves them out); a status file belongs to the run of the
   sample file of the same process.
 """
 

@@ -41,7 +41,7 @@ from trace_instrument.traces.model import (
     WorkerThroughput,
 )
 from trace_instrument.traces.options import Options
-from trace_instrument.traces.progress import ProgressInfo, ProgressReader, parse_status
+from trace_instrument.traces.progress import ProgressInfo, ProgressReader, parse_status, repeated_step_line
 from trace_instrument.traces.runs import RunSelection
 
 SLOWEST = 10
@@ -70,7 +70,7 @@ def compute(
         report = report.of_files({f.path for f in inputs.files})
     report = report.shown()
     files = {f.file_id: f for f in inputs.files}
-    progress = (progress_reader or ProgressReader()).read(inputs.of_kind(FileKind.PROGRESS))
+    progress, mixed_progress = run_progress(progress_reader or ProgressReader(), inputs)
     lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))
     backend.select_steps(None)
     step_rows = _step_rows(backend)
@@ -91,7 +91,7 @@ def compute(
     header = replace(
         header,
         run_id=selection.run.run_id if selection.run else None,
-        skipped=header.skipped + selection.left_out,
+        skipped=header.skipped + selection.left_out + mixed_progress,
     )
     if header.rows_read == 0 and (rollouts is None or rollouts.trajectories == 0) and progress.lines == 0:
         raise TraceInputError("no usable rows in the trace files: " + _skipped_summary(header.skipped))
@@ -117,6 +117,26 @@ def compute(
         step_rollouts=step_rollouts,
         step_rollouts_by=step_rollouts_by,
     )
+
+
+def run_progress(reader: ProgressReader, inputs: Inputs) -> tuple[ProgressInfo, tuple[Skipped, ...]]:
+    """The progress lines of the run, and the folders whose lines are of more than one run (left
+    out, with the reason: their lines carry no time or id to tell the runs apart)."""
+    by_folder: dict[str, list[SourceFile]] = {}
+    for f in inputs.of_kind(FileKind.PROGRESS):
+        by_folder.setdefault(f.root, []).append(f)
+    kept: list[SourceFile] = []
+    left_out: list[Skipped] = []
+    for folder in sorted(by_folder):
+        files = by_folder[folder]
+        repeated = repeated_step_line(reader.read(files))
+        if repeated is None:
+            kept += files
+            continue
+        paths = tuple(sorted(f.path for f in files))
+        reason = f"progress file in no run: its folder's progress lines are of more than one run ({repeated})"
+        left_out.append(Skipped(reason, len(files), paths[:3]))
+    return reader.read(kept), tuple(left_out)
 
 
 def _check_steps(selected: tuple[int, int] | None, steps: set[int]) -> None:
