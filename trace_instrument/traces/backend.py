@@ -61,6 +61,18 @@ class Dialect:
     def quantiles(self, expr: str, *points: str) -> str:
         raise NotImplementedError
 
+    def exact_mean(self, expr: str) -> str:
+        """The mean of a floating-point column, the same whatever order the rows are added up in.
+
+        A float sum depends on that order in its last bits, and an engine's threads add up in an
+        order of their own: the same trace gave JSON documents that differed from run to run. Each
+        value is taken to 9 decimals as an exact DECIMAL (a value that does not fit, inf or NaN,
+        is left out), whose sum is exact."""
+        return f"avg({self.to_decimal(expr)})"
+
+    def to_decimal(self, expr: str) -> str:
+        return f"CAST({expr} AS DECIMAL(38, 9))"  # the engine's CAST gives NULL where it fails
+
     def top_ids(self, id_expr: str, value: str, k: str) -> str:
         raise NotImplementedError
 

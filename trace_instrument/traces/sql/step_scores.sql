@@ -1,7 +1,7 @@
 -- Per step: the reward score of each scored sample (its last ROLLOUT_REWARD row's
 -- reward_score_computed_score=X), counted in the step that trained it, or, when {{by_train}} is
 -- FALSE, the step that generated it (as the per-step rollouts count).
-SELECT step, count(*) AS n, avg(score), min(score), max(score)
+SELECT step, count(*) AS n, {{exact_mean(score)}}, min(score), max(score)
 FROM (SELECT CASE WHEN {{by_train}} THEN e.train_step ELSE e.gen_step END AS step, s.score
       FROM (SELECT ev.sample_id, max_by(TRY_CAST(c.param AS DOUBLE), ev.ts) AS score
             FROM events AS ev

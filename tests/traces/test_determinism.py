@@ -1,0 +1,41 @@
+"""The figures do not depend on the order an engine's threads add rows up in: the same trace gives
+the same JSON document every time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from trace_instrument.traces.backend import sql_text
+from trace_instrument.traces.duckdb_backend import DuckDBDialect
+
+# a float sum of these is 0 or 1 by the order it adds them in; the exact sum is 1
+VALUES = (1e16, 1.0, -1e16)
+ORDERS = ((0, 1, 2), (0, 2, 1), (1, 0, 2))
+
+
+def _means(expression: str) -> set[float]:
+    con = duckdb.connect()
+    con.execute("SET threads = 1")
+    found = set()
+    for order in ORDERS:
+        con.execute("CREATE OR REPLACE TABLE t (x DOUBLE)")
+        con.executemany("INSERT INTO t VALUES (?)", [(VALUES[i],) for i in order])
+        found.add(con.execute(f"SELECT {expression} FROM t").fetchone()[0])
+    return found
+
+
+def test_a_float_mean_is_the_same_in_any_order() -> None:
+    assert len(_means("avg(x)")) > 1  # the engine's own mean depends on the order
+    assert _means(DuckDBDialect().exact_mean("x")) == {1 / 3}
+
+
+def test_no_view_takes_a_float_mean_of_its_own() -> None:
+    """Every mean of a floating-point field goes through exact_mean (integer means are exact)."""
+    floats = ("sglang_", "score")
+    folder = Path(sql_text.__code__.co_filename).parent / "sql"
+    for path in folder.rglob("*.sql"):
+        text = path.read_text(encoding="utf-8")
+        for field in floats:
+            assert f"avg({field}" not in text, path
