@@ -137,6 +137,11 @@ class SimConfig:
     weight_versions: bool = True  # the servers report them (min/max_global_steps)
 
 
+def small_config(seed: int, prompts_per_step: int = 3) -> SimConfig:
+    """A run that simulates in about a second: 2 hosts of one worker, 3 steps, 2 rollouts a prompt."""
+    return SimConfig(seed=seed, hosts=2, workers_per_host=1, steps=3, prompts_per_step=prompts_per_step, rollout_n=2)
+
+
 # -- planning ------------------------------------------------------------------------------------
 
 

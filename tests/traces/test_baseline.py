@@ -17,16 +17,12 @@ from trace_instrument.cli import app
 runner = CliRunner()
 
 
-def _config(seed: int) -> simulate.SimConfig:
-    return simulate.SimConfig(seed=seed, hosts=2, workers_per_host=1, steps=3, prompts_per_step=4, rollout_n=2)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("baseline")
     return (
-        simulate.run_plan(simulate.plan_run(_config(3)), base / "current"),
-        simulate.run_plan(simulate.plan_run(_config(4)), base / "baseline"),
+        simulate.run_plan(simulate.plan_run(simulate.small_config(3, prompts_per_step=4)), base / "current"),
+        simulate.run_plan(simulate.plan_run(simulate.small_config(4, prompts_per_step=4)), base / "baseline"),
     )
 
 

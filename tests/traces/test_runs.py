@@ -27,15 +27,11 @@ from trace_instrument.traces.salvage import RowProblem
 runner = CliRunner()
 
 
-def _config(seed: int) -> simulate.SimConfig:
-    return simulate.SimConfig(seed=seed, hosts=2, workers_per_host=1, steps=3, prompts_per_step=3, rollout_n=2)
-
-
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     base = tmp_path_factory.mktemp("runs")
-    return simulate.run_plan(simulate.plan_run(_config(1)), base / "A"), simulate.run_plan(
-        simulate.plan_run(_config(2)), base / "B"
+    return simulate.run_plan(simulate.plan_run(simulate.small_config(1)), base / "A"), simulate.run_plan(
+        simulate.plan_run(simulate.small_config(2)), base / "B"
     )
 
 
