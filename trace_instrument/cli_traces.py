@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from trace_instrument.traces.model import Analysis, MultipleRunsError
+    from trace_instrument.traces.model import Analysis, MultipleRunsError, Skipped
     from trace_instrument.traces.options import Options
     from trace_instrument.traces.render.compare import Comparison
 
@@ -351,14 +351,23 @@ def export_command(
             f"{summary.trajectories_total:,} trajectories, {summary.processes} processes",
             markup=False,
         )
+        _print_left_out(summary.left_out)
         return
     from trace_instrument.traces.parquet import export_parquet
 
     assert parquet is not None
     target = parquet
     written = _read(lambda: export_parquet(trace_dirs, target, options))
-    for table, rows in written.items():
+    for table, rows in written.tables.items():
         err.print(f"wrote {parquet / (table + '.parquet')}: {rows:,} rows", markup=False)
+    _print_left_out(written.left_out)
+
+
+def _print_left_out(left_out: tuple[Skipped, ...]) -> None:
+    """What an export left out of the run, a line each (the manifest and the header list it too)."""
+    for item in left_out:
+        examples = f": {', '.join(item.examples)}" if item.examples else ""
+        err.print(f"left out {item.count} {item.reason}{examples}", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,6 +3,7 @@ the same JSON document every time."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import duckdb
@@ -29,6 +30,25 @@ def _means(expression: str) -> set[float]:
 def test_a_float_mean_is_the_same_in_any_order() -> None:
     assert len(_means("avg(x)")) > 1  # the engine's own mean depends on the order
     assert _means(DuckDBDialect().exact_mean("x")) == {1 / 3}
+
+
+def test_values_no_decimal_holds_take_the_float_mean() -> None:
+    """inf, NaN or a value of 10^18 or more: the engine's own mean, never an overflow or a value left out."""
+    con = duckdb.connect()
+    mean = DuckDBDialect().exact_mean("x")
+    for values, expected in (
+        ((9e28, 9e28), 9e28),
+        ((1e30, 1.0, 1.0), (1e30 + 2) / 3),
+        ((1.0, float("inf")), float("inf")),
+    ):
+        con.execute("CREATE OR REPLACE TABLE t (x DOUBLE)")
+        con.executemany("INSERT INTO t VALUES (?)", [(v,) for v in values])
+        assert con.execute(f"SELECT {mean} FROM t").fetchone()[0] == expected
+    con.execute("CREATE OR REPLACE TABLE t (x DOUBLE)")
+    con.executemany("INSERT INTO t VALUES (?)", [(1.0,), (float("nan"),)])
+    assert math.isnan(con.execute(f"SELECT {mean} FROM t").fetchone()[0])
+    con.execute("CREATE OR REPLACE TABLE t (x DOUBLE)")
+    assert con.execute(f"SELECT {mean} FROM t").fetchone()[0] is None  # no values: no mean
 
 
 def test_no_view_takes_a_float_mean_of_its_own() -> None:

@@ -108,6 +108,14 @@ def test_growing_progress_files_read_as_a_fresh_analysis(sim_run, tmp_path: Path
         assert not second.full and second.bytes_read == 0
         _same(second.analysis, analyze([trace], Options(cache=False)))
         assert any(s.progress == "complete" and s.gen_throughput for s in second.analysis.steps)
+        # rewritten in place at the same size, its modification time set back (cp -p, rsync -a)
+        path, data = next(iter(logs.items()))
+        before = path.stat()
+        path.write_bytes(data.replace(b"Step 1 rollout started", b"Step 9 rollout started", 1))
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        third = follower.refresh()
+        assert third.analysis is not second.analysis
+        _same(third.analysis, analyze([trace], Options(cache=False)))
 
 
 def test_a_new_trajectory_file_is_read_as_appended(sim_run, tmp_path: Path) -> None:

@@ -35,6 +35,19 @@ def two_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     )
 
 
+def _moved_name(name: str) -> str:
+    """The name ``_reused`` gives a file of run B (its processes got other pids)."""
+    return name.replace("-pid", "-pid9").replace("trajectory_", "trajectory_9")
+
+
+def _samples_of(run: Path, reused: Path, moved: bool) -> list[Path]:
+    """The sample files of ``run`` in the folder ``_reused`` made (run B's under their new names).
+
+    By name, not by a pattern: run A's own pids are real process ids, which may start with a 9."""
+    names = sorted(_moved_name(p.name) if moved else p.name for p in (run / "sample").glob("*.csv"))
+    return [reused / "sample" / name for name in names]
+
+
 def _reused(a: Path, b: Path, target: Path) -> Path:
     """One folder both runs wrote into: B's processes got other pids, its progress lines were appended."""
     shutil.copytree(a, target)
@@ -47,7 +60,7 @@ def _reused(a: Path, b: Path, target: Path) -> Path:
             with open(destination, "ab") as f:
                 f.write(path.read_bytes())
             continue
-        name = path.name.replace("-pid", "-pid9").replace("trajectory_", "trajectory_9")
+        name = _moved_name(path.name)
         destination = destination.with_name(name)
         assert not destination.exists()
         destination.write_bytes(path.read_bytes())
@@ -239,7 +252,7 @@ def test_damage_in_another_runs_file_is_that_runs_alone(two_runs, tmp_path: Path
     """The rows skipped while reading are counted per file: a run shows its own files' only."""
     a, b = two_runs
     reused = _reused(a, b, tmp_path / "reused")
-    damaged = next((reused / "sample").glob("*pid9*.csv"))  # one of run B's files
+    damaged = _samples_of(b, reused, moved=True)[0]  # one of run B's files
     with open(damaged, "ab") as f:
         f.write(b"a,b,c\r\n")
     with pytest.raises(MultipleRunsError) as refused:
@@ -288,8 +301,8 @@ def test_each_run_keeps_examples_of_its_own_damage(two_runs, tmp_path: Path) -> 
     (loading keeps the first examples of every file, not of all files together)."""
     a, b = two_runs
     reused = _reused(a, b, tmp_path / "reused")
-    in_b = next((reused / "sample").glob("*pid9*.csv"))
-    in_a = next(p for p in sorted((reused / "sample").glob("*.csv")) if p != in_b and "pid9" not in p.name)
+    in_b = _samples_of(b, reused, moved=True)[0]
+    in_a = _samples_of(a, reused, moved=False)[0]
     expected = {}
     for path, bad in ((in_b, 4), (in_a, 2)):
         n = len(path.read_bytes().splitlines())
@@ -325,7 +338,7 @@ def test_progress_lines_of_two_runs_are_left_out_and_said(two_runs, tmp_path: Pa
     a, b = two_runs
     only = _progress_of_both(a, b, tmp_path / "only", with_samples_of_a=False)
     with pytest.raises(
-        TraceInputError, match=r"more than one run \(step 1's `Step 1 rollout started` line comes twice\)"
+        TraceInputError, match=r"more than one run \(`Step 1 rollout started` comes after `Step 3 rollout started`\)"
     ):
         analyze([only], Options(cache=False))
     beside = _progress_of_both(a, b, tmp_path / "beside", with_samples_of_a=True)
@@ -337,6 +350,34 @@ def test_progress_lines_of_two_runs_are_left_out_and_said(two_runs, tmp_path: Pa
     assert all(w.progress == "absent" for w in result.steps)
     assert any(w.progress == "complete" for w in alone.steps)
     assert result.latencies == alone.latencies and result.funnel == alone.funnel
+    # the exports leave the same files out, and say so
+    from trace_instrument.traces.parquet import export_parquet
+    from trace_instrument.traces.perfetto import export_perfetto
+
+    parquet = export_parquet([beside], tmp_path / "parquet", Options(cache=False))
+    manifest = json.loads((tmp_path / "parquet" / "manifest.json").read_text())
+    assert (
+        [item["reason"] for item in manifest["left_out"]] == [left_out.reason] == [s.reason for s in parquet.left_out]
+    )
+    assert parquet.tables["steps"] == len(alone.steps)
+    perfetto = export_perfetto([beside], tmp_path / "timeline.json", Options(cache=False))
+    assert [s.reason for s in perfetto.left_out] == [left_out.reason]
     # each run's own progress lines, alone in their folder, are kept
     own_lines = sum(len(p.read_bytes().splitlines()) for p in (b / "progress").glob("*.log"))
     assert analyze([b], Options(cache=False)).header.progress_lines == own_lines > 0
+
+
+def test_one_runs_window_lines_repeated_by_its_inner_loop_are_kept(tmp_path: Path) -> None:
+    """The v1 trainer writes each step's window lines once per `_step_once`, `parameter_sync_step`
+    times a step; in the disagg mode the kinds interleave across steps. Both are one run's lines."""
+    config = replace(simulate.small_config(5), version="v1", mode="separate_async")
+    trace = simulate.run_plan(simulate.plan_run(config), tmp_path / "trace")
+    (log,) = sorted((trace / "progress").glob("*.log"))
+    lines = log.read_bytes().splitlines(keepends=True)
+    window = [line for line in lines if line.startswith(b"Step ") and (b" started" in line or b" finished" in line)]
+    assert window
+    log.write_bytes(b"".join(line * 2 if line in window else line for line in lines))  # parameter_sync_step=2
+    result = analyze([trace], Options(cache=False))
+    assert not [s for s in result.header.skipped if "more than one run" in s.reason]
+    assert result.header.progress_lines == len(lines) + len(window)
+    assert any(w.progress == "complete" for w in result.steps)

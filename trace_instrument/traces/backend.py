@@ -65,13 +65,19 @@ class Dialect:
         """The mean of a floating-point column, the same whatever order the rows are added up in.
 
         A float sum depends on that order in its last bits, and an engine's threads add up in an
-        order of their own: the same trace gave JSON documents that differed from run to run. Each
-        value is taken to 9 decimals as an exact DECIMAL (a value that does not fit, inf or NaN,
-        is left out), whose sum is exact."""
-        return f"avg({self.to_decimal(expr)})"
+        order of their own: the same trace gave JSON documents that differed from run to run. The
+        values are taken to 9 decimals as exact DECIMALs, whose sum is exact, when every one is
+        finite and below 10^18 in size (so the sum of up to 10^11 of them fits); otherwise (inf,
+        NaN, a huge value) the engine's float mean, as before."""
+        small = f"abs({expr}) < 1e18"  # false for NaN and inf
+        exact = f"avg(CASE WHEN {small} THEN {self.to_decimal(expr)} END)"
+        return (
+            f"CASE WHEN count({expr}) = count(CASE WHEN {small} THEN 1 END) "
+            f"THEN CAST({exact} AS DOUBLE) ELSE avg({expr}) END"
+        )
 
     def to_decimal(self, expr: str) -> str:
-        return f"CAST({expr} AS DECIMAL(38, 9))"  # the engine's CAST gives NULL where it fails
+        return f"CAST({expr} AS DECIMAL(38, 9))"
 
     def top_ids(self, id_expr: str, value: str, k: str) -> str:
         raise NotImplementedError

@@ -93,9 +93,6 @@ class DuckDBDialect(Dialect):
     def uid_of(self, column: str) -> str:
         return f"regexp_extract({column}, {sql_string(UID_PATTERN)}, 1)"
 
-    def to_decimal(self, expr: str) -> str:
-        return f"TRY_CAST({expr} AS DECIMAL(38, 9))"  # CAST raises on inf, NaN or an overflow
-
     def last_ignore_nulls(self, expr: str) -> str:
         return f"last_value({expr} IGNORE NULLS)"
 

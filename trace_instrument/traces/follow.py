@@ -89,7 +89,7 @@ class Follower:
         self._rows = LoadReport((), 0)  # what loading the complete lines skipped (torn lines apart)
         self._progress = ProgressReader()
         # the inputs' stamps at the last refresh, and its analysis
-        self._last: tuple[tuple[tuple[str, int, int], ...], Analysis] | None = None
+        self._last: tuple[tuple[tuple[str, int, int, int, int], ...], Analysis] | None = None
 
     def close(self) -> None:
         if self._backend is not None:
@@ -108,7 +108,7 @@ class Follower:
         found = discover_inputs(self.roots)
         stamps = _stamps(found)
         if self._last is not None and stamps == self._last[0]:
-            # no file changed its size or modification time, none came or went: the same bytes
+            # no file changed (size, inode, modification or change time), none came or went
             return Refresh(self._last[1], 0, False)
         reason = None if self._backend is None else self._why_reload(found)
         if self._backend is None or reason is not None:
@@ -212,16 +212,18 @@ class Follower:
         return compute(self._backend, selection, report, self.options, self._progress)
 
 
-def _stamps(found: Inputs) -> tuple[tuple[str, int, int], ...]:
-    """Every input file's path, size and modification time (ns), as the refresh found them."""
+def _stamps(found: Inputs) -> tuple[tuple[str, int, int, int, int], ...]:
+    """Every input file's path, size, inode, modification and change times (ns), as the refresh
+    found them. The change time is the kernel's own: ``cp -p``, ``rsync -a`` or ``touch -r`` set
+    a copy's modification time back, never its change time."""
     stamps = []
     for f in found.files:
         try:
             stat = os.stat(f.path)
         except OSError:
-            stamps.append((f.path, -1, -1))
+            stamps.append((f.path, -1, -1, -1, -1))
             continue
-        stamps.append((f.path, stat.st_size, stat.st_mtime_ns))
+        stamps.append((f.path, stat.st_size, stat.st_ino, stat.st_mtime_ns, stat.st_ctime_ns))
     return tuple(sorted(stamps))
 
 

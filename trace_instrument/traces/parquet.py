@@ -8,12 +8,12 @@ their columns. A ``manifest.json`` names the schema version and the sources.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.events import EVENT_NAMES
-from trace_instrument.traces.model import StepWindow
+from trace_instrument.traces.model import Skipped, StepWindow
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.progress import ProgressReader
 from trace_instrument.traces.runs import select_run
@@ -23,7 +23,15 @@ from trace_instrument.traces.views import run_progress, selected_steps
 SCHEMA_VERSION = 1
 
 
-def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_OPTIONS) -> dict[str, int]:
+@dataclass(frozen=True)
+class ParquetSummary:
+    """Rows written per table, and the inputs left out (given to no run, progress lines of several runs)."""
+
+    tables: dict[str, int]
+    left_out: tuple[Skipped, ...] = ()
+
+
+def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_OPTIONS) -> ParquetSummary:
     """Write events/trajectories/turns/steps Parquet files into ``target``; returns rows per table."""
     written: dict[str, int] = {}
     with open_engine([Path(r) for r in roots], options) as (backend, inputs, _report, _cached):
@@ -40,7 +48,8 @@ def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_O
             backend.run(f"CREATE OR REPLACE TEMP TABLE export_{table} AS {sql}")
             backend.export_parquet(f"export_{table}", str(path))
             written[table] = int(backend.run(f"SELECT count(*) FROM export_{table}")[0][0])
-        progress, _mixed = run_progress(ProgressReader(), inputs)  # a folder of two runs' lines: left out
+        progress, mixed = run_progress(ProgressReader(), inputs)  # a folder of two runs' lines: left out
+        left_out = selection.left_out + mixed
         steps = selected_steps(backend, progress, options.steps)
         _write_steps(backend, steps, target / "steps.parquet")
         written["steps"] = len(steps)
@@ -50,9 +59,10 @@ def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_O
             "sources": [asdict(f) for f in inputs.files],
             "steps": list(options.steps) if options.steps else None,
             "run": selection.run.run_id if selection.run else None,
+            "left_out": [asdict(s) for s in left_out],
         }
         (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return written
+    return ParquetSummary(written, left_out)
 
 
 def _sql(name: str) -> str:

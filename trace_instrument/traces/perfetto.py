@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.events import Event, short_name
-from trace_instrument.traces.model import SourceFile
+from trace_instrument.traces.model import Skipped, SourceFile
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.progress import ProgressReader
 from trace_instrument.traces.runs import select_run
@@ -37,6 +37,7 @@ class PerfettoSummary:
     trajectories: int
     trajectories_total: int
     processes: int
+    left_out: tuple[Skipped, ...] = ()  # inputs given to no run, progress lines of several runs
 
 
 def export_perfetto(
@@ -48,7 +49,7 @@ def export_perfetto(
         inputs = selection.inputs
         backend.select_steps(options.steps)
         files = {f.file_id: f for f in inputs.files}
-        progress, _mixed = run_progress(ProgressReader(), inputs)  # a folder of two runs' lines: left out
+        progress, mixed = run_progress(ProgressReader(), inputs)  # a folder of two runs' lines: left out
         total, rows = backend.rows("trajectory_count")[0]
         limit = _trajectory_limit(int(total), int(rows), max_trajectories)
         slowest = min(limit, max(1, int(limit * SLOWEST_SHARE))) if limit else 0
@@ -59,7 +60,7 @@ def export_perfetto(
             selected = writer.trajectories(backend, files)
             writer.trainer(backend, progress, options)
             writer.finish(files)
-        return PerfettoSummary(writer.count, selected, int(total), len(writer.pids))
+        return PerfettoSummary(writer.count, selected, int(total), len(writer.pids), selection.left_out + mixed)
 
 
 def _trajectory_limit(total: int, rows: int, requested: int | None) -> int:

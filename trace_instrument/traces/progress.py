@@ -116,15 +116,21 @@ class ProgressReader:
 
 
 def repeated_step_line(info: ProgressInfo) -> str | None:
-    """Why the progress lines of one folder are not one run's, or None: a run writes each step's
-    banner and each of its four window lines once, so one that comes twice was written by two runs
-    (or by a run and its restart) into the same folder, and the lines cannot be told apart."""
-    seen: set[tuple[int, str, str]] = set()
+    """Why the progress lines of one folder are not one run's, or None.
+
+    Within a run each kind of window line (`Step N rollout started`, ...) never goes back to an
+    earlier step: it comes once a step, or several times in a row where a step repeats its inner
+    loop (the v1 trainer's `_step_once`, `parameter_sync_step` times a step), and in the disagg
+    mode each kind still goes up though the kinds interleave; each step's banner comes once. Two
+    runs, or a run and its restart, logging into one folder go back: the lines cannot be told
+    apart. (Two runs logging at the same time, step for step, are not caught.)"""
+    last: dict[tuple[str, str], int] = {}
     for line in info.step_lines:
-        key = (line.step, line.phase, line.boundary)
-        if key in seen:
-            return f"step {line.step}'s `Step {line.step} {line.phase} {line.boundary}` line comes twice"
-        seen.add(key)
+        key = (line.phase, line.boundary)
+        before = last.get(key)
+        if before is not None and line.step < before:
+            return f"`Step {line.step} {line.phase} {line.boundary}` comes after `Step {before} {line.phase} {line.boundary}`"
+        last[key] = line.step
     banners: set[int] = set()
     for step in info.banner_steps:
         if step in banners:

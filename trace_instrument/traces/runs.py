@@ -19,8 +19,8 @@ different runs side by side, often with the same job id (outside DLC every run's
   are one run;
 - progress lines carry no time and no id: a progress file belongs to the run when it is the only
   one under that folder (else it is left out and said so), and the folder's lines are one run's
-  (views.run_progress: a step's banner or window line that comes twice leaves them out); a status file belongs to the run of the
-  sample file of the same process.
+  (views.run_progress: a window line that goes back to an earlier step, or a banner that comes
+  twice, leaves them out); a status file belongs to the run of the sample file of the same process.
 """
 
 from __future__ import annotations

@@ -629,7 +629,7 @@ def _placeholder_rows(backend: Backend, files: dict[int, SourceFile]) -> Skipped
     if not rows:
         return None
     examples = []
-    for file_id, sample_id, ts, _n in sorted(rows, key=lambda row: (row[2], row[0]))[:3]:
+    for file_id, sample_id, ts, _n in sorted(rows, key=lambda row: (row[2], row[0], row[1]))[:3]:
         path = files[int(file_id)].path
         line = _row_line(path, sample_id, ts)
         examples.append(f"{path}:{line} ({sample_id})" if line else f"{path} ({sample_id})")

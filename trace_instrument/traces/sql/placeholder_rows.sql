@@ -3,5 +3,5 @@
 SELECT file_id, sample_id, ts, count(*) OVER () AS n
 FROM events
 WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND {{is_placeholder_of(sample_id, {{which}})}}
-ORDER BY ts, file_id
+ORDER BY ts, file_id, sample_id
 LIMIT 3
