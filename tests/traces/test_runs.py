@@ -381,3 +381,41 @@ def test_one_runs_window_lines_repeated_by_its_inner_loop_are_kept(tmp_path: Pat
     assert not [s for s in result.header.skipped if "more than one run" in s.reason]
     assert result.header.progress_lines == len(lines) + len(window)
     assert any(w.progress == "complete" for w in result.steps)
+
+
+def test_progress_of_two_folders_together_is_checked(two_runs, tmp_path: Path) -> None:
+    """A whole copy of a run's folder: its sample files are duplicates, and its progress lines added
+    to the original's would count every line twice; the folders' lines together go back, so they
+    are left out, and the exports say so too."""
+    a, _ = two_runs
+    copy = shutil.copytree(a, tmp_path / "copy")
+    result = analyze([a, copy], Options(cache=False))
+    alone = analyze([a], Options(cache=False))
+    assert result.header.rows_read == alone.header.rows_read
+    (together,) = [s for s in result.header.skipped if "2 folders together" in s.reason]
+    assert together.count == 2 * len(list((a / "progress").glob("*.log")))
+    assert result.header.progress_lines == 0 and alone.header.progress_lines > 0
+    from trace_instrument.traces.parquet import export_parquet
+
+    parquet = export_parquet([a, copy], tmp_path / "parquet", Options(cache=False))
+    reasons = [s.reason for s in parquet.left_out]
+    assert together.reason in reasons and "duplicate file" in reasons
+    manifest = json.loads((tmp_path / "parquet" / "manifest.json").read_text())
+    assert not [f for f in manifest["sources"] if f["kind"] == "progress"]
+
+
+def test_the_exports_refuse_what_analyze_refuses(two_runs, tmp_path: Path) -> None:
+    a, b = two_runs
+    only = _progress_of_both(a, b, tmp_path / "only", with_samples_of_a=False)
+    from trace_instrument.traces.parquet import export_parquet
+    from trace_instrument.traces.perfetto import export_perfetto
+
+    for export in (
+        lambda: export_parquet([only], tmp_path / "parquet", Options(cache=False)),
+        lambda: export_perfetto([only], tmp_path / "timeline.json", Options(cache=False)),
+    ):
+        with pytest.raises(TraceInputError, match="no usable rows .*more than one run"):
+            export()
+    assert not (tmp_path / "parquet").exists() and not (tmp_path / "timeline.json").exists()
+    result = runner.invoke(app, ["export", str(only), "--parquet", str(tmp_path / "p2"), "--no-cache"])
+    assert result.exit_code == 2 and "no usable rows" in result.stderr

@@ -15,10 +15,9 @@ from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.events import EVENT_NAMES
 from trace_instrument.traces.model import Skipped, StepWindow
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
-from trace_instrument.traces.progress import ProgressReader
 from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import open_engine
-from trace_instrument.traces.views import run_progress, selected_steps
+from trace_instrument.traces.views import export_progress, selected_steps
 
 SCHEMA_VERSION = 1
 
@@ -34,11 +33,12 @@ class ParquetSummary:
 def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_OPTIONS) -> ParquetSummary:
     """Write events/trajectories/turns/steps Parquet files into ``target``; returns rows per table."""
     written: dict[str, int] = {}
-    with open_engine([Path(r) for r in roots], options) as (backend, inputs, _report, _cached):
+    with open_engine([Path(r) for r in roots], options) as (backend, inputs, report, _cached):
         selection = select_run(backend, inputs, options.run)
         inputs = selection.inputs
-        target.mkdir(exist_ok=True)  # only once the run is known: a refusal leaves nothing behind
         backend.select_steps(options.steps)
+        progress, left_out = export_progress(backend, selection, report)
+        target.mkdir(exist_ok=True)  # only once the run is known and usable: a refusal leaves nothing behind
         backend.run("CREATE OR REPLACE TEMP TABLE event_names (code INTEGER, event VARCHAR, stage VARCHAR)")
         for code, name in EVENT_NAMES.items():
             backend.run(f"INSERT INTO event_names VALUES ({code}, '{name}', '{name.split(':')[0]}')")
@@ -48,15 +48,13 @@ def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_O
             backend.run(f"CREATE OR REPLACE TEMP TABLE export_{table} AS {sql}")
             backend.export_parquet(f"export_{table}", str(path))
             written[table] = int(backend.run(f"SELECT count(*) FROM export_{table}")[0][0])
-        progress, mixed = run_progress(ProgressReader(), inputs)  # a folder of two runs' lines: left out
-        left_out = selection.left_out + mixed
-        steps = selected_steps(backend, progress, options.steps)
+        steps = selected_steps(backend, progress.info, options.steps)
         _write_steps(backend, steps, target / "steps.parquet")
         written["steps"] = len(steps)
         manifest = {
             "schema": SCHEMA_VERSION,
             "tables": written,
-            "sources": [asdict(f) for f in inputs.files],
+            "sources": [asdict(f) for f in inputs.files if f.path not in progress.paths_left_out],
             "steps": list(options.steps) if options.steps else None,
             "run": selection.run.run_id if selection.run else None,
             "left_out": [asdict(s) for s in left_out],

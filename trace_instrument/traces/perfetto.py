@@ -20,10 +20,9 @@ from trace_instrument.traces.backend import Backend
 from trace_instrument.traces.events import Event, short_name
 from trace_instrument.traces.model import Skipped, SourceFile
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
-from trace_instrument.traces.progress import ProgressReader
 from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import open_engine
-from trace_instrument.traces.views import run_progress, selected_steps
+from trace_instrument.traces.views import export_progress, selected_steps
 
 EVENT_BUDGET = 1_000_000
 SLOWEST_SHARE = 0.1
@@ -44,12 +43,12 @@ def export_perfetto(
     roots: list[Path], target: Path, options: Options = DEFAULT_OPTIONS, max_trajectories: int | None = None
 ) -> PerfettoSummary:
     """Write the timeline of the run under ``roots`` to ``target`` (gzip when it ends in .gz)."""
-    with open_engine([Path(r) for r in roots], options) as (backend, inputs, _report, _cached):
+    with open_engine([Path(r) for r in roots], options) as (backend, inputs, report, _cached):
         selection = select_run(backend, inputs, options.run)
         inputs = selection.inputs
         backend.select_steps(options.steps)
         files = {f.file_id: f for f in inputs.files}
-        progress, mixed = run_progress(ProgressReader(), inputs)  # a folder of two runs' lines: left out
+        progress, left_out = export_progress(backend, selection, report)
         total, rows = backend.rows("trajectory_count")[0]
         limit = _trajectory_limit(int(total), int(rows), max_trajectories)
         slowest = min(limit, max(1, int(limit * SLOWEST_SHARE))) if limit else 0
@@ -58,9 +57,9 @@ def export_perfetto(
         with opener(target, "wt", encoding="utf-8") as out:
             writer = _EventWriter(out)
             selected = writer.trajectories(backend, files)
-            writer.trainer(backend, progress, options)
+            writer.trainer(backend, progress.info, options)
             writer.finish(files)
-        return PerfettoSummary(writer.count, selected, int(total), len(writer.pids), selection.left_out + mixed)
+        return PerfettoSummary(writer.count, selected, int(total), len(writer.pids), left_out)
 
 
 def _trajectory_limit(total: int, rows: int, requested: int | None) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,8 @@ def compute(
         report = report.of_files({f.path for f in inputs.files})
     report = report.shown()
     files = {f.file_id: f for f in inputs.files}
-    progress, mixed_progress = run_progress(progress_reader or ProgressReader(), inputs)
+    run_lines = run_progress(progress_reader or ProgressReader(), inputs)
+    progress, mixed_progress = run_lines.info, run_lines.left_out
     lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))
     backend.select_steps(None)
     step_rows = _step_rows(backend)
@@ -93,8 +94,7 @@ def compute(
         run_id=selection.run.run_id if selection.run else None,
         skipped=header.skipped + selection.left_out + mixed_progress,
     )
-    if header.rows_read == 0 and (rollouts is None or rollouts.trajectories == 0) and progress.lines == 0:
-        raise TraceInputError("no usable rows in the trace files: " + _skipped_summary(header.skipped))
+    refuse_if_nothing_usable(header.rows_read, rollouts.trajectories if rollouts else 0, progress.lines, header.skipped)
     groups, oldest = _in_flight(backend, files, header.last_ms)
     return Analysis(
         header=header,
@@ -119,24 +119,67 @@ def compute(
     )
 
 
-def run_progress(reader: ProgressReader, inputs: Inputs) -> tuple[ProgressInfo, tuple[Skipped, ...]]:
-    """The progress lines of the run, and the folders whose lines are of more than one run (left
-    out, with the reason: their lines carry no time or id to tell the runs apart)."""
+@dataclass(frozen=True)
+class RunProgress:
+    """The run's progress lines, and the progress files left out as the lines of several runs."""
+
+    info: ProgressInfo
+    left_out: tuple[Skipped, ...]
+    paths_left_out: frozenset[str]
+
+
+def run_progress(reader: ProgressReader, inputs: Inputs) -> RunProgress:
+    """The progress lines of the run, without the folders whose lines are of more than one run
+    (their lines carry no time or id to tell the runs apart). Each folder is checked, and then
+    the folders kept, together: a run's lines copied into a second folder, or another run's
+    progress folder given beside it, add up to lines that go back."""
     by_folder: dict[str, list[SourceFile]] = {}
     for f in inputs.of_kind(FileKind.PROGRESS):
         by_folder.setdefault(f.root, []).append(f)
-    kept: list[SourceFile] = []
-    left_out: list[Skipped] = []
+    kept: dict[str, list[SourceFile]] = {}
+    left_out: list[tuple[str, list[SourceFile]]] = []
     for folder in sorted(by_folder):
-        files = by_folder[folder]
-        repeated = repeated_step_line(reader.read(files))
+        repeated = repeated_step_line(reader.read(by_folder[folder]))
         if repeated is None:
-            kept += files
-            continue
-        paths = tuple(sorted(f.path for f in files))
-        reason = f"progress file in no run: its folder's progress lines are of more than one run ({repeated})"
-        left_out.append(Skipped(reason, len(files), paths[:3]))
-    return reader.read(kept), tuple(left_out)
+            kept[folder] = by_folder[folder]
+        else:
+            left_out.append((f"its folder's progress lines are of more than one run ({repeated})", by_folder[folder]))
+    if len(kept) > 1:
+        together = [f for files in kept.values() for f in files]
+        repeated = repeated_step_line(reader.read(together))
+        if repeated is not None:
+            reason = f"the progress lines of {len(kept)} folders together are of more than one run ({repeated})"
+            left_out.append((reason, together))
+            kept = {}
+    skipped = tuple(
+        Skipped(f"progress file in no run: {reason}", len(files), tuple(sorted(f.path for f in files))[:3])
+        for reason, files in left_out
+    )
+    paths = frozenset(f.path for _, files in left_out for f in files)
+    return RunProgress(reader.read([f for files in kept.values() for f in files]), skipped, paths)
+
+
+def export_progress(
+    backend: Backend, selection: RunSelection, report: LoadReport
+) -> tuple[RunProgress, tuple[Skipped, ...]]:
+    """What an export of the selected run (views pointed at its steps) reads of the progress lines,
+    and everything left out of it: files (duplicates, given to no run, progress of several runs)
+    and rows skipped at load. Refused, as ``analyze`` refuses, when nothing is left to read."""
+    inputs = selection.inputs
+    if selection.runs_found > 1:
+        report = report.of_files({f.path for f in inputs.files})
+    progress = run_progress(ProgressReader(), inputs)
+    left_out = inputs.skipped + report.shown().skipped + selection.left_out + progress.left_out
+    rows = int(backend.rows("header")[0][0] or 0)
+    trajectories = int(backend.rows("turn_counts")[0][0] or 0)
+    refuse_if_nothing_usable(rows, trajectories, progress.info.lines, left_out)
+    return progress, left_out
+
+
+def refuse_if_nothing_usable(rows: int, trajectories: int, progress_lines: int, skipped: tuple[Skipped, ...]) -> None:
+    """Inputs without a CSV row, a trajectory or a progress line to read are refused, with what was left out."""
+    if rows == 0 and trajectories == 0 and progress_lines == 0:
+        raise TraceInputError("no usable rows in the trace files: " + _skipped_summary(skipped))
 
 
 def _check_steps(selected: tuple[int, int] | None, steps: set[int]) -> None:
