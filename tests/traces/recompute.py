@@ -142,10 +142,17 @@ def trained_steps(rows: list[dict]) -> dict[str, int]:
 
 
 def step_scores(rows: list[dict]) -> dict[int, list[float]]:
-    """Per train step, the reward score of each trained sample: its last ROLLOUT_REWARD row's."""
-    scored: dict[str, float] = {}
-    for r in sorted((r for r in rows if r["stage"] == "ROLLOUT_REWARD"), key=lambda r: r["ts"]):
-        scored[r["sample_id"]] = float(r["detail"].split("=", 1)[1])
+    """Per train step, the reward score of each trained sample: its last ROLLOUT_REWARD row's (of
+    rows in the same last millisecond, the largest score, nan above every number)."""
+    last: dict[str, tuple[int, list[float]]] = {}
+    for r in (r for r in rows if r["stage"] == "ROLLOUT_REWARD"):
+        score = float(r["detail"].split("=", 1)[1])
+        ts, scores = last.get(r["sample_id"], (r["ts"], []))
+        if r["ts"] > ts:
+            ts, scores = r["ts"], []
+        if r["ts"] == ts:
+            last[r["sample_id"]] = (ts, [*scores, score])
+    scored = {sid: max(scores, key=lambda v: (math.isnan(v), v)) for sid, (_, scores) in last.items()}
     trained = trained_steps(rows)
     out: dict[int, list[float]] = {}
     for sample_id, score in scored.items():

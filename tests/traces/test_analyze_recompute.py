@@ -290,3 +290,28 @@ def test_scores_need_no_trajectory_lines_and_skip_what_is_no_number(run, tmp_pat
         if values:
             assert entry["critic/score/mean"] == pytest.approx(np.mean(values))
             assert entry["critic/score/max"] == max(values)
+
+
+@pytest.mark.parametrize("scores", [(97.5, -3.0), (-3.0, 97.5)])
+def test_two_scores_in_a_samples_last_millisecond_give_the_larger(run, tmp_path: Path, scores) -> None:
+    """Whatever order they were written in and the engine meets them in: the larger of two reward
+    rows written in the same last millisecond is the sample's score."""
+    trace_dir, _, _ = run
+    copy = tmp_path / "trace"
+    shutil.copytree(trace_dir, copy, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    sample = min((copy / "sample").glob("*.csv"))
+    rows = recompute.read_rows(copy)
+    trained = recompute.trained_steps(rows)
+    victim = next(r for r in rows if r["stage"] == "ROLLOUT_REWARD" and r["sample_id"] in trained)
+    job = sample.read_text(encoding="utf-8").splitlines()[0].split(",")[0]
+    prefix = f"{job},FLOW,{victim['sample_id']},RUNNING,{victim['ts'] + 1},"
+    content = "from=RewardLoopWorker|to=AgentLoopWorker|stage=ROLLOUT_REWARD|detail=reward_score_computed_score="
+    with open(sample, "a", encoding="utf-8") as f:  # far outside the run's scores: the step's max and min say which won
+        f.writelines(f"{prefix}{content}{score}\n" for score in scores)
+    expected = recompute.step_scores(recompute.read_rows(copy))
+    assert 97.5 in expected[trained[victim["sample_id"]]] and -3.0 not in expected[trained[victim["sample_id"]]]
+    result = analyze([copy], Options(cache=False))
+    for window in result.steps:
+        values = expected.get(window.step)
+        if values:
+            assert (window.score.count, window.score.min, window.score.max) == (len(values), min(values), max(values))
