@@ -28,10 +28,15 @@ def _complete(data: bytes) -> int:
     return data.rfind(b"\n") + 1
 
 
+def _copy(trace: Path, target: Path) -> Path:
+    """A copy of a trace folder, without the cache an earlier analysis left in it."""
+    return Path(shutil.copytree(trace, target, ignore=shutil.ignore_patterns(".trace-instrument-cache")))
+
+
 def _cut(full: Path, target: Path, fraction: float) -> dict[Path, bytes]:
     """``target``: ``full`` with every growing file cut at ``fraction`` of its bytes (mid-line); the
     full contents of each, by path in ``target``."""
-    shutil.copytree(full, target, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    _copy(full, target)
     contents = {}
     for path in _growing(target):
         data = path.read_bytes()
@@ -92,7 +97,7 @@ def test_growing_progress_files_read_as_a_fresh_analysis(sim_run, tmp_path: Path
     """The progress logs are read on from where their complete lines ended: each refresh equals a
     fresh analysis, the step windows' progress flags and throughput included."""
     trace = tmp_path / "trace"
-    shutil.copytree(sim_run[0], trace, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    _copy(sim_run[0], trace)
     logs = {path: path.read_bytes() for path in sorted(trace.glob("progress/*.log"))}
     assert logs
     for path, data in logs.items():
@@ -121,7 +126,7 @@ def test_growing_progress_files_read_as_a_fresh_analysis(sim_run, tmp_path: Path
 def test_a_new_trajectory_file_is_read_as_appended(sim_run, tmp_path: Path) -> None:
     """A rotated trajectory file (the store starts a new one) is new lines, not a reason to reload."""
     trace = tmp_path / "trace"
-    shutil.copytree(sim_run[0], trace, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    _copy(sim_run[0], trace)
     source = _growing(trace)[-1]
     assert source.suffix == ".jsonl"
     lines = source.read_bytes().splitlines(keepends=True)
@@ -138,7 +143,7 @@ def test_a_new_trajectory_file_is_read_as_appended(sim_run, tmp_path: Path) -> N
 
 def test_a_rewritten_file_loads_everything_and_says_why(sim_run, tmp_path: Path) -> None:
     trace = tmp_path / "trace"
-    shutil.copytree(sim_run[0], trace, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    _copy(sim_run[0], trace)
     victim = _growing(trace)[0]
     with Follower([trace], Options(cache=False)) as follower:
         follower.refresh()
@@ -152,7 +157,7 @@ def test_a_rewritten_file_loads_everything_and_says_why(sim_run, tmp_path: Path)
 def test_a_file_rewritten_at_the_same_size_loads_everything(sim_run, tmp_path: Path) -> None:
     """Other bytes where the last refresh read (an append-only log never changes them) mean a rewrite."""
     trace = tmp_path / "trace"
-    shutil.copytree(sim_run[0], trace, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    _copy(sim_run[0], trace)
     victim = _growing(trace)[0]
     with Follower([trace], Options(cache=False)) as follower:
         follower.refresh()

@@ -17,7 +17,7 @@ from trace_instrument.traces.model import Skipped, StepWindow
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import open_engine
-from trace_instrument.traces.views import export_progress, selected_steps
+from trace_instrument.traces.views import prepare_export, selected_steps
 
 SCHEMA_VERSION = 1
 
@@ -37,7 +37,7 @@ def export_parquet(roots: list[Path], target: Path, options: Options = DEFAULT_O
         selection = select_run(backend, inputs, options.run)
         inputs = selection.inputs
         backend.select_steps(options.steps)
-        progress, left_out = export_progress(backend, selection, report)
+        progress, left_out = prepare_export(backend, selection, report)
         target.mkdir(exist_ok=True)  # only once the run is known and usable: a refusal leaves nothing behind
         backend.run("CREATE OR REPLACE TEMP TABLE event_names (code INTEGER, event VARCHAR, stage VARCHAR)")
         for code, name in EVENT_NAMES.items():

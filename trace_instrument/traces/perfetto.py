@@ -22,7 +22,7 @@ from trace_instrument.traces.model import Skipped, SourceFile
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.runs import select_run
 from trace_instrument.traces.store import open_engine
-from trace_instrument.traces.views import export_progress, selected_steps
+from trace_instrument.traces.views import prepare_export, selected_steps
 
 EVENT_BUDGET = 1_000_000
 SLOWEST_SHARE = 0.1
@@ -48,7 +48,7 @@ def export_perfetto(
         inputs = selection.inputs
         backend.select_steps(options.steps)
         files = {f.file_id: f for f in inputs.files}
-        progress, left_out = export_progress(backend, selection, report)
+        progress, left_out = prepare_export(backend, selection, report)
         total, rows = backend.rows("trajectory_count")[0]
         limit = _trajectory_limit(int(total), int(rows), max_trajectories)
         slowest = min(limit, max(1, int(limit * SLOWEST_SHARE))) if limit else 0

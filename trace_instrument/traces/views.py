@@ -138,28 +138,31 @@ def run_progress(reader: ProgressReader, inputs: Inputs) -> RunProgress:
         by_folder.setdefault(f.root, []).append(f)
     kept: dict[str, list[SourceFile]] = {}
     left_out: list[tuple[str, list[SourceFile]]] = []
+    info = ProgressInfo()  # the lines of the folders kept
     for folder in sorted(by_folder):
-        repeated = repeated_step_line(reader.read(by_folder[folder]))
+        lines = reader.read(by_folder[folder])
+        repeated = repeated_step_line(lines)
         if repeated is None:
-            kept[folder] = by_folder[folder]
+            kept[folder], info = by_folder[folder], lines
         else:
             left_out.append((f"its folder's progress lines are of more than one run ({repeated})", by_folder[folder]))
     if len(kept) > 1:
         together = [f for files in kept.values() for f in files]
-        repeated = repeated_step_line(reader.read(together))
+        info = reader.read(together)
+        repeated = repeated_step_line(info)
         if repeated is not None:
             reason = f"the progress lines of {len(kept)} folders together are of more than one run ({repeated})"
             left_out.append((reason, together))
-            kept = {}
+            info = ProgressInfo()
     skipped = tuple(
         Skipped(f"progress file in no run: {reason}", len(files), tuple(sorted(f.path for f in files))[:3])
         for reason, files in left_out
     )
     paths = frozenset(f.path for _, files in left_out for f in files)
-    return RunProgress(reader.read([f for files in kept.values() for f in files]), skipped, paths)
+    return RunProgress(info, skipped, paths)
 
 
-def export_progress(
+def prepare_export(
     backend: Backend, selection: RunSelection, report: LoadReport
 ) -> tuple[RunProgress, tuple[Skipped, ...]]:
     """What an export of the selected run (views pointed at its steps) reads of the progress lines,
