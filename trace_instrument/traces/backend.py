@@ -70,14 +70,11 @@ class Dialect:
         finite and below 10^18 in size (so the sum of up to 10^11 of them fits); otherwise (inf,
         NaN, a huge value) the engine's float mean, as before."""
         small = f"abs({expr}) < 1e18"  # false for NaN and inf
-        exact = f"avg(CASE WHEN {small} THEN {self.to_decimal(expr)} END)"
+        exact = f"avg(CASE WHEN {small} THEN CAST({expr} AS DECIMAL(38, 9)) END)"
         return (
             f"CASE WHEN count({expr}) = count(CASE WHEN {small} THEN 1 END) "
             f"THEN CAST({exact} AS DOUBLE) ELSE avg({expr}) END"
         )
-
-    def to_decimal(self, expr: str) -> str:
-        return f"CAST({expr} AS DECIMAL(38, 9))"
 
     def top_ids(self, id_expr: str, value: str, k: str) -> str:
         raise NotImplementedError
