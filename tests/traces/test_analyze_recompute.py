@@ -127,7 +127,7 @@ def test_samples_sharing_a_hash_fall_back_to_the_id_text(run, monkeypatch) -> No
     drop = DuckDBBackend.drop_table
     monkeypatch.setattr(DuckDBBackend, "drop_table", lambda self, name: (dropped.append(name), drop(self, name)))
     fallback = analyze([trace_dir], Options(cache=False))
-    assert dropped == ["entities_all"]
+    assert [name for name in dropped if name.startswith("entities")] == ["entities_all"]  # the hash key's, once
     # everything read through the sample key; the rollouts come from the trajectory files (their float
     # means may differ in the last bit between two runs: DuckDB sums in parallel)
     assert dataclasses.replace(fallback, rollouts=None) == dataclasses.replace(result, rollouts=None)

@@ -172,12 +172,18 @@ class Dialect:
         return "(" + " OR ".join(self.is_placeholder_of(column, str(n)) for n in range(len(PLACEHOLDER_UIDS))) + ")"
 
     def is_placeholder_of(self, column: str, which: str) -> str:
-        """Whether the sample id ``column`` has the placeholder uid ``PLACEHOLDER_UIDS[which]``. Alone
-        in a filter it skips every block of rows whose ids cannot start with it (DuckDB keeps each
-        block's smallest and largest id), which an OR of several prefixes does not."""
+        """Whether the sample id ``column`` has the placeholder uid ``PLACEHOLDER_UIDS[which]``."""
         prefix = PLACEHOLDER_UIDS[int(which)] + "/"
         rest = f"substr({column}, {len(prefix) + 1})"
         return f"(left({column}, {len(prefix)}) = {sql_string(prefix)} AND {self.position(rest, '/')} = 0)"
+
+    def event_counts_of(self, events: str) -> str:
+        """The query of ``events``' rows and time span per sample file, job id and content: the
+        event summary a load builds (event_summaries.sql) and a step selection's view computes."""
+        return (
+            "SELECT file_id, job_id, cid, count(*) AS n, min(ts) AS first_ts, max(ts) AS last_ts "
+            f"FROM {events} GROUP BY file_id, job_id, cid"
+        )
 
     def is_placeholder_uid(self, expr: str) -> str:
         """Whether the uid ``expr`` is a placeholder (PLACEHOLDER_UIDS)."""
@@ -360,6 +366,12 @@ class Backend(ABC):
             self.script("entities", sample_key=key, **every)
         self.sample_key = key
         self.script("transitions", sample_key=key, target="transitions_all", only="TRUE", only_bridges="TRUE")
+
+    def summarize_events(self) -> None:
+        """``event_counts_all`` and ``placeholder_events_all`` from ``events_all`` (event_summaries.sql)."""
+        self.script(
+            "event_summaries", source="events_all", counts="event_counts_all", placeholders="placeholder_events_all"
+        )
 
     sample_key: str | None = None  # the key build_samples chose
 

@@ -156,6 +156,7 @@ class DuckDBBackend(Backend):
         skipped, rejected = self._sample_rows(samples, torn) if samples else ([], ())
         if not samples:
             self.script("empty_events")
+        self.summarize_events()
         self.build_samples()
         trajectories = inputs.of_kind(FileKind.TRAJECTORY)
         if trajectories:
@@ -196,7 +197,7 @@ class DuckDBBackend(Backend):
             finally:
                 self.run(f"USE {main}")
             if any(t.kind is FileKind.SAMPLE for t in tails):
-                self.script("append_events")
+                self._append_events()
                 self._update_samples()
             if any(t.kind is FileKind.TRAJECTORY for t in tails):
                 self._append_trajectories()
@@ -204,6 +205,22 @@ class DuckDBBackend(Backend):
             self.run("DETACH DATABASE IF EXISTS delta")
         self.select_steps(None)
         return report
+
+    def _append_events(self) -> None:
+        """The appended rows (in ``delta``) join ``contents`` and ``events_all``, and their
+        summaries the run's (event_summaries.sql)."""
+        try:
+            self.script("append_events")
+            self.script(
+                "event_summaries",
+                source="appended_events",
+                counts="event_counts_new",
+                placeholders="placeholder_events_new",
+            )
+            self.script("merge_event_summaries")
+        finally:
+            for table in ("appended_events", "event_counts_new", "placeholder_events_new", "event_counts_merged"):
+                self.run(f"DROP TABLE IF EXISTS {table}")
 
     def _append_trajectories(self) -> None:
         """The appended trajectory lines (in ``delta.traj_lines``) join ``traj_lines``, and their rows

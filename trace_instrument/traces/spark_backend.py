@@ -30,7 +30,7 @@ PAYLOAD_SCHEMA = (
     "max_response_length:bigint,min_global_steps:bigint,max_global_steps:bigint>"
 )
 TOP_SCHEMA = "struct<prompt_uid:string,sample_index:bigint,raw_message:string>"
-_CREATE_TABLE = re.compile(r"^\s*(?:--[^\n]*\n\s*)*CREATE TABLE (\w+) AS", re.IGNORECASE)
+_CREATE_TABLE = re.compile(r"^\s*(?:--[^\n]*\n\s*)*CREATE (?:TEMP )?TABLE (\w+) AS", re.IGNORECASE)
 
 
 def _lit(text: str) -> str:
@@ -134,6 +134,7 @@ class SparkBackend(Backend):
             rejected = refused_per_file(salvaged)
         else:
             self.script("empty_events")
+        self.summarize_events()
         self.build_samples()
         trajectories = inputs.of_kind(FileKind.TRAJECTORY)
         if trajectories:

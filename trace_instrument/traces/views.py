@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.traces.backend import PLACEHOLDER_UIDS, Backend, LoadReport
+from trace_instrument.traces.backend import Backend, LoadReport
 from trace_instrument.traces.discover import Inputs, locate_line
 from trace_instrument.traces.events import EVENT_NAMES, MILESTONES, STAGE_KEYS, event_name, in_flight_state
 from trace_instrument.traces.model import (
@@ -86,7 +86,7 @@ def compute(
     _check_steps(options.steps, set(step_rows) | trajectory_steps | {line.step for line in progress.step_lines})
     backend.select_steps(options.steps)
     steps = _with_step_rows(_step_windows(step_rows, progress, options.steps), stage_rows, score_rows)
-    latencies = _latencies(backend)
+    latencies, latency_histograms = _latency_views(backend)
     rollouts = _rollouts(backend, progress, bool(v1))
     header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, rollouts, files)
     header = replace(
@@ -100,7 +100,7 @@ def compute(
         header=header,
         steps=steps,
         latencies=latencies,
-        latency_histograms=_latency_histograms(backend, latencies),
+        latency_histograms=latency_histograms,
         slowest=tuple(
             SlowTrajectory(str(sid), int(rollout), _int(waiting), int(total))
             for sid, rollout, waiting, total in backend.rows("slowest", limit=SLOWEST)
@@ -334,18 +334,27 @@ def _int(value: Any) -> int | None:
 # -- latencies -------------------------------------------------------------------------------------
 
 
+def _latency_views(backend: Backend) -> tuple[tuple[Latency, ...], dict[str, Histogram]]:
+    """The stage latencies and their histograms, both from the counts of each latency (latency_counts.sql)."""
+    backend.script("latency_counts")
+    try:
+        latencies = _latencies(backend)
+        return latencies, _latency_histograms(backend, latencies)
+    finally:
+        backend.drop_table("latency_counts")
+
+
 def _latencies(backend: Backend) -> tuple[Latency, ...]:
     result = []
-    for prev, code, n, q, max_dt, negative, slowest in backend.rows("latencies"):
-        q = list(q or [0.0, 0.0, 0.0])
+    for prev, code, n, p50, p90, p99, max_dt, negative, slowest in backend.rows("latencies"):
         result.append(
             Latency(
                 from_event=event_name(prev),
                 to_event=event_name(code),
                 count=int(n),
-                p50=float(q[0]),
-                p90=float(q[1]),
-                p99=float(q[2]),
+                p50=float(p50 or 0.0),
+                p90=float(p90 or 0.0),
+                p99=float(p99 or 0.0),
                 max=int(max_dt),
                 negative=int(negative),
                 slowest=tuple(str(s) for s in (slowest or ())),
@@ -667,15 +676,12 @@ UNATTRIBUTABLE = "unattributable row: its sample id has a placeholder uid (left 
 
 def _placeholder_rows(backend: Backend, files: dict[int, SourceFile]) -> Skipped | None:
     """The rows whose sample id names no sample (``unknown/sample``): counted and shown, never joined."""
-    rows, count = [], 0
-    for which in range(len(PLACEHOLDER_UIDS)):
-        found = backend.rows("placeholder_rows", which=which)
-        rows += found
-        count += int(found[0][3]) if found else 0  # each row carries its query's count
+    rows = backend.rows("placeholder_rows")
     if not rows:
         return None
+    count = int(rows[0][3])  # each row carries the count of them all
     examples = []
-    for file_id, sample_id, ts, _n in sorted(rows, key=lambda row: (row[2], row[0], row[1]))[:3]:
+    for file_id, sample_id, ts, _n in rows:
         path = files[int(file_id)].path
         line = _row_line(path, sample_id, ts)
         examples.append(f"{path}:{line} ({sample_id})" if line else f"{path} ({sample_id})")

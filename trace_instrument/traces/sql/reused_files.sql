@@ -2,10 +2,11 @@
 -- them step after step, so such a file holds two runs (a second run appended to a file of the same
 -- host name and pid, as a restarted container gets). The first such pair of steps per file.
 WITH drawn AS (
-    SELECT file_id, step, min(ts) AS lo, max(ts) AS hi
-    FROM events_all
-    WHERE code = {{event(UID_GENERATED)}} AND step IS NOT NULL
-    GROUP BY file_id, step
+    SELECT e.file_id, c.step, min(e.first_ts) AS lo, max(e.last_ts) AS hi
+    FROM event_counts_all AS e
+    JOIN contents AS c ON c.cid = e.cid
+    WHERE c.code = {{event(UID_GENERATED)}} AND c.step IS NOT NULL
+    GROUP BY e.file_id, c.step
 )
 SELECT a.file_id, min(a.step) AS step, min(b.step) AS later_step
 FROM drawn AS a

@@ -1,7 +1,8 @@
 -- Per step and training stage: the time of the stage's last row (the weight sync: its first).
-SELECT step, code, CASE WHEN code = {{event(SYNC_PARAMS)}} THEN min(ts) ELSE max(ts) END AS ts
-FROM events
-WHERE step IS NOT NULL AND code BETWEEN {{event(TRAIN_SAMPLE)}} AND {{event(SYNC_PARAMS)}}
-  AND code <> {{event(FILTER_TRAJECTORIES)}}
-GROUP BY step, code
-ORDER BY step, code
+SELECT c.step, c.code, CASE WHEN c.code = {{event(SYNC_PARAMS)}} THEN min(e.first_ts) ELSE max(e.last_ts) END AS ts
+FROM event_counts AS e
+JOIN contents AS c ON c.cid = e.cid
+WHERE c.step IS NOT NULL AND c.code BETWEEN {{event(TRAIN_SAMPLE)}} AND {{event(SYNC_PARAMS)}}
+  AND c.code <> {{event(FILTER_TRAJECTORIES)}}
+GROUP BY c.step, c.code
+ORDER BY c.step, c.code

@@ -1,2 +1,8 @@
 -- The file (host-pid) that wrote the training and sync rows: the trainer, the clock reference.
-SELECT file_id, count(*) AS n FROM events WHERE code BETWEEN {{event(TRAIN_SAMPLE)}} AND {{event(SYNC_PARAMS)}} GROUP BY file_id ORDER BY n DESC, file_id LIMIT 1
+SELECT e.file_id, sum(e.n) AS n
+FROM event_counts AS e
+JOIN contents AS c ON c.cid = e.cid
+WHERE c.code BETWEEN {{event(TRAIN_SAMPLE)}} AND {{event(SYNC_PARAMS)}}
+GROUP BY e.file_id
+ORDER BY n DESC, e.file_id
+LIMIT 1

@@ -15,4 +15,13 @@ CREATE OR REPLACE TEMP VIEW trajectories AS
 SELECT * FROM trajectories_all
 WHERE ({{every_file}} OR file_id IN ({{run_files}})) AND ({{all}} OR global_step BETWEEN {{lo}} AND {{hi}});
 CREATE OR REPLACE TEMP VIEW turns AS
-SELECT * FROM turns_all WHERE ({{every_file}} AND {{all}}) OR traj_id IN (SELECT traj_id FROM trajectories)
+SELECT * FROM turns_all WHERE ({{every_file}} AND {{all}}) OR traj_id IN (SELECT traj_id FROM trajectories);
+-- The event summaries (event_summaries.sql) of the rows `events` shows: the run's files' part of
+-- the summary, or with a step selection the summary of its rows.
+CREATE OR REPLACE TEMP VIEW event_counts AS
+SELECT * FROM event_counts_all WHERE {{all}} AND ({{every_file}} OR file_id IN ({{run_files}}))
+UNION ALL
+{{event_counts_of((SELECT * FROM events WHERE NOT {{all}}) AS selected)}};
+-- No placeholder row is a sample's or a sync row, so a step selection shows none of them.
+CREATE OR REPLACE TEMP VIEW placeholder_events AS
+SELECT * FROM placeholder_events_all WHERE {{all}} AND ({{every_file}} OR file_id IN ({{run_files}}))
