@@ -107,3 +107,26 @@ def test_the_placeholder_test_is_the_definition_on_duckdb() -> None:
     assert found == {sid: _has_placeholder_uid(sid) for sid in EDGE_IDS}
     # unknown/sample, unknown/3, unknown/, None/sample, nan/0, N/A/sample, /sample and /
     assert sum(found.values()) == 8
+
+
+def test_the_uid_and_trajectory_parts_are_the_pattern_s_on_duckdb() -> None:
+    """DuckDB splits an id at its last slash with string functions; the parts are those of the
+    pattern Spark matches (UID_PATTERN) and of Python's rpartition, on the edge ids and beyond."""
+    import duckdb
+
+    from trace_instrument.traces.backend import UID_PATTERN
+    from trace_instrument.traces.duckdb_backend import DuckDBDialect
+
+    ids = [*EDGE_IDS, "é/ü/ß", "a\u0301/b\u0301", "🙂/x", "a//", "///", "a b/c d"]
+    dialect = DuckDBDialect()
+    con = duckdb.connect()
+    con.execute("CREATE TABLE ids (sample_id VARCHAR)")
+    con.executemany("INSERT INTO ids VALUES (?)", [(i,) for i in ids])
+    rows = con.execute(
+        f"SELECT sample_id, {dialect.uid_of('sample_id')}, {dialect.traj_of('sample_id')}, "
+        f"regexp_extract(sample_id, '{UID_PATTERN}', 1), regexp_extract(sample_id, '/([^/]*)$', 1) FROM ids"
+    ).fetchall()
+    for sample_id, uid, traj, uid_by_pattern, traj_by_pattern in rows:
+        head, slash, tail = sample_id.rpartition("/")
+        assert (uid, traj) == ((head, tail) if slash else ("", "")), sample_id
+        assert (uid, traj) == (uid_by_pattern, traj_by_pattern), sample_id

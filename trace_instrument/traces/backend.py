@@ -354,7 +354,7 @@ class Backend(ABC):
         ``skey`` is the first of the dialect's sample keys that no two sample ids share in this run.
         """
         *hashes, text = self.dialect.sample_keys("sample_id")
-        every = {"target": "entities_all", "only": "TRUE"}
+        every = {"target": "entities_all", "events": "events_all"}
         for key in hashes:
             self.script("entities", sample_key=key, **every)
             (shared,) = self.run("SELECT count(*) - count(DISTINCT skey) FROM entities_all")[0]
@@ -365,7 +365,7 @@ class Backend(ABC):
             key = text
             self.script("entities", sample_key=key, **every)
         self.sample_key = key
-        self.script("transitions", sample_key=key, target="transitions_all", only="TRUE", only_bridges="TRUE")
+        self.script("transitions", sample_key=key, target="transitions_all", events="events_all", only_bridges="TRUE")
 
     def summarize_events(self) -> None:
         """``event_counts_all`` and ``placeholder_events_all`` from ``events_all`` (event_summaries.sql)."""

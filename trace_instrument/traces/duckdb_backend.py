@@ -15,7 +15,6 @@ from typing import Any
 import duckdb
 
 from trace_instrument.traces.backend import (
-    UID_PATTERN,
     Backend,
     Dialect,
     LoadReport,
@@ -91,13 +90,17 @@ class DuckDBDialect(Dialect):
         return f"{parts}[{n}]"
 
     def uid_of(self, column: str) -> str:
-        return f"regexp_extract({column}, {sql_string(UID_PATTERN)}, 1)"
+        # UID_PATTERN's match, without a regular expression (2 µs an id: 0.13 s for a run's 67,000
+        # samples, 4 s for the 2 million rows of an events export): the fields between slashes but
+        # the last, joined again; an id without a slash has none, as the pattern does not match
+        return f"array_to_string(string_split({column}, '/')[1:-2], '/')"
 
     def last_ignore_nulls(self, expr: str) -> str:
         return f"last_value({expr} IGNORE NULLS)"
 
     def traj_of(self, column: str) -> str:
-        return f"regexp_extract({column}, '/([^/]*)$', 1)"
+        # what follows the last slash ('' without one), as uid_of without a regular expression
+        return f"CASE WHEN strpos({column}, '/') = 0 THEN '' ELSE string_split({column}, '/')[-1] END"
 
     def constants(self) -> dict[str, str]:
         return {
@@ -243,13 +246,15 @@ class DuckDBBackend(Backend):
             self._rebuild_samples()
             return
         touched = "sample_id IN (SELECT sample_id FROM touched_samples)"
-        self.run("CREATE TEMP TABLE touched_samples AS SELECT DISTINCT sample_id FROM delta.events_all")
-        self.run(
-            f"CREATE TEMP TABLE touched_uids AS SELECT DISTINCT {self.dialect.uid_of('sample_id')} AS uid "
-            "FROM touched_samples"
-        )
         try:
-            self.script("entities", sample_key=key, target="entities_new", only=touched)
+            self.run("CREATE TEMP TABLE touched_samples AS SELECT DISTINCT sample_id FROM delta.events_all")
+            # one scan of the events for both tables: the rest of the work is on these rows alone
+            self.run(f"CREATE TEMP TABLE touched_events AS SELECT * FROM events_all WHERE {touched}")
+            self.run(
+                f"CREATE TEMP TABLE touched_uids AS SELECT DISTINCT {self.dialect.uid_of('sample_id')} AS uid "
+                "FROM touched_samples"
+            )
+            self.script("entities", sample_key=key, target="entities_new", events="touched_events")
             self.run(f"DELETE FROM entities_all WHERE {touched}")
             self.run("INSERT INTO entities_all SELECT * FROM entities_new")
             (shared,) = self.run("SELECT count(*) - count(DISTINCT skey) FROM entities_all")[0]
@@ -267,12 +272,12 @@ class DuckDBBackend(Backend):
                 "transitions",
                 sample_key=key,
                 target="transitions_new",
-                only=touched,
+                events="touched_events",
                 only_bridges="t.uid IN (SELECT uid FROM touched_uids)",
             )
             self.run("INSERT INTO transitions_all SELECT * FROM transitions_new")
         finally:
-            for table in ("touched_samples", "touched_uids", "entities_new", "transitions_new"):
+            for table in ("touched_samples", "touched_events", "touched_uids", "entities_new", "transitions_new"):
                 self.run(f"DROP TABLE IF EXISTS {table}")
 
     def _rebuild_samples(self) -> None:

@@ -1,7 +1,8 @@
 -- One row per sample id: a trajectory (`uid/N`) or a prompt's sample-level rows (`uid/sample`).
 -- The pipeline order is `ord` (see events.py), then time: clock skew between hosts cannot reorder stages.
 -- `skey` stands for the id in the transitions (see Backend.build_samples).
--- {{target}}: entities_all, or (analyze --follow) the rows of the samples {{only}} selects.
+-- {{target}}: entities_all from {{events}} = events_all, or (analyze --follow) the samples of the
+-- appended rows from {{events}} = their rows (a copy taken once for this and transitions.sql).
 CREATE TABLE {{target}} AS
 SELECT sample_id,
        {{sample_key}} AS skey,
@@ -30,7 +31,7 @@ SELECT sample_id,
        bool_or(code = {{event(AGENT_RUN_COMPLETED)}}) AS m_completed,
        bool_or(code IN ({{event(ROLLOUT_REWARD, TRAIN_REWARD)}})) AS m_reward,
        bool_or(code = {{event(TRAIN_UPDATE)}}) AS m_trained
-FROM events_all
+FROM {{events}}
 -- a placeholder uid (backend.PLACEHOLDER_UIDS) joins unrelated rows: they are counted, never a sample
-WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND NOT {{is_placeholder(sample_id)}} AND {{only}}
+WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND NOT {{is_placeholder(sample_id)}}
 GROUP BY sample_id

@@ -3,8 +3,8 @@
 -- before it (same stage, time and file: a duplicate row); `tool_dt` is the time from the last
 -- generate response to a tool row. `skey` stands for the sample id (entities_all has both); `cid`
 -- points at the row's content (the tool name is its `param`).
--- {{target}}: transitions_all, or (analyze --follow) those of the samples {{only}} selects and the
--- bridges to the trajectories of the prompts {{only_bridges}} selects.
+-- {{target}}: transitions_all from {{events}} = events_all, or (analyze --follow) those of the samples
+-- whose rows {{events}} holds and the bridges to the trajectories of the prompts {{only_bridges}} selects.
 CREATE TABLE {{target}} AS
 SELECT skey, prev_code, code, ts - prev_ts AS dt, prev_file, file_id, cid,
        CASE WHEN code = {{event(TOOL_EXECUTED)}} THEN ts - last_recv END AS tool_dt,
@@ -18,9 +18,8 @@ FROM (
            {{last_ignore_nulls(CASE WHEN code = {{event(GENERATE_RESPONSE_RECEIVED)}} THEN ts END)}} OVER w AS last_recv
     -- the key computed before the window: the sort then carries no text
     FROM (SELECT {{sample_key}} AS skey, code, ts, file_id, cid
-          FROM events_all
-          WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND NOT {{is_placeholder(sample_id)}}
-            AND {{only}}) AS keyed
+          FROM {{events}}
+          WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND NOT {{is_placeholder(sample_id)}}) AS keyed
     -- the order key alone: extra sort keys double the cost of this sort, the largest of the analysis
     WINDOW w AS (PARTITION BY skey ORDER BY {{order_key}})
 ) AS ordered
