@@ -9,6 +9,7 @@ arguments is a parameter of the query (or a dialect constant).
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -212,6 +213,7 @@ def _expand_nested(text: str, expand: Callable[[re.Match[str]], str]) -> str:
     return _MACRO.sub(expand, text)
 
 
+@functools.cache  # package files: read once a process (a refresh of --follow reads fifty)
 def sql_text(name: str, dialect: str | None = None) -> str:
     """The SQL file ``name`` (``sql/{dialect}/{name}.sql`` first when the engine has its own)."""
     package = resources.files("trace_instrument.traces") / "sql"
