@@ -81,3 +81,17 @@ def test_spark_skips_the_same_damaged_rows_as_duckdb(tiny_run: Path, tmp_path: P
     spark_figures, duck_figures = asdict(spark), asdict(duck)
     assert spark_figures.pop("engine") == "spark" and duck_figures.pop("engine") == "duckdb"
     assert _rounded(spark_figures) == _rounded(duck_figures)
+
+
+def test_spark_opens_a_trajectory_as_duckdb_does(tiny_run: Path) -> None:
+    """``--trajectory`` reads the run's rows and trajectory lines through the engine's SQL: the same
+    turns, rows and stop reason on Spark, for a finished trajectory and one cut off mid-rollout.
+    (``--baseline`` compares two analyses, each the engine's, which the test above holds equal.)"""
+    _pyspark()
+    from trace_instrument.traces.trajectory import open_trajectories
+
+    ids = ["22222222-bbbb-4bbb-bbbb-222222222222/0", "22222222-bbbb-4bbb-bbbb-222222222222/1"]
+    spark = open_trajectories([tiny_run], ids, Options(cache=False, engine="spark"))
+    duck = open_trajectories([tiny_run], ids, Options(cache=False))
+    assert [d.sample_id for d in duck] == ids and duck[0].turns and all(d.rows for d in duck)
+    assert _rounded([asdict(d) for d in spark]) == _rounded([asdict(d) for d in duck])
