@@ -33,6 +33,21 @@ UNKNOWN_STOP_REASON = "unknown"
 # and vLLM's spellings): the agent loop then stops for want of a tool call, so the abort is the
 # reason, not the loop's decision (verl keeps aborted samples apart: response_length_non_aborted/*).
 ABORTED_FINISH_REASONS = ("aborted", "abort")
+# A trajectory line's turn fields (trace_data_formats.md) and the ``turns_all`` column each becomes,
+# on every engine.
+TURN_FIELDS = (
+    ("turn_index", "turn_index"),
+    ("prompt_token_count", "prompt_tokens"),
+    ("completion_token_count", "completion_tokens"),
+    ("finish_reason", "finish_reason"),
+    ("completion_time_ms", "completion_ms"),
+    ("observation_time_ms", "observation_ms"),
+    ("sglang_time_ms", "sglang_total_ms"),
+    ("sglang_queue_time_ms", "sglang_queue_ms"),
+    ("sglang_ttft_ms", "sglang_ttft_ms"),
+    ("sglang_prefill_ms", "sglang_prefill_ms"),
+    ("sglang_decode_time_ms", "sglang_decode_ms"),
+)
 _MACRO = re.compile(r"\{\{\s*(\w+)\s*(?:\((.*?)\))?\s*\}\}", re.DOTALL)
 
 
@@ -185,6 +200,10 @@ class Dialect:
             "SELECT file_id, job_id, cid, count(*) AS n, min(ts) AS first_ts, max(ts) AS last_ts "
             f"FROM {events} GROUP BY file_id, job_id, cid"
         )
+
+    def turn_columns(self, turn: str) -> str:
+        """The columns of ``turns_all`` from a trajectory line's turn struct ``turn`` (TURN_FIELDS)."""
+        return ", ".join(f"{turn}.{field} AS {column}" for field, column in TURN_FIELDS)
 
     def is_placeholder_uid(self, expr: str) -> str:
         """Whether the uid ``expr`` is a placeholder (PLACEHOLDER_UIDS)."""

@@ -19,11 +19,6 @@ WHERE p IS NOT NULL AND (p.request_id IS NOT NULL OR p.turns IS NOT NULL) AND ro
 
 -- a view: the turns are unnested when a query needs them (the sglang breakdown, the export)
 CREATE OR REPLACE VIEW turns_all AS
-SELECT traj_id, t.turn_index AS turn_index, t.prompt_token_count AS prompt_tokens,
-       t.completion_token_count AS completion_tokens, t.finish_reason AS finish_reason,
-       t.completion_time_ms AS completion_ms,
-       t.observation_time_ms AS observation_ms, t.sglang_time_ms AS sglang_total_ms,
-       t.sglang_queue_time_ms AS sglang_queue_ms, t.sglang_ttft_ms AS sglang_ttft_ms,
-       t.sglang_prefill_ms AS sglang_prefill_ms, t.sglang_decode_time_ms AS sglang_decode_ms
+SELECT traj_id, {{turn_columns(t)}}
 FROM (SELECT rowid AS traj_id, unnest(p.turns) AS t FROM traj_lines
       WHERE p IS NOT NULL AND p.turns IS NOT NULL) AS u
