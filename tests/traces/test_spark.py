@@ -95,3 +95,22 @@ def test_spark_opens_a_trajectory_as_duckdb_does(tiny_run: Path) -> None:
     duck = open_trajectories([tiny_run], ids, Options(cache=False))
     assert [d.sample_id for d in duck] == ids and duck[0].turns and all(d.rows for d in duck)
     assert _rounded([asdict(d) for d in spark]) == _rounded([asdict(d) for d in duck])
+
+
+def test_spark_splits_sample_ids_as_defined() -> None:
+    """Spark's uid and trajectory parts of the odd ids are the definition's (test_placeholders.py)."""
+    _pyspark()
+    from test_placeholders import ODD_IDS, id_parts
+
+    from trace_instrument.traces.spark_backend import SparkBackend
+
+    backend = SparkBackend()
+    try:
+        backend.spark.createDataFrame([(i,) for i in ODD_IDS], "sample_id string").createOrReplaceTempView("ids")
+        dialect = backend.dialect
+        rows = backend.run(f"SELECT sample_id, {dialect.uid_of('sample_id')}, {dialect.traj_of('sample_id')} FROM ids")
+    finally:
+        backend.close()
+    assert len(rows) == len(ODD_IDS)
+    for sample_id, uid, traj in rows:
+        assert (uid, traj) == id_parts(sample_id), repr(sample_id)

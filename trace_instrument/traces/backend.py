@@ -22,7 +22,6 @@ from trace_instrument.traces.events import ORDER_KEY_SQL, TIMESTAMP_LIMIT, event
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 
 _PIPE = "'|'"
-UID_PATTERN = "^(.*)/[^/]*$"
 # What the runtime writes as a uid when the batch has none: the templates' default ('unknown'),
 # format() of a missing value ('None', 'nan'), the trajectory placeholder ('N/A') and nothing at all.
 # Rows under such an id come from unrelated samples, so they never form a sample of their own.
@@ -134,6 +133,11 @@ class Dialect:
         raise NotImplementedError
 
     def uid_of(self, column: str) -> str:
+        """The uid of the sample id ``column``: what comes before its last slash ('' without one)."""
+        raise NotImplementedError
+
+    def traj_of(self, column: str) -> str:
+        """The trajectory part of the sample id ``column``: what follows its last slash ('' without one)."""
         raise NotImplementedError
 
     def last_ignore_nulls(self, expr: str) -> str:

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.traces.backend import UID_PATTERN, Backend, Dialect, LoadReport, merged, torn_report
+from trace_instrument.traces.backend import Backend, Dialect, LoadReport, merged, torn_report
 from trace_instrument.traces.discover import Inputs, TornTail
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 from trace_instrument.traces.salvage import Salvage, read_paths, refused_per_file, salvage_csv, skipped_rows
@@ -63,10 +63,15 @@ class SparkDialect(Dialect):
         return f"xxhash64({expr})"  # Spark's hash() has 32 bits: a run of 100,000 samples shares some
 
     def uid_of(self, column: str) -> str:
-        return f"regexp_extract({column}, {_lit(UID_PATTERN)}, 1)"
+        # string functions, as DuckDB's: a regular expression's `.` and `$` treat line ends apart
+        # (Java's stop at \r, \u2028 and more), and a CSV field may hold one
+        return (
+            f"CASE WHEN instr({column}, '/') = 0 THEN '' "
+            f"ELSE substring({column}, 1, length({column}) - instr(reverse({column}), '/')) END"
+        )
 
     def traj_of(self, column: str) -> str:
-        return f"regexp_extract({column}, '/([^/]*)$', 1)"
+        return f"CASE WHEN instr({column}, '/') = 0 THEN '' ELSE substring_index({column}, '/', -1) END"
 
     def last_ignore_nulls(self, expr: str) -> str:
         return f"last({expr}, true)"

@@ -1,8 +1,10 @@
 -- Stage latencies: per transition, count, p50/p90/p99, max, negatives and the slowest sample ids,
--- from latency_counts. A quantile is quantile_cont's: with h = (n - 1) q, the latencies at the
--- 0-based positions floor(h) and ceil(h) in ascending order, lo + (hi - lo) (h - floor(h)), in
--- doubles. The latency at position i is the smallest whose cumulative count exceeds i. The
--- slowest ids come from the transitions at or above each kind's third largest latency only.
+-- from latency_counts. A quantile is the linear interpolation quantile_cont and Spark's percentile
+-- define: with h = (n - 1) q, the latencies lo and hi at the 0-based positions floor(h) and ceil(h)
+-- in ascending order, lo + (hi - lo) (h - floor(h)), in doubles, the same arithmetic on both
+-- engines (quantile_cont itself may round its last bit otherwise). The latency at position i is
+-- the smallest whose cumulative count exceeds i. The slowest ids come from the transitions at or
+-- above each kind's third largest latency only.
 WITH ranked AS (
     SELECT prev_code, code, dt, k,
            sum(k) OVER (PARTITION BY prev_code, code ORDER BY dt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto,
