@@ -61,3 +61,31 @@ def test_no_view_takes_a_float_mean_of_its_own() -> None:
         text = path.read_text(encoding="utf-8")
         for field in floats:
             assert f"avg({field}" not in text, path
+
+
+def test_trajectory_lines_keep_their_order_on_every_read(sim_run, tmp_path: Path) -> None:
+    """A trajectory's id is its line's place (files in order, each line by line), so an export's
+    ``traj_id`` and the first bad lines shown are the same on every read, threads or not."""
+    import json
+
+    from trace_instrument.traces.discover import discover
+    from trace_instrument.traces.duckdb_backend import DuckDBBackend
+    from trace_instrument.traces.model import FileKind
+
+    inputs = discover([sim_run[0]])
+    expected = []
+    for f in inputs.of_kind(FileKind.TRAJECTORY):
+        for line in Path(f.path).read_text(encoding="utf-8").splitlines():
+            top = json.loads(line)
+            expected.append((f.file_id, top["prompt_uid"], top["sample_index"]))
+    assert len({e[0] for e in expected}) > 1
+    for attempt in range(3):
+        backend = DuckDBBackend(None, tmp_path / f"spill{attempt}", threads=2)
+        try:
+            backend.load(inputs)
+            got = backend.run("SELECT file_id, prompt_uid, sample_index FROM traj_lines ORDER BY rowid")
+            ids = backend.run("SELECT traj_id, prompt_uid, sample_index FROM trajectories_all ORDER BY traj_id")
+        finally:
+            backend.close()
+        assert got == expected
+        assert [row[1:] for row in ids] == [row[1:] for row in expected]

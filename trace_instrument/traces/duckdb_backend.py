@@ -164,15 +164,7 @@ class DuckDBBackend(Backend):
         if trajectories:
             with tempfile.TemporaryDirectory(prefix="trace-gunzip-") as work:
                 read = self._gunzipped(trajectories, Path(work))
-                # a very long line (a 100 MB trajectory) needs a read buffer of a few times its size; the
-                # limit is raised for this statement only (ordinary lines never allocate such buffers)
-                self.run(f"SET memory_limit = {sql_string(JSONL_MEMORY_LIMIT)}")
-                self.script(
-                    "trajectories",
-                    paths=_paths(trajectories, read),
-                    torn_filter=_jsonl_torn_filter(trajectories, torn, read),
-                )
-                self.run(f"SET memory_limit = {sql_string(self.memory_limit)}")
+                self._read_trajectory_lines(trajectories, read, _jsonl_torn_filter(trajectories, torn, read))
                 skipped.extend(self._jsonl_problems(trajectories, read))
             self.script("trajectory_tables", target="trajectories_all", first_line=0)
         else:
@@ -291,12 +283,29 @@ class DuckDBBackend(Backend):
         skipped, rejected = self._sample_rows(samples, {}) if samples else ([], ())
         trajectories = [t for t in tails if t.kind is FileKind.TRAJECTORY]
         if trajectories:
-            self.run(f"SET memory_limit = {sql_string(JSONL_MEMORY_LIMIT)}")
             read = {t.file_id: t.path for t in trajectories}
-            self.script("trajectories", paths=_paths(trajectories, read), torn_filter="TRUE")
-            self.run(f"SET memory_limit = {sql_string(self.memory_limit)}")
+            self._read_trajectory_lines(trajectories, read, "TRUE")
             skipped.extend(self._jsonl_problems(trajectories, read))
         return LoadReport(tuple(skipped), sum(n for _, n in rejected), rejected)
+
+    def _read_trajectory_lines(self, files: list[SourceFile], read: dict[int, str], torn_filter: str) -> None:
+        """``traj_lines`` from the trajectory files (read from ``read``, by file id), in the lines' order."""
+        # a very long line (a 100 MB trajectory) needs a read buffer of a few times its size; the
+        # limit is raised for this statement only (ordinary lines never allocate such buffers)
+        self.run(f"SET memory_limit = {sql_string(JSONL_MEMORY_LIMIT)}")
+        # the lines' order gives each trajectory its id and each bad line its place among the first
+        # shown: without it, the threads' order, which changed from one read to the next
+        self.run("SET preserve_insertion_order = true")
+        try:
+            self.script(
+                "trajectories",
+                paths=_paths(files, read),
+                file_ids="[" + ", ".join(str(f.file_id) for f in files) + "]",
+                torn_filter=torn_filter,
+            )
+        finally:
+            self.run("SET preserve_insertion_order = false")
+            self.run(f"SET memory_limit = {sql_string(self.memory_limit)}")
 
     def _sample_rows(
         self, samples: list[SourceFile], torn: dict[int, TornTail]
