@@ -70,10 +70,19 @@ def test_spark_skips_the_same_damaged_rows_as_duckdb(tiny_run: Path, tmp_path: P
     odd = [b",".join([*first[:4], ts, first[5]]) for ts in (b"+" + first[4], b"1e3", b"0" + first[4])]
     with open(trainer, "ab") as f:
         f.write(b"\r\n".join(odd) + b"\r\n")
+    # a file whose rows are good, two of them with line breaks inside a quoted sample id (which
+    # Spark's line-by-line reader splits: the file is read through salvage, the copy whole); the
+    # ids' uid is one of the run's, so the file is the run's
+    fields, uid = b",".join(first[4:]), b"11111111-aaaa-4aaa-aaaa-111111111111"
+    (copy / "sample" / "node-y-pid8.csv").write_bytes(
+        b'job-tiny,sample,"' + uid + b'/a\nb",RUNNING,' + fields + b"\r\n"
+        b'job-tiny,sample,"' + uid + b'/c\r\nd",RUNNING,' + fields + b"\r\n"
+        b"job-tiny,sample," + uid + b"/e,RUNNING," + fields + b"\r\n"
+    )
     spark = analyze([copy], Options(cache=False, engine="spark"))
     duck = analyze([copy], Options(cache=False))
     # the leading-zero row is read: the same row as the file's first, so a duplicate (left out of the latencies)
-    assert len(read_rows(tiny_run)) + 1 == duck.header.rows_read == spark.header.rows_read
+    assert len(read_rows(tiny_run)) + 1 + 3 == duck.header.rows_read == spark.header.rows_read
     assert duck.header.rows_rejected == spark.header.rows_rejected == 6 + 2 + 1
     assert spark.header.skipped == duck.header.skipped
     bad_ts = next(s for s in duck.header.skipped if s.reason == RowProblem.BAD_TIMESTAMP.value)

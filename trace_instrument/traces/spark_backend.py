@@ -193,15 +193,21 @@ class SparkBackend(Backend):
             tail = torn[f.file_id].text if f.file_id in torn else None
             salvaged[f.file_id] = salvage_csv(f.path, Path(self._work) / f"{f.file_id}.csv", tail)
         if salvaged:
-            read = read_paths(samples, salvaged)
             self._files(self._inputs_files, salvaged)
-            frame = self._csv_frame([read[f.file_id] for f in samples]).withColumn("path", input_file_name())
-            frame.createOrReplaceTempView("raw_csv")
+            whole = [f.path for f in samples if f.file_id not in salvaged]
+            # a clean copy keeps a quoted field's line breaks (DuckDB reads such a row from the
+            # original file as one row): each copy is read whole, rows across lines
+            copies = [str(salvaged[f.file_id].clean_path) for f in samples if f.file_id in salvaged]
+            frame = self._csv_frame(copies, multiline=True)
+            if whole:
+                frame = self._csv_frame(whole).unionByName(frame)
+            frame.withColumn("path", input_file_name()).createOrReplaceTempView("raw_csv")
         return list(salvaged.values())
 
-    def _csv_frame(self, paths: list[str]) -> Any:
+    def _csv_frame(self, paths: list[str], multiline: bool = False) -> Any:
         return self.spark.read.csv(
             paths,
+            multiLine=multiline,
             schema="job_id STRING, cat STRING, sample_id STRING, status STRING, ts STRING, content STRING, "
             "_corrupt STRING",
             header=False,
