@@ -69,6 +69,9 @@ def backend(tmp_path: Path):
     _table(backend, "transitions_all", "skey UBIGINT, prev_code INTEGER, code INTEGER, dt BIGINT, dup BOOLEAN", rows)
     _table(backend, "entities_all", "skey UBIGINT, sample_id VARCHAR", ids)
     backend.run("CREATE TEMP VIEW transitions AS SELECT * FROM transitions_all")
+    # the summary a load builds (transition_summaries.sql) and the view the latencies read
+    backend.run(f"CREATE TABLE latency_counts_all AS {backend.dialect.latency_counts_of('transitions_all')}")
+    backend.run("CREATE TEMP VIEW latency_counts AS SELECT * FROM latency_counts_all")
     yield backend, kinds, dict(ids)
     backend.close()
 

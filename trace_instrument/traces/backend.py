@@ -18,7 +18,7 @@ from importlib import resources
 from typing import Any
 
 from trace_instrument.traces.discover import Inputs, TornTail
-from trace_instrument.traces.events import ORDER_KEY_SQL, TIMESTAMP_LIMIT, event_codes_in
+from trace_instrument.traces.events import ORDER_KEY_SQL, TIMESTAMP_LIMIT, Event, event_codes_in
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 
 _PIPE = "'|'"
@@ -47,6 +47,18 @@ TURN_FIELDS = (
     ("sglang_prefill_ms", "sglang_prefill_ms"),
     ("sglang_decode_time_ms", "sglang_decode_ms"),
 )
+# The sglang timing fields of a turn the analysis reads (views.SglangBreakdown's names), each with
+# its ``turns_all`` column; a field's number in ``sglang_values`` is its place here.
+SGLANG_FIELDS = (
+    ("queue", "sglang_queue_ms"),
+    ("ttft", "sglang_ttft_ms"),
+    ("prefill", "sglang_prefill_ms"),
+    ("decode", "sglang_decode_ms"),
+    ("total", "sglang_total_ms"),
+)
+# The bucket of a value above every finite one (+inf, and NaN, which both engines sort above +inf),
+# and of -inf (see Dialect.value_bucket).
+TOP_BUCKET = 1_000_000
 _MACRO = re.compile(r"\{\{\s*(\w+)\s*(?:\((.*?)\))?\s*\}\}", re.DOTALL)
 
 
@@ -83,12 +95,53 @@ class Dialect:
         order of their own: the same trace gave JSON documents that differed from run to run. The
         values are taken to 9 decimals as exact DECIMALs, whose sum is exact, when every one is
         finite and below 10^18 in size (so the sum of up to 10^11 of them fits); otherwise (inf,
-        NaN, a huge value) the engine's float mean, as before."""
-        small = f"abs({expr}) < 1e18"  # false for NaN and inf
-        exact = f"avg(CASE WHEN {small} THEN CAST({expr} AS DECIMAL(38, 9)) END)"
+        NaN, a huge value) the engine's float mean, as before. The sums of parts of the rows
+        (``exact_sum``) add up to the sum of the whole, so a mean kept up to date part by part
+        (``mean_of_parts``, the sglang times) is this one."""
+        small = self._small(expr)
+        return self.mean_of_parts(
+            f"count({expr})", f"count(CASE WHEN {small} THEN 1 END)", self.exact_sum(expr), f"avg({expr})"
+        )
+
+    def _small(self, expr: str) -> str:
+        return f"abs({expr}) < 1e18"  # false for NaN and inf
+
+    def exact_sum(self, expr: str) -> str:
+        """The exact sum of the values of ``expr`` that are finite and below 10^18 (see ``exact_mean``)."""
+        return f"sum(CASE WHEN {self._small(expr)} THEN CAST({expr} AS DECIMAL(38, 9)) END)"
+
+    def mean_of_parts(self, n: str, n_small: str, exact_sum: str, fallback: str) -> str:
+        """The mean of ``n`` values of which ``n_small`` are finite and below 10^18 and sum to
+        ``exact_sum`` (``exact_sum``): that sum over ``n`` when they are all of them, else ``fallback``."""
+        return f"CASE WHEN {n} = {n_small} THEN CAST({exact_sum} AS DOUBLE) / {n} ELSE {fallback} END"
+
+    def value_bucket(self, expr: str) -> str:
+        """The bucket of a floating-point value: 64 a doubling of 1 + its size, negative below zero.
+        A larger value's bucket is never smaller, so the k-th smallest value of a column is found
+        by counting buckets and sorting one (sglang.sql), which the buckets' own bounds check;
+        +inf and NaN share TOP_BUCKET, -inf its negative."""
         return (
-            f"CASE WHEN count({expr}) = count(CASE WHEN {small} THEN 1 END) "
-            f"THEN CAST({exact} AS DOUBLE) ELSE avg({expr}) END"
+            f"CASE WHEN isnan({expr}) OR {expr} > 1.7e308 THEN {TOP_BUCKET} "
+            f"WHEN {expr} < -1.7e308 THEN -{TOP_BUCKET} "
+            f"ELSE CAST(sign({expr}) * floor(log2(1 + abs({expr})) * 64) AS BIGINT) END"
+        )
+
+    def sglang_value(self, field: str) -> str:
+        """The ``turns_all`` column of sglang field number ``field`` (SGLANG_FIELDS), of a row joined with it."""
+        cases = " ".join(f"WHEN {i} THEN {column}" for i, (_, column) in enumerate(SGLANG_FIELDS))
+        return f"CASE {field} {cases} END"
+
+    def sglang_field_numbers(self) -> str:
+        """A relation of the sglang field numbers (``field``)."""
+        return " UNION ALL ".join(f"SELECT {i} AS field" for i in range(len(SGLANG_FIELDS)))
+
+    def sglang_buckets_of(self, values: str) -> str:
+        """The per-bucket summary of sglang values (sglang_values.sql): how many, their bounds and
+        their exact sum; what a load builds, ``--follow`` merges, and a selection's view computes."""
+        return (
+            f"SELECT field, bucket, count(*) AS n, min(value) AS lo, max(value) AS hi, "
+            f"count(CASE WHEN {self._small('value')} THEN 1 END) AS n_small, {self.exact_sum('value')} AS sum_small "
+            f"FROM {values} GROUP BY field, bucket"
         )
 
     def top_ids(self, id_expr: str, value: str, k: str) -> str:
@@ -131,6 +184,10 @@ class Dialect:
 
     def struct(self, **fields: str) -> str:
         raise NotImplementedError
+
+    def tuple_of(self, *exprs: str) -> str:
+        """An unnamed struct of ``exprs``, which compares field by field (an aggregate's ordering key)."""
+        return f"struct({', '.join(exprs)})"
 
     def uid_of(self, column: str) -> str:
         """The uid of the sample id ``column``: what comes before its last slash ('' without one)."""
@@ -204,6 +261,80 @@ class Dialect:
             "SELECT file_id, job_id, cid, count(*) AS n, min(ts) AS first_ts, max(ts) AS last_ts "
             f"FROM {events} GROUP BY file_id, job_id, cid"
         )
+
+    # The transition summaries (transition_summaries.sql): what the views that would otherwise scan
+    # every transition read, counts of rows by their keys. Counts of parts add up to the count of
+    # the whole (``analyze --follow`` adds a refresh's new transitions, takes away those they replace).
+
+    def latency_counts_of(self, transitions: str) -> str:
+        """How many transitions of each kind (prev_code -> code) took each latency ``dt``, duplicate
+        rows left out: a run's millions of transitions take a few thousand distinct milliseconds."""
+        return (
+            f"SELECT prev_code, code, dt, count(*) AS k FROM {transitions} WHERE NOT dup GROUP BY prev_code, code, dt"
+        )
+
+    def tool_counts_of(self, transitions: str) -> str:
+        """How many tool rows of each content (its tool name) took each tool time ``tool_dt`` (the
+        last generate response to the tool row), duplicate rows left out."""
+        return (
+            f"SELECT cid, tool_dt, count(*) AS k FROM {transitions} "
+            f"WHERE code = {int(Event.TOOL_EXECUTED)} AND tool_dt IS NOT NULL AND NOT dup GROUP BY cid, tool_dt"
+        )
+
+    def file_pairs_of(self, transitions: str) -> str:
+        """How many transitions go from each sample file to each, duplicates apart; the latency
+        ``dt`` kept for those that cross from one file to another (the clock skew's), NULL within one."""
+        cross = "CASE WHEN prev_file <> file_id THEN dt END"
+        return (
+            f"SELECT prev_file, file_id, {cross} AS dt, dup, count(*) AS k FROM {transitions} "
+            f"GROUP BY prev_file, file_id, {cross}, dup"
+        )
+
+    def count_quantiles(self, counts: str, *keys: str) -> str:
+        """Common table expressions of the p50, p90 and p99 of the values ``dt`` counted ``k`` times
+        in ``counts`` per ``keys``: ``ranked`` (each value with ``upto``, how many are at or below
+        it, and ``timed``, how many in all), ``positions``, ``bounds`` and ``quantiles``.
+
+        A quantile is the linear interpolation quantile_cont and Spark's percentile define: with
+        h = (n - 1) q, the values lo and hi at the 0-based positions floor(h) and ceil(h) in
+        ascending order, lo + (hi - lo) (h - floor(h)), in doubles, the same arithmetic on both
+        engines (quantile_cont itself may round its last bit otherwise). The value at position i is
+        the smallest whose cumulative count exceeds i."""
+        group = ", ".join(keys)
+        same_keys = " AND ".join(f"r.{k} IS NOT DISTINCT FROM p.{k}" for k in keys)
+        g = ", ".join(f"g.{k}" for k in keys)
+        p = ", ".join(f"p.{k}" for k in keys)
+        return f"""ranked AS (
+    SELECT {group}, dt, k,
+           sum(k) OVER (PARTITION BY {group} ORDER BY dt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto,
+           sum(k) OVER (PARTITION BY {group}) AS timed
+    FROM {counts} AS counted
+    WHERE dt IS NOT NULL
+),
+positions AS (
+    SELECT {group}, q, h, CAST(floor(h) AS BIGINT) AS lo_at, CAST(ceil(h) AS BIGINT) AS hi_at
+    FROM (SELECT {g}, w.q, CAST(g.timed - 1 AS DOUBLE) * w.p AS h
+          FROM (SELECT DISTINCT {group}, timed FROM ranked) AS g
+          CROSS JOIN (SELECT 1 AS q, CAST(0.5 AS DOUBLE) AS p
+                      UNION ALL SELECT 2, CAST(0.9 AS DOUBLE)
+                      UNION ALL SELECT 3, CAST(0.99 AS DOUBLE)) AS w) AS wanted
+),
+bounds AS (
+    SELECT {p}, p.q, p.h, p.lo_at,
+           CAST(min(CASE WHEN r.upto > p.lo_at THEN r.dt END) AS DOUBLE) AS lo,
+           CAST(min(CASE WHEN r.upto > p.hi_at THEN r.dt END) AS DOUBLE) AS hi
+    FROM positions AS p
+    JOIN ranked AS r ON {same_keys}
+    GROUP BY {p}, p.q, p.h, p.lo_at
+),
+quantiles AS (
+    SELECT {group},
+           max(CASE WHEN q = 1 THEN lo + (hi - lo) * (h - lo_at) END) AS p50,
+           max(CASE WHEN q = 2 THEN lo + (hi - lo) * (h - lo_at) END) AS p90,
+           max(CASE WHEN q = 3 THEN lo + (hi - lo) * (h - lo_at) END) AS p99
+    FROM bounds
+    GROUP BY {group}
+)"""
 
     def turn_columns(self, turn: str) -> str:
         """The columns of ``turns_all`` from a trajectory line's turn struct ``turn`` (TURN_FIELDS)."""
@@ -391,12 +522,17 @@ class Backend(ABC):
             self.script("entities", sample_key=key, **every)
         self.sample_key = key
         self.script("transitions", sample_key=key, target="transitions_all", events="events_all", only_bridges="TRUE")
+        self.script("transition_summaries", source="transitions_all", suffix="_all")
 
     def summarize_events(self) -> None:
         """``event_counts_all`` and ``placeholder_events_all`` from ``events_all`` (event_summaries.sql)."""
         self.script(
             "event_summaries", source="events_all", counts="event_counts_all", placeholders="placeholder_events_all"
         )
+
+    def build_sglang_values(self) -> None:
+        """``sglang_values_all`` and ``sglang_buckets_all`` from ``turns_all`` (sglang_values.sql)."""
+        self.script("sglang_values", values="sglang_values_all", buckets="sglang_buckets_all", first_traj=0)
 
     sample_key: str | None = None  # the key build_samples chose
 
@@ -410,8 +546,14 @@ class Backend(ABC):
         """Show only the rows of these files (one run's, see runs.py) from the next ``select_steps`` on."""
         self.run_files = file_ids
 
+    # the (steps, files) the views were last pointed at: they are made again only for another selection
+    # (a view is bound when a query reads it, so tables built again since need no new views)
+    _views_shown: tuple[tuple[int, int] | None, tuple[int, ...] | None] | None = None
+
     def select_steps(self, steps: tuple[int, int] | None) -> None:
         """Point the views at the whole run, or at the samples generated in the inclusive step range."""
+        if self._views_shown == (steps, self.run_files):
+            return
         lo, hi = steps if steps else (0, 0)
         files = self.run_files
         if steps is None and files is None:
@@ -419,15 +561,16 @@ class Backend(ABC):
             # subquery on every scan (50 ms of each query over a 2-million-row run's events)
             for view, table in whole_views():
                 self.run(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {table}")
-            return
-        self.script(
-            "views",
-            all="FALSE" if steps else "TRUE",
-            lo=lo,
-            hi=hi,
-            every_file="TRUE" if files is None else "FALSE",
-            run_files=", ".join(str(f) for f in files or ()) or "-1",
-        )
+        else:
+            self.script(
+                "views",
+                all="FALSE" if steps else "TRUE",
+                lo=lo,
+                hi=hi,
+                every_file="TRUE" if files is None else "FALSE",
+                run_files=", ".join(str(f) for f in files or ()) or "-1",
+            )
+        self._views_shown = (steps, files)
 
     @abstractmethod
     def export_parquet(self, table: str, path: str) -> None:

@@ -67,6 +67,8 @@ CSV_OPTIONS = (
 JSONL_MEMORY_LIMIT = "4GB"
 # The optimizers that pick a join's build side from cardinality estimates (see _joins_as_written).
 JOIN_ORDER_OPTIMIZERS = ("join_order", "build_side_probe_side")
+# The tables transition_summaries.sql builds (suffixed _all, and _new, _old in --follow).
+TRANSITION_SUMMARIES = ("latency_counts", "tool_counts", "file_pairs")
 
 
 class DuckDBDialect(Dialect):
@@ -81,6 +83,9 @@ class DuckDBDialect(Dialect):
 
     def struct(self, **fields: str) -> str:
         return "struct_pack(" + ", ".join(f"{name} := {expr}" for name, expr in fields.items()) + ")"
+
+    def tuple_of(self, *exprs: str) -> str:
+        return f"row({', '.join(exprs)})"
 
     def content_parts(self, column: str) -> str:
         # DuckDB's split_part builds the whole list of fields on every call: one split serves all four
@@ -169,6 +174,7 @@ class DuckDBBackend(Backend):
             self.script("trajectory_tables", target="trajectories_all", first_line=0)
         else:
             self.script("empty_trajectories")
+        self.build_sglang_values()
         self.select_steps(None)
         return LoadReport(tuple(skipped), sum(n for _, n in rejected), rejected)
 
@@ -213,7 +219,7 @@ class DuckDBBackend(Backend):
             )
             self.script("merge_event_summaries")
         finally:
-            for table in ("appended_events", "event_counts_new", "placeholder_events_new", "event_counts_merged"):
+            for table in ("appended_events", "event_counts_new", "placeholder_events_new"):
                 self.run(f"DROP TABLE IF EXISTS {table}")
 
     def _append_trajectories(self) -> None:
@@ -224,14 +230,20 @@ class DuckDBBackend(Backend):
         try:
             self.script("trajectory_tables", target="trajectories_new", first_line=first_line)
             self.run("INSERT INTO trajectories_all SELECT * FROM trajectories_new")
+            self.script(
+                "sglang_values", values="sglang_values_new", buckets="sglang_buckets_new", first_traj=first_line
+            )
+            self.script("merge_sglang_values")
         finally:
-            self.run("DROP TABLE IF EXISTS trajectories_new")
+            for table in ("trajectories_new", "sglang_values_new", "sglang_buckets_new"):
+                self.run(f"DROP TABLE IF EXISTS {table}")
 
     def _update_samples(self) -> None:
-        """``entities_all`` and ``transitions_all`` brought up to date with the rows appended (in
-        ``delta.events_all``): the samples those rows belong to, and the bridges to the trajectories
-        of their prompts, are built again, the rest is kept. A sample key two ids now share builds
-        both tables again whole."""
+        """``entities_all``, ``transitions_all`` and the transition summaries brought up to date with
+        the rows appended (in ``delta.events_all``): the samples those rows belong to, and the
+        bridges to the trajectories of their prompts, are built again, the rest is kept; the
+        summaries gain the new transitions and lose those they replace. A sample key two ids now
+        share builds everything again whole."""
         key = self.sample_key
         if key is None:
             self._rebuild_samples()
@@ -240,7 +252,9 @@ class DuckDBBackend(Backend):
         try:
             self.run("CREATE TEMP TABLE touched_samples AS SELECT DISTINCT sample_id FROM delta.events_all")
             # one scan of the events for both tables: the rest of the work is on these rows alone
-            self.run(f"CREATE TEMP TABLE touched_events AS SELECT * FROM events_all WHERE {touched}")
+            self.run(
+                f"CREATE TEMP TABLE touched_events AS SELECT * FROM events_all WHERE {self._since_touched()}{touched}"
+            )
             self.run(
                 f"CREATE TEMP TABLE touched_uids AS SELECT DISTINCT {self.dialect.uid_of('sample_id')} AS uid "
                 "FROM touched_samples"
@@ -248,17 +262,46 @@ class DuckDBBackend(Backend):
             self.script("entities", sample_key=key, target="entities_new", events="touched_events")
             self.run(f"DELETE FROM entities_all WHERE {touched}")
             self.run("INSERT INTO entities_all SELECT * FROM entities_new")
-            (shared,) = self.run("SELECT count(*) - count(DISTINCT skey) FROM entities_all")[0]
+            (shared,) = self.run(
+                "SELECT count(*) FROM entities_new AS n JOIN entities_all AS e ON e.skey = n.skey AND e.sample_id <> n.sample_id"
+            )[0]
             if shared:
                 self._rebuild_samples()
                 return
-            # a sample's own transitions carry its rows' content ids; the bridges from a prompt's
-            # sample-level rows to its trajectories have none
-            self.run("DELETE FROM transitions_all WHERE cid IS NOT NULL AND skey IN (SELECT skey FROM entities_new)")
+            self._replace_transitions(key)
+        finally:
+            for table in ("touched_samples", "touched_events", "touched_uids", "entities_new"):
+                self.run(f"DROP TABLE IF EXISTS {table}")
+
+    def _since_touched(self) -> str:
+        """A condition on ``ts`` that every row the touched samples are built from meets (``AND``
+        after it), or nothing: their rows as entities.sql reads them are no older than their
+        samples' first rows, or, for a sample new in this refresh, than the appended rows. A scan
+        then skips the blocks of events older than that."""
+        (oldest,) = self.run(
+            "SELECT min(ts) FROM (SELECT first_ts AS ts FROM entities_all "
+            "WHERE sample_id IN (SELECT sample_id FROM touched_samples) "
+            "UNION ALL SELECT min(ts) FROM delta.events_all) AS firsts"
+        )[0]
+        return "" if oldest is None else f"ts >= {int(oldest)} AND "
+
+    def _replace_transitions(self, key: str) -> None:
+        """The touched samples' transitions, and the bridges to the trajectories of their prompts,
+        built again; the transition summaries gain the new ones and lose the old."""
+        # a sample's own transitions carry its rows' content ids; the bridges from a prompt's
+        # sample-level rows to its trajectories have none
+        replaced = (
+            "(cid IS NOT NULL AND skey IN (SELECT skey FROM entities_new)) OR (cid IS NULL AND skey IN "
+            "(SELECT skey FROM entities_all WHERE is_traj AND uid IN (SELECT uid FROM touched_uids)))"
+        )
+        tables = ("transitions_old", "transitions_new") + tuple(
+            f"{summary}_{part}" for summary in TRANSITION_SUMMARIES for part in ("old", "new")
+        )
+        try:
             self.run(
-                "DELETE FROM transitions_all WHERE cid IS NULL AND skey IN (SELECT skey FROM entities_all "
-                "WHERE is_traj AND uid IN (SELECT uid FROM touched_uids))"
+                f"CREATE TEMP TABLE transitions_old AS SELECT rowid AS replaced_row, * FROM transitions_all WHERE {replaced}"
             )
+            self.run("DELETE FROM transitions_all WHERE rowid IN (SELECT replaced_row FROM transitions_old)")
             self.script(
                 "transitions",
                 sample_key=key,
@@ -267,12 +310,17 @@ class DuckDBBackend(Backend):
                 only_bridges="t.uid IN (SELECT uid FROM touched_uids)",
             )
             self.run("INSERT INTO transitions_all SELECT * FROM transitions_new")
+            self.script("transition_summaries", source="transitions_new", suffix="_new")
+            self.script("transition_summaries", source="transitions_old", suffix="_old")
+            self.script("merge_transition_summaries")
         finally:
-            for table in ("touched_samples", "touched_events", "touched_uids", "entities_new", "transitions_new"):
+            for table in tables:
                 self.run(f"DROP TABLE IF EXISTS {table}")
 
     def _rebuild_samples(self) -> None:
-        for table in ("entities_all", "transitions_all"):
+        # the sample key may change type (a hash, or the id's text): the views are made again
+        self._views_shown = None
+        for table in ("entities_all", "transitions_all", *(f"{summary}_all" for summary in TRANSITION_SUMMARIES)):
             self.run(f"DROP TABLE IF EXISTS {table}")
         self.build_samples()
 

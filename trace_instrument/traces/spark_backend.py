@@ -152,6 +152,7 @@ class SparkBackend(Backend):
                 skipped.append(Skipped("trajectory line that is not JSON", sum(n for _, n in files), (), files))
         else:
             self.script("empty_trajectories")
+        self.build_sglang_values()
         self.select_steps(None)
         rows = LoadReport(tuple(skipped), sum(n for _, n in rejected), tuple(rejected))
         return merged(rows, torn_report(inputs))

@@ -17,7 +17,7 @@ from trace_instrument.traces.discover import CACHE_DIR_NAME, Inputs, discover
 from trace_instrument.traces.model import Skipped, SourceFile, TraceInputError
 from trace_instrument.traces.options import GZIP_RATIO, Options
 
-CACHE_VERSION = "8"
+CACHE_VERSION = "9"
 # Told what a long read is doing ("reading 42 files, 1.3 GB"); the CLI shows it on a terminal.
 Progress = Callable[[str], None]
 

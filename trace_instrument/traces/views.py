@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.traces.backend import Backend, LoadReport
+from trace_instrument.traces.backend import SGLANG_FIELDS, Backend, LoadReport
 from trace_instrument.traces.discover import Inputs, locate_line
 from trace_instrument.traces.events import EVENT_NAMES, MILESTONES, STAGE_KEYS, event_name, in_flight_state
 from trace_instrument.traces.model import (
@@ -335,13 +335,10 @@ def _int(value: Any) -> int | None:
 
 
 def _latency_views(backend: Backend) -> tuple[tuple[Latency, ...], dict[str, Histogram]]:
-    """The stage latencies and their histograms, both from the counts of each latency (latency_counts.sql)."""
-    backend.script("latency_counts")
-    try:
-        latencies = _latencies(backend)
-        return latencies, _latency_histograms(backend, latencies)
-    finally:
-        backend.drop_table("latency_counts")
+    """The stage latencies and their histograms, both from the counts of each latency
+    (``latency_counts``: Dialect.latency_counts_of)."""
+    latencies = _latencies(backend)
+    return latencies, _latency_histograms(backend, latencies)
 
 
 def _latencies(backend: Backend) -> tuple[Latency, ...]:
@@ -420,7 +417,6 @@ def _in_flight(
 # -- rollouts --------------------------------------------------------------------------------------
 
 TURN_QUANTILES = ("p50", "p90", "p95", "p99")
-SGLANG_FIELDS = ("queue", "ttft", "prefill", "decode", "total")
 
 
 def _nice_width(span: float, bins: int = 20) -> int:
@@ -433,10 +429,10 @@ def _nice_width(span: float, bins: int = 20) -> int:
 
 
 def _rollouts(backend: Backend, progress: ProgressInfo, v1: bool) -> Rollouts | None:
-    (n, mean, lo, hi, q) = backend.rows("turn_counts")[0]
+    (n, mean, lo, hi, q, turns) = backend.rows("turn_counts")[0]
     tools = tuple(
-        ToolTime(str(name), int(c), float(qq[0]), float(qq[1]), float(qq[2]), int(mx), int(total))
-        for name, c, qq, mx, total in backend.rows("tools")
+        ToolTime(str(name), int(c), float(p50), float(p90), float(p99), int(mx), int(total))
+        for name, c, p50, p90, p99, mx, total in backend.rows("tools")
     )
     if not n and not tools:
         return None
@@ -463,7 +459,7 @@ def _rollouts(backend: Backend, progress: ProgressInfo, v1: bool) -> Rollouts | 
         ),
         response_length=_run_response_length(backend, v1),
         tools=tools,
-        sglang=_sglang(backend),
+        sglang=_sglang(backend, int(turns)),
         completed_lines=progress.completed,
     )
 
@@ -545,15 +541,25 @@ def _step_rollouts(
     return (StepBasis.TRAIN_STEP if by_train else StepBasis.GLOBAL_STEP), tuple(result)
 
 
-def _sglang(backend: Backend) -> SglangBreakdown:
-    row = backend.rows("sglang")[0]
-    turns, with_timing = int(row[0] or 0), int(row[1] or 0)
+def _sglang(backend: Backend, turns: int) -> SglangBreakdown:
+    """The sglang times of the ``turns`` turns, from the buckets of their values (sglang.sql)."""
+    rows = backend.rows("sglang", values="sglang_values", buckets="sglang_buckets")
+    if not all(ordered for *_, ordered in rows):
+        # a bucket with a value below one of an earlier bucket (log2 rounding the wrong way; never
+        # seen): each field's values as one bucket, sorted whole
+        whole = "(SELECT traj_id, field, 0 AS bucket, value FROM sglang_values)"
+        rows = backend.rows("sglang", values=whole, buckets=f"({backend.dialect.sglang_buckets_of(whole + ' AS v')})")
+    inexact = [int(row[0]) for row in rows if row[1] != row[3]]
+    float_means = dict(backend.rows("sglang_float_means", fields=", ".join(map(str, inexact)))) if inexact else {}
     fields = {}
-    for i, name in enumerate(SGLANG_FIELDS):
-        mean, lo, hi, count, q = row[2 + 5 * i : 7 + 5 * i]
-        if count:
-            fields[name] = _dist(count, mean, lo, hi, q, ("p50", "p90", "p99"))
-    return SglangBreakdown(collected=with_timing > 0, turns=turns, turns_with_timing=with_timing, fields=fields)
+    with_timing = 0
+    for field, count, mean, _, lo, hi, p50, p90, p99, _ in rows:
+        name = SGLANG_FIELDS[int(field)][0]
+        if name == "total":
+            with_timing = int(count)
+        fields[name] = _dist(count, float_means.get(field, mean), lo, hi, (p50, p90, p99), ("p50", "p90", "p99"))
+    ordered = {name: fields[name] for name, _ in SGLANG_FIELDS if name in fields}
+    return SglangBreakdown(collected=with_timing > 0, turns=turns, turns_with_timing=with_timing, fields=ordered)
 
 
 # -- throughput ------------------------------------------------------------------------------------

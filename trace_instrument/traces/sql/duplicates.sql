@@ -1,2 +1,2 @@
 -- Rows identical to the row before them in their sample's order (left out of the latencies).
-SELECT count(*) AS n FROM transitions WHERE dup
+SELECT coalesce(sum(k), 0) AS n FROM file_pairs WHERE dup

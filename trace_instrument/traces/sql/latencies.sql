@@ -1,41 +1,8 @@
 -- Stage latencies: per transition, count, p50/p90/p99, max, negatives and the slowest sample ids,
--- from latency_counts. A quantile is the linear interpolation quantile_cont and Spark's percentile
--- define: with h = (n - 1) q, the latencies lo and hi at the 0-based positions floor(h) and ceil(h)
--- in ascending order, lo + (hi - lo) (h - floor(h)), in doubles, the same arithmetic on both
--- engines (quantile_cont itself may round its last bit otherwise). The latency at position i is
--- the smallest whose cumulative count exceeds i. The slowest ids come from the transitions at or
--- above each kind's third largest latency only.
-WITH ranked AS (
-    SELECT prev_code, code, dt, k,
-           sum(k) OVER (PARTITION BY prev_code, code ORDER BY dt ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto,
-           sum(k) OVER (PARTITION BY prev_code, code) AS timed
-    FROM latency_counts
-    WHERE dt IS NOT NULL
-),
-positions AS (
-    SELECT prev_code, code, q, h, CAST(floor(h) AS BIGINT) AS lo_at, CAST(ceil(h) AS BIGINT) AS hi_at
-    FROM (SELECT g.prev_code, g.code, w.q, CAST(g.timed - 1 AS DOUBLE) * w.p AS h
-          FROM (SELECT DISTINCT prev_code, code, timed FROM ranked) AS g
-          CROSS JOIN (SELECT 1 AS q, CAST(0.5 AS DOUBLE) AS p
-                      UNION ALL SELECT 2, CAST(0.9 AS DOUBLE)
-                      UNION ALL SELECT 3, CAST(0.99 AS DOUBLE)) AS w) AS wanted
-),
-bounds AS (
-    SELECT p.prev_code, p.code, p.q, p.h, p.lo_at,
-           CAST(min(CASE WHEN r.upto > p.lo_at THEN r.dt END) AS DOUBLE) AS lo,
-           CAST(min(CASE WHEN r.upto > p.hi_at THEN r.dt END) AS DOUBLE) AS hi
-    FROM positions AS p
-    JOIN ranked AS r ON r.prev_code = p.prev_code AND r.code = p.code
-    GROUP BY p.prev_code, p.code, p.q, p.h, p.lo_at
-),
-quantiles AS (
-    SELECT prev_code, code,
-           max(CASE WHEN q = 1 THEN lo + (hi - lo) * (h - lo_at) END) AS p50,
-           max(CASE WHEN q = 2 THEN lo + (hi - lo) * (h - lo_at) END) AS p90,
-           max(CASE WHEN q = 3 THEN lo + (hi - lo) * (h - lo_at) END) AS p99
-    FROM bounds
-    GROUP BY prev_code, code
-),
+-- from latency_counts (Dialect.latency_counts_of); the quantiles as Dialect.count_quantiles
+-- defines them. The slowest ids come from the transitions at or above each kind's third largest
+-- latency only.
+WITH {{count_quantiles(latency_counts, prev_code, code)}},
 third AS (
     SELECT prev_code, code, coalesce(max(CASE WHEN timed - upto + k >= 3 THEN dt END), min(dt)) AS dt
     FROM ranked

@@ -11,11 +11,33 @@ WHERE ({{every_file}} OR file_id IN ({{run_files}}))
 CREATE OR REPLACE TEMP VIEW transitions AS
 SELECT * FROM transitions_all
 WHERE ({{every_file}} OR file_id IN ({{run_files}})) AND ({{all}} OR skey IN (SELECT skey FROM entities));
+-- The transition summaries (transition_summaries.sql) of the transitions `transitions` shows: the
+-- load's, or with a selection those of its transitions.
+CREATE OR REPLACE TEMP VIEW latency_counts AS
+SELECT * FROM latency_counts_all WHERE {{every_file}} AND {{all}}
+UNION ALL
+{{latency_counts_of((SELECT * FROM transitions WHERE NOT ({{every_file}} AND {{all}})) AS selected)}};
+CREATE OR REPLACE TEMP VIEW tool_counts AS
+SELECT * FROM tool_counts_all WHERE {{every_file}} AND {{all}}
+UNION ALL
+{{tool_counts_of((SELECT * FROM transitions WHERE NOT ({{every_file}} AND {{all}})) AS selected)}};
+CREATE OR REPLACE TEMP VIEW file_pairs AS
+SELECT * FROM file_pairs_all WHERE {{every_file}} AND {{all}}
+UNION ALL
+{{file_pairs_of((SELECT * FROM transitions WHERE NOT ({{every_file}} AND {{all}})) AS selected)}};
 CREATE OR REPLACE TEMP VIEW trajectories AS
 SELECT * FROM trajectories_all
 WHERE ({{every_file}} OR file_id IN ({{run_files}})) AND ({{all}} OR global_step BETWEEN {{lo}} AND {{hi}});
 CREATE OR REPLACE TEMP VIEW turns AS
 SELECT * FROM turns_all WHERE ({{every_file}} AND {{all}}) OR traj_id IN (SELECT traj_id FROM trajectories);
+CREATE OR REPLACE TEMP VIEW sglang_values AS
+SELECT * FROM sglang_values_all WHERE ({{every_file}} AND {{all}}) OR traj_id IN (SELECT traj_id FROM trajectories);
+-- The buckets of sglang values (sglang_values.sql) that `sglang_values` shows: the load's, or with a
+-- selection those of its values.
+CREATE OR REPLACE TEMP VIEW sglang_buckets AS
+SELECT * FROM sglang_buckets_all WHERE {{every_file}} AND {{all}}
+UNION ALL
+{{sglang_buckets_of((SELECT * FROM sglang_values WHERE NOT ({{every_file}} AND {{all}})) AS selected)}};
 -- The event summaries (event_summaries.sql) of the rows `events` shows: the run's files' part of
 -- the summary, or with a step selection the summary of its rows.
 CREATE OR REPLACE TEMP VIEW event_counts AS

@@ -1,0 +1,73 @@
+"""``--follow`` keeps the tables the views read up to date refresh by refresh: after each refresh,
+the samples, their transitions, the transition summaries and the sglang buckets hold what a fresh
+load of the same files holds.
+
+The run is written in four parts, every growing file cut mid-line at the same fraction: samples
+gain rows after and before their old ones (the trainer's and the workers' files end at different
+times), prompts gain trajectories, trajectories gain turns. Ids that differ between the two loads
+by construction (content ids, trajectory ids) are compared through what they stand for.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from trace_instrument.traces.discover import discover
+from trace_instrument.traces.duckdb_backend import DuckDBBackend
+from trace_instrument.traces.follow import Follower
+from trace_instrument.traces.options import Options
+
+QUERIES = {
+    "entities": "SELECT * EXCLUDE (first_file, last_file, worker_file), f1.path, f2.path, f3.path "
+    "FROM entities_all JOIN files AS f1 ON f1.file_id = first_file JOIN files AS f2 ON f2.file_id = last_file "
+    "LEFT JOIN files AS f3 ON f3.file_id = worker_file",
+    "transitions": "SELECT t.skey, t.prev_code, t.code, t.dt, t.tool_dt, t.dup, c.content, p.path, f.path "
+    "FROM transitions_all AS t LEFT JOIN contents AS c ON c.cid = t.cid "
+    "JOIN files AS p ON p.file_id = t.prev_file JOIN files AS f ON f.file_id = t.file_id",
+    "latency_counts": "SELECT * FROM latency_counts_all",
+    "tool_counts": "SELECT c.content, t.tool_dt, t.k FROM tool_counts_all AS t JOIN contents AS c ON c.cid = t.cid",
+    "file_pairs": "SELECT p.path, f.path, t.dt, t.dup, t.k FROM file_pairs_all AS t "
+    "JOIN files AS p ON p.file_id = t.prev_file JOIN files AS f ON f.file_id = t.file_id",
+    "sglang_values": "SELECT field, bucket, value FROM sglang_values_all",
+    "sglang_buckets": "SELECT * FROM sglang_buckets_all",
+}
+
+
+def _tables(backend: DuckDBBackend) -> dict[str, Counter]:
+    return {name: Counter(backend.run(sql)) for name, sql in QUERIES.items()}
+
+
+def _growing(trace: Path) -> list[Path]:
+    return sorted([*trace.glob("sample/*.csv"), *trace.glob("trajectory/*.jsonl")])
+
+
+@pytest.mark.parametrize("cuts", [(0.35, 0.7, 0.9), (0.5, 0.52, 0.99)])
+def test_each_refresh_holds_what_a_fresh_load_holds(sim_run, tmp_path: Path, cuts) -> None:
+    trace = Path(
+        shutil.copytree(sim_run[0], tmp_path / "trace", ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    )
+    full = {path: path.read_bytes() for path in _growing(trace)}
+    for path, data in full.items():
+        path.write_bytes(data[: int(len(data) * cuts[0])])
+    with Follower([trace], Options(cache=False)) as follower:
+        follower.refresh()
+        for fraction in (*cuts[1:], 1.0):
+            for path, data in full.items():
+                path.write_bytes(data[: int(len(data) * fraction)])
+            refresh = follower.refresh()
+            assert not refresh.full, refresh.reason
+            assert follower._backend is not None
+            followed = _tables(follower._backend)
+            fresh = DuckDBBackend(None, tmp_path / f"spill-{fraction}")
+            try:
+                fresh.load(discover([trace]))
+                expected = _tables(fresh)
+            finally:
+                fresh.close()
+            for name in QUERIES:
+                assert followed[name] == expected[name], (fraction, name)
+            assert sum(followed["transitions"].values()) > 100 and followed["sglang_buckets"]
