@@ -74,7 +74,7 @@ def test_the_whole_run_views_read_their_tables_unfiltered(tiny_run: Path, tmp_pa
     try:
         backend.load(inputs)
         views = whole_views()
-        assert sql_text("views").count("CREATE OR REPLACE TEMP VIEW") == len(views) == 12
+        assert sql_text("views").count("CREATE OR REPLACE TEMP VIEW") == len(views) == 13
         backend.select_steps(None)
         for view, _ in views:
             plan = json.loads(backend.run(f"EXPLAIN (FORMAT json) SELECT count(*) FROM {view}")[0][1])

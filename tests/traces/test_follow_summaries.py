@@ -22,7 +22,7 @@ from trace_instrument.traces.follow import Follower
 from trace_instrument.traces.options import Options
 
 QUERIES = {
-    "entities": "SELECT * EXCLUDE (first_file, last_file, worker_file), f1.path, f2.path, f3.path "
+    "entities": "SELECT entities_all.* EXCLUDE (first_file, last_file, worker_file), f1.path, f2.path, f3.path "
     "FROM entities_all JOIN files AS f1 ON f1.file_id = first_file JOIN files AS f2 ON f2.file_id = last_file "
     "LEFT JOIN files AS f3 ON f3.file_id = worker_file",
     "transitions": "SELECT t.skey, t.prev_code, t.code, t.dt, t.tool_dt, t.dup, c.content, p.path, f.path "
@@ -32,6 +32,8 @@ QUERIES = {
     "tool_counts": "SELECT c.content, t.tool_dt, t.k FROM tool_counts_all AS t JOIN contents AS c ON c.cid = t.cid",
     "file_pairs": "SELECT p.path, f.path, t.dt, t.dup, t.k FROM file_pairs_all AS t "
     "JOIN files AS p ON p.file_id = t.prev_file JOIN files AS f ON f.file_id = t.file_id",
+    "slow_thresholds": "SELECT * FROM slow_thresholds_all",
+    "slow_candidates": "SELECT * FROM slow_candidates_all",
     "sglang_values": "SELECT field, bucket, value FROM sglang_values_all",
     "sglang_buckets": "SELECT * FROM sglang_buckets_all",
 }
@@ -71,3 +73,61 @@ def test_each_refresh_holds_what_a_fresh_load_holds(sim_run, tmp_path: Path, cut
             for name in QUERIES:
                 assert followed[name] == expected[name], (fraction, name)
             assert sum(followed["transitions"].values()) > 100 and followed["sglang_buckets"]
+
+
+GENERATED = "from=DataLoader|to=PPOTrainerV1|stage=DATA_PREPROCESS|global_step=1|detail=uid_generated"
+REPEATED = "from=PPOTrainerV1|to=PPOTrainerV1|stage=DATA_PREPROCESS|global_step=1|detail=traj_uid_generated_by_repeat"
+DISPATCHED = (
+    "from=PPOTrainerV1|to=AgentLoopManagerTQ|stage=DATA_DISPATCH|global_step=1|detail=dispatched_to_agent_loop_manager"
+)
+KIND = ("DATA_PREPROCESS:uid_generated", "DATA_DISPATCH:dispatched_to_agent_loop_manager")
+
+
+def _slowest(analysis) -> tuple[str, ...]:
+    (latency,) = [x for x in analysis.latencies if (x.from_event, x.to_event) == KIND]
+    return latency.slowest
+
+
+def test_a_refresh_that_splits_the_slowest_transitions_finds_the_new_slowest(tiny_run: Path, tmp_path: Path) -> None:
+    """Rows that sort between a sample's old rows split its transition in two: the three slowest of
+    a kind replaced by faster ones lower the kind's threshold, and the candidates are built again."""
+    from trace_instrument.traces import analyze
+
+    trace = Path(
+        shutil.copytree(tiny_run, tmp_path / "trace", ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    )
+    trainer = max(trace.glob("sample/*.csv"), key=lambda p: p.read_bytes().count(b"uid_generated"))
+    job, *_, first = trainer.read_text().splitlines()[0].split(",")[:5]
+    start = int(first)
+    slow = [f"{name}0000-0000-4000-8000-000000000000/sample" for name in ("aaaa", "bbbb", "cccc")]
+
+    def rows(content: str, offset: int) -> str:
+        return "".join(f"{job},sample,{sid},RUNNING,{start + offset + i},{content}\r\n" for i, sid in enumerate(slow))
+
+    kept = "dddd0000-0000-4000-8000-000000000000/sample"  # a faster one, never split
+    with open(trainer, "a", encoding="utf-8") as f:
+        f.write(rows(GENERATED, 0) + rows(DISPATCHED, 10**7))
+        f.write(
+            f"{job},sample,{kept},RUNNING,{start},{GENERATED}\r\n{job},sample,{kept},RUNNING,{start + 10**6},{DISPATCHED}\r\n"
+        )
+    with Follower([trace], Options(cache=False)) as follower:
+        before = follower.refresh()
+        assert sorted(_slowest(before.analysis)) == sorted(slow)
+        assert follower._backend is not None
+        (old,) = follower._backend.run("SELECT max(dt) FROM slow_thresholds_all")[0]
+        with open(trainer, "a", encoding="utf-8") as f:
+            f.write(rows(REPEATED, 5 * 10**6))  # between each one's two rows
+        after = follower.refresh()
+        assert not after.full
+        (new,) = follower._backend.run("SELECT max(dt) FROM slow_thresholds_all")[0]
+        assert new < old
+        followed = _tables(follower._backend)
+        fresh = analyze([trace], Options(cache=False))
+    assert _slowest(after.analysis) == _slowest(fresh) == (kept,)
+    backend = DuckDBBackend(None, tmp_path / "spill")
+    try:
+        backend.load(discover([trace]))
+        expected = _tables(backend)
+    finally:
+        backend.close()
+    assert followed == expected

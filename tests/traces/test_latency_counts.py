@@ -63,15 +63,19 @@ def backend(tmp_path: Path):
         for dt in values:
             skey += 1
             ids.append((skey, f"uid{skey % 97}/{skey}"))
-            rows.append((skey, int(prev), int(code), dt, False))
+            rows.append((skey, int(prev), int(code), dt, False, 1))
             if skey % 11 == 0:  # a duplicate row: left out of the latencies
-                rows.append((skey, int(prev), int(code), 0, True))
-    _table(backend, "transitions_all", "skey UBIGINT, prev_code INTEGER, code INTEGER, dt BIGINT, dup BOOLEAN", rows)
+                rows.append((skey, int(prev), int(code), 10**12, True, 1))
+    columns = "skey UBIGINT, prev_code INTEGER, code INTEGER, dt BIGINT, dup BOOLEAN, cid BIGINT"
+    _table(backend, "transitions_all", columns, rows)
     _table(backend, "entities_all", "skey UBIGINT, sample_id VARCHAR", ids)
     backend.run("CREATE TEMP VIEW transitions AS SELECT * FROM transitions_all")
     # the summary a load builds (transition_summaries.sql) and the view the latencies read
     backend.run(f"CREATE TABLE latency_counts_all AS {backend.dialect.latency_counts_of('transitions_all')}")
     backend.run("CREATE TEMP VIEW latency_counts AS SELECT * FROM latency_counts_all")
+    # and the transitions the slowest are found among (slow_candidates.sql)
+    backend.script("slow_candidates")
+    backend.run("CREATE TEMP VIEW slow_candidates AS SELECT * FROM slow_candidates_all")
     yield backend, kinds, dict(ids)
     backend.close()
 

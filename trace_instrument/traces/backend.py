@@ -336,6 +336,11 @@ quantiles AS (
     GROUP BY {group}
 )"""
 
+    def third_largest(self) -> str:
+        """Per group of ``ranked`` (Dialect.count_quantiles): the largest latency at or above which at
+        least three transitions lie (the smallest, with fewer), where the slowest three are found."""
+        return "coalesce(max(CASE WHEN timed - upto + k >= 3 THEN dt END), min(dt))"
+
     def turn_columns(self, turn: str) -> str:
         """The columns of ``turns_all`` from a trajectory line's turn struct ``turn`` (TURN_FIELDS)."""
         return ", ".join(f"{turn}.{field} AS {column}" for field, column in TURN_FIELDS)
@@ -523,6 +528,7 @@ class Backend(ABC):
         self.sample_key = key
         self.script("transitions", sample_key=key, target="transitions_all", events="events_all", only_bridges="TRUE")
         self.script("transition_summaries", source="transitions_all", suffix="_all")
+        self.script("slow_candidates")
 
     def summarize_events(self) -> None:
         """``event_counts_all`` and ``placeholder_events_all`` from ``events_all`` (event_summaries.sql)."""

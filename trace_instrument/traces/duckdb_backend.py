@@ -69,6 +69,8 @@ JSONL_MEMORY_LIMIT = "4GB"
 JOIN_ORDER_OPTIMIZERS = ("join_order", "build_side_probe_side")
 # The tables transition_summaries.sql builds (suffixed _all, and _new, _old in --follow).
 TRANSITION_SUMMARIES = ("latency_counts", "tool_counts", "file_pairs")
+# The tables slow_candidates.sql builds.
+SLOW_CANDIDATES = ("slow_thresholds_all", "slow_candidates_all")
 
 
 class DuckDBDialect(Dialect):
@@ -313,14 +315,22 @@ class DuckDBBackend(Backend):
             self.script("transition_summaries", source="transitions_new", suffix="_new")
             self.script("transition_summaries", source="transitions_old", suffix="_old")
             self.script("merge_transition_summaries")
+            self.script("merge_slow_candidates")
+            if self.run("SELECT count(*) FROM slow_thresholds_lower")[0][0]:
+                # a kind's third largest latency went down (its slowest were replaced by faster
+                # ones): transitions below the old threshold may now be among the slowest
+                for table in SLOW_CANDIDATES:
+                    self.run(f"DROP TABLE {table}")
+                self.script("slow_candidates")
         finally:
-            for table in tables:
+            for table in (*tables, "slow_thresholds_new", "slow_thresholds_lower"):
                 self.run(f"DROP TABLE IF EXISTS {table}")
 
     def _rebuild_samples(self) -> None:
         # the sample key may change type (a hash, or the id's text): the views are made again
         self._views_shown = None
-        for table in ("entities_all", "transitions_all", *(f"{summary}_all" for summary in TRANSITION_SUMMARIES)):
+        derived = (*(f"{summary}_all" for summary in TRANSITION_SUMMARIES), *SLOW_CANDIDATES)
+        for table in ("entities_all", "transitions_all", *derived):
             self.run(f"DROP TABLE IF EXISTS {table}")
         self.build_samples()
 

@@ -1,19 +1,18 @@
 -- Stage latencies: per transition, count, p50/p90/p99, max, negatives and the slowest sample ids,
 -- from latency_counts (Dialect.latency_counts_of); the quantiles as Dialect.count_quantiles
 -- defines them. The slowest ids come from the transitions at or above each kind's third largest
--- latency only.
+-- latency (slow_candidates: the run's candidates, slow_candidates.sql, or a selection's transitions).
 WITH {{count_quantiles(latency_counts, prev_code, code)}},
 third AS (
-    SELECT prev_code, code, coalesce(max(CASE WHEN timed - upto + k >= 3 THEN dt END), min(dt)) AS dt
+    SELECT prev_code, code, {{third_largest()}} AS dt
     FROM ranked
     GROUP BY prev_code, code
 ),
 slowest AS (
     SELECT t.prev_code, t.code, {{top_ids(e.sample_id, t.dt, 3)}} AS ids
-    FROM transitions AS t
+    FROM slow_candidates AS t
     JOIN third AS th ON th.prev_code = t.prev_code AND th.code = t.code AND t.dt >= th.dt
     JOIN entities_all AS e ON e.skey = t.skey
-    WHERE NOT t.dup
     GROUP BY t.prev_code, t.code
 )
 SELECT c.prev_code, c.code, c.n, q.p50, q.p90, q.p99, c.max_dt, c.negative, s.ids
