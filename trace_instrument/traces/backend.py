@@ -341,6 +341,13 @@ quantiles AS (
         least three transitions lie (the smallest, with fewer), where the slowest three are found."""
         return "coalesce(max(CASE WHEN timed - upto + k >= 3 THEN dt END), min(dt))"
 
+    def slow_thresholds_of(self, latency_counts: str) -> str:
+        """Each kind's ``third_largest`` latency, from the latency counts ``latency_counts``."""
+        return (
+            f"WITH {self.count_quantiles(latency_counts, 'prev_code', 'code')} "
+            f"SELECT prev_code, code, {self.third_largest()} AS dt FROM ranked GROUP BY prev_code, code"
+        )
+
     def turn_columns(self, turn: str) -> str:
         """The columns of ``turns_all`` from a trajectory line's turn struct ``turn`` (TURN_FIELDS)."""
         return ", ".join(f"{turn}.{field} AS {column}" for field, column in TURN_FIELDS)

@@ -3,10 +3,7 @@
 -- three transitions lie (Dialect.third_largest), and `slow_candidates_all`, the transitions (not
 -- duplicates) at or above it. `analyze --follow` keeps both up to date (merge_slow_candidates.sql).
 CREATE TABLE slow_thresholds_all AS
-WITH {{count_quantiles(latency_counts_all, prev_code, code)}}
-SELECT prev_code, code, {{third_largest()}} AS dt
-FROM ranked
-GROUP BY prev_code, code;
+{{slow_thresholds_of(latency_counts_all)}};
 
 CREATE TABLE slow_candidates_all AS
 SELECT t.prev_code, t.code, t.dt, t.skey, t.cid IS NULL AS bridge

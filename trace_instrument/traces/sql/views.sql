@@ -26,11 +26,14 @@ SELECT * FROM file_pairs_all WHERE {{every_file}} AND {{all}}
 UNION ALL
 {{file_pairs_of((SELECT * FROM transitions WHERE NOT ({{every_file}} AND {{all}})) AS selected)}};
 -- The transitions the slowest of each kind are found among (latencies.sql): the run's candidates
--- (slow_candidates.sql), or a selection's transitions (not duplicates).
+-- (slow_candidates.sql), or those of a selection's transitions.
 CREATE OR REPLACE TEMP VIEW slow_candidates AS
 SELECT * FROM slow_candidates_all WHERE {{every_file}} AND {{all}}
 UNION ALL
-SELECT prev_code, code, dt, skey, cid IS NULL FROM transitions WHERE NOT ({{every_file}} AND {{all}}) AND NOT dup;
+SELECT t.prev_code, t.code, t.dt, t.skey, t.cid IS NULL
+FROM transitions AS t
+JOIN ({{slow_thresholds_of(latency_counts)}}) AS th ON th.prev_code = t.prev_code AND th.code = t.code AND t.dt >= th.dt
+WHERE NOT ({{every_file}} AND {{all}}) AND NOT t.dup;
 CREATE OR REPLACE TEMP VIEW trajectories AS
 SELECT * FROM trajectories_all
 WHERE ({{every_file}} OR file_id IN ({{run_files}})) AND ({{all}} OR global_step BETWEEN {{lo}} AND {{hi}});

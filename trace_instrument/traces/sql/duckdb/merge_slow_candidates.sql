@@ -16,10 +16,7 @@ LEFT JOIN slow_thresholds_all AS th ON th.prev_code = n.prev_code AND th.code = 
 WHERE NOT n.dup AND (th.dt IS NULL OR n.dt >= th.dt);
 
 CREATE TEMP TABLE slow_thresholds_new AS
-WITH {{count_quantiles(latency_counts_all, prev_code, code)}}
-SELECT prev_code, code, {{third_largest()}} AS dt
-FROM ranked
-GROUP BY prev_code, code;
+{{slow_thresholds_of(latency_counts_all)}};
 
 CREATE TEMP TABLE slow_thresholds_lower AS
 SELECT n.prev_code, n.code
