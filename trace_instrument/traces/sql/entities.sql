@@ -4,6 +4,8 @@
 -- {{target}}: entities_all from {{events}} = events_all, or (analyze --follow) the samples of the
 -- appended rows from {{events}} = their rows (a copy taken once for this and transitions.sql).
 CREATE TABLE {{target}} AS
+SELECT a.*, r.score
+FROM (
 SELECT sample_id,
        {{sample_key}} AS skey,
        {{uid_of(sample_id)}} AS uid,
@@ -30,15 +32,20 @@ SELECT sample_id,
        bool_or(code IN ({{event(AGENT_TASK_STARTED, SESSION_STARTED)}})) AS m_started,
        bool_or(code = {{event(AGENT_RUN_COMPLETED)}}) AS m_completed,
        bool_or(code IN ({{event(ROLLOUT_REWARD, TRAIN_REWARD)}})) AS m_reward,
-       bool_or(code = {{event(TRAIN_UPDATE)}}) AS m_trained,
-       -- the reward score: the last ROLLOUT_REWARD row's (reward_score_computed_score=X); of rows in
-       -- the same last millisecond, the largest score (NaN above every number), one that is no
-       -- number (NULL) only when none is
-       max_by(score, {{tuple_of(ts, score IS NOT NULL, score)}})
-           FILTER (WHERE code = {{event(ROLLOUT_REWARD)}}) AS score
-FROM (SELECT ev.*, TRY_CAST(c.param AS DOUBLE) AS score
-      FROM {{events}} AS ev
-      LEFT JOIN contents AS c ON c.cid = ev.cid AND ev.code = {{event(ROLLOUT_REWARD)}}) AS scored
+       bool_or(code = {{event(TRAIN_UPDATE)}}) AS m_trained
+FROM {{events}}
 -- a placeholder uid (backend.PLACEHOLDER_UIDS) joins unrelated rows: they are counted, never a sample
 WHERE code IS NOT NULL AND code <> {{event(SYNC_PARAMS)}} AND NOT {{is_placeholder(sample_id)}}
 GROUP BY sample_id
+) AS a
+-- the reward score: the last ROLLOUT_REWARD row's (reward_score_computed_score=X); of rows in the
+-- same last millisecond, the largest score (NaN above every number), one that is no number (NULL)
+-- only when none is. Apart from the rest: the few reward rows join their contents, not every row.
+LEFT JOIN (
+    SELECT sample_id, max_by(score, {{tuple_of(ts, score IS NOT NULL, score)}}) AS score
+    FROM (SELECT ev.sample_id, ev.ts, TRY_CAST(c.param AS DOUBLE) AS score
+          FROM {{events}} AS ev
+          JOIN contents AS c ON c.cid = ev.cid
+          WHERE ev.code = {{event(ROLLOUT_REWARD)}}) AS rewards
+    GROUP BY sample_id
+) AS r ON r.sample_id = a.sample_id
