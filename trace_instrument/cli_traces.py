@@ -273,7 +273,7 @@ def _follow(
                 )
                 err.print(
                     f"refreshed at {time.strftime('%H:%M:%S')}: read {refresh.bytes_read:,} bytes, {how}, "
-                    f"in {time.monotonic() - started:.1f} s",
+                    f"in {time.monotonic() - started:.2f} s",
                     markup=False,
                 )
                 done += 1

@@ -10,7 +10,7 @@ WITH buckets AS (
     SELECT field, bucket, n, lo, hi, n_small, sum_small,
            sum(n) OVER (PARTITION BY field ORDER BY bucket ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS upto,
            max(hi) OVER (PARTITION BY field ORDER BY bucket ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS below
-    FROM {{buckets}}
+    FROM {{buckets}} AS all_buckets
 ),
 fields AS (
     SELECT field, sum(n) AS n, {{mean_of_parts(sum(n), sum(n_small), sum(sum_small), NULL)}} AS exact_mean,
