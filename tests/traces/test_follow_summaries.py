@@ -131,3 +131,34 @@ def test_a_refresh_that_splits_the_slowest_transitions_finds_the_new_slowest(tin
     finally:
         backend.close()
     assert followed == expected
+
+
+def test_appended_ids_sharing_a_key_build_everything_again_with_the_ids_text(
+    tiny_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two new sample ids whose keys collide (forced: a key that gives both 0) make the refresh build
+    the samples again keyed by the ids' text: the tables change type, the views follow them, and
+    the figures are a fresh analysis's."""
+    from trace_instrument.traces import analyze
+    from trace_instrument.traces.duckdb_backend import DuckDBDialect
+    from trace_instrument.traces.render.metrics import to_json
+
+    def keys(self, column: str) -> tuple[str, ...]:
+        return (f"CASE WHEN {column} LIKE 'ffff%' THEN 0 ELSE hash({column}) END", column)
+
+    monkeypatch.setattr(DuckDBDialect, "sample_keys", keys)
+    trace = Path(
+        shutil.copytree(tiny_run, tmp_path / "trace", ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    )
+    trainer = max(trace.glob("sample/*.csv"), key=lambda p: p.read_bytes().count(b"uid_generated"))
+    job, *_, first = trainer.read_text().splitlines()[0].split(",")[:5]
+    with Follower([trace], Options(cache=False)) as follower:
+        follower.refresh()
+        assert follower._backend is not None and follower._backend.sample_key != "sample_id"
+        shared = ["ffff0001-0000-4000-8000-000000000000/sample", "ffff0002-0000-4000-8000-000000000000/sample"]
+        with open(trainer, "a", encoding="utf-8") as f:
+            f.writelines(f"{job},sample,{sid},RUNNING,{int(first) + i},{GENERATED}\r\n" for i, sid in enumerate(shared))
+        refresh = follower.refresh()
+        assert not refresh.full and follower._backend.sample_key == "sample_id"
+        followed = to_json(refresh.analysis)
+    assert followed == to_json(analyze([trace], Options(cache=False)))

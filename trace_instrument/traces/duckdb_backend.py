@@ -327,8 +327,6 @@ class DuckDBBackend(Backend):
                 self.run(f"DROP TABLE IF EXISTS {table}")
 
     def _rebuild_samples(self) -> None:
-        # the sample key may change type (a hash, or the id's text): the views are made again
-        self._views_shown = None
         derived = (*(f"{summary}_all" for summary in TRANSITION_SUMMARIES), *SLOW_CANDIDATES)
         for table in ("entities_all", "transitions_all", *derived):
             self.run(f"DROP TABLE IF EXISTS {table}")
