@@ -56,6 +56,8 @@ SGLANG_FIELDS = (
     ("decode", "sglang_decode_ms"),
     ("total", "sglang_total_ms"),
 )
+# The quantiles the latencies, tool times and sglang times report (Dialect.quantile_points): name, point.
+COUNTED_QUANTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 # The bucket of a value above every finite one (+inf, and NaN, which both engines sort above +inf),
 # and of -inf (see Dialect.value_bucket).
 TOP_BUCKET = 1_000_000
@@ -315,9 +317,7 @@ positions AS (
     SELECT {group}, q, h, CAST(floor(h) AS BIGINT) AS lo_at, CAST(ceil(h) AS BIGINT) AS hi_at
     FROM (SELECT {g}, w.q, CAST(g.timed - 1 AS DOUBLE) * w.p AS h
           FROM (SELECT DISTINCT {group}, timed FROM ranked) AS g
-          CROSS JOIN (SELECT 1 AS q, CAST(0.5 AS DOUBLE) AS p
-                      UNION ALL SELECT 2, CAST(0.9 AS DOUBLE)
-                      UNION ALL SELECT 3, CAST(0.99 AS DOUBLE)) AS w) AS wanted
+          CROSS JOIN ({self.quantile_points()}) AS w) AS wanted
 ),
 bounds AS (
     SELECT {p}, p.q, p.h, p.lo_at,
@@ -328,13 +328,25 @@ bounds AS (
     GROUP BY {p}, p.q, p.h, p.lo_at
 ),
 quantiles AS (
-    SELECT {group},
-           max(CASE WHEN q = 1 THEN lo + (hi - lo) * (h - lo_at) END) AS p50,
-           max(CASE WHEN q = 2 THEN lo + (hi - lo) * (h - lo_at) END) AS p90,
-           max(CASE WHEN q = 3 THEN lo + (hi - lo) * (h - lo_at) END) AS p99
+    SELECT {group}, {self.interpolated_quantiles("q", "lo", "hi", "h", "lo_at")}
     FROM bounds
     GROUP BY {group}
 )"""
+
+    def quantile_points(self) -> str:
+        """A relation of the quantiles COUNTED_QUANTILES names: ``q`` (1, 2, ...) and its point ``p``."""
+        return " UNION ALL ".join(
+            f"SELECT {q} AS q, CAST({point} AS DOUBLE) AS p" for q, (_, point) in enumerate(COUNTED_QUANTILES, 1)
+        )
+
+    def interpolated_quantiles(self, q: str, lo: str, hi: str, h: str, lo_at: str) -> str:
+        """Aggregate columns named as COUNTED_QUANTILES, of rows holding quantile number ``q`` at
+        ``h`` = (n - 1) p between the values ``lo`` (at position ``lo_at`` = floor(h)) and ``hi``
+        (at ceil(h)): lo + (hi - lo) (h - floor(h)), the linear interpolation of count_quantiles."""
+        return ", ".join(
+            f"max(CASE WHEN {q} = {i} THEN {lo} + ({hi} - {lo}) * ({h} - {lo_at}) END) AS {name}"
+            for i, (name, _) in enumerate(COUNTED_QUANTILES, 1)
+        )
 
     def third_largest(self) -> str:
         """Per group of ``ranked`` (Dialect.count_quantiles): the largest latency at or above which at

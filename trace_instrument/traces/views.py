@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.traces.backend import SGLANG_FIELDS, Backend, LoadReport
+from trace_instrument.traces.backend import COUNTED_QUANTILES, SGLANG_FIELDS, Backend, LoadReport
 from trace_instrument.traces.discover import Inputs, locate_line
 from trace_instrument.traces.events import EVENT_NAMES, MILESTONES, STAGE_KEYS, event_name, in_flight_state
 from trace_instrument.traces.model import (
@@ -417,6 +417,7 @@ def _in_flight(
 # -- rollouts --------------------------------------------------------------------------------------
 
 TURN_QUANTILES = ("p50", "p90", "p95", "p99")
+COUNTED_NAMES = tuple(name for name, _ in COUNTED_QUANTILES)  # the columns of sglang.sql's quantiles
 
 
 def _nice_width(span: float, bins: int = 20) -> int:
@@ -557,7 +558,7 @@ def _sglang(backend: Backend, turns: int) -> SglangBreakdown:
         name = SGLANG_FIELDS[int(field)][0]
         if name == "total":
             with_timing = int(count)
-        fields[name] = _dist(count, float_means.get(field, mean), lo, hi, (p50, p90, p99), ("p50", "p90", "p99"))
+        fields[name] = _dist(count, float_means.get(field, mean), lo, hi, (p50, p90, p99), COUNTED_NAMES)
     ordered = {name: fields[name] for name, _ in SGLANG_FIELDS if name in fields}
     return SglangBreakdown(collected=with_timing > 0, turns=turns, turns_with_timing=with_timing, fields=ordered)
 

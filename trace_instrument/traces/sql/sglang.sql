@@ -1,8 +1,7 @@
 -- Server-side timing of turns (only when sglang reported it), per field of SGLANG_FIELDS: count,
 -- mean, min, max and p50/p90/p99, from the buckets of the values ({{buckets}}, sglang_values.sql)
 -- and the values of the few buckets that hold a quantile ({{values}}), not a sort of every value.
--- A quantile is the linear interpolation of latencies.sql: with h = (n - 1) q, the values lo and
--- hi at the 0-based positions floor(h) and ceil(h) in ascending order, lo + (hi - lo) (h - floor(h)).
+-- A quantile is the linear interpolation of Dialect.count_quantiles (interpolated_quantiles).
 -- The value at position i is in the bucket whose cumulative count first exceeds i, at i less the
 -- values of the buckets before it. `ordered` says whether every bucket's values lie above the
 -- bucket's before it, which that needs (views.py computes again with one bucket a field if not).
@@ -23,9 +22,7 @@ positions AS (
     SELECT field, q, h, CAST(floor(h) AS BIGINT) AS lo_at, CAST(ceil(h) AS BIGINT) AS hi_at
     FROM (SELECT f.field, w.q, CAST(f.n - 1 AS DOUBLE) * w.p AS h
           FROM fields AS f
-          CROSS JOIN (SELECT 1 AS q, CAST(0.5 AS DOUBLE) AS p
-                      UNION ALL SELECT 2, CAST(0.9 AS DOUBLE)
-                      UNION ALL SELECT 3, CAST(0.99 AS DOUBLE)) AS w) AS wanted
+          CROSS JOIN ({{quantile_points()}}) AS w) AS wanted
 ),
 wanted AS (
     SELECT p.field, b.bucket, p.at - (b.upto - b.n) AS offset_in_bucket
@@ -45,10 +42,7 @@ at_position AS (
     JOIN picked AS p ON p.field = w.field AND p.bucket = w.bucket AND p.offset_in_bucket = w.offset_in_bucket
 ),
 quantiles AS (
-    SELECT p.field,
-           max(CASE WHEN p.q = 1 THEN lo.value + (hi.value - lo.value) * (p.h - p.lo_at) END) AS p50,
-           max(CASE WHEN p.q = 2 THEN lo.value + (hi.value - lo.value) * (p.h - p.lo_at) END) AS p90,
-           max(CASE WHEN p.q = 3 THEN lo.value + (hi.value - lo.value) * (p.h - p.lo_at) END) AS p99
+    SELECT p.field, {{interpolated_quantiles(p.q, lo.value, hi.value, p.h, p.lo_at)}}
     FROM positions AS p
     JOIN at_position AS lo ON lo.field = p.field AND lo.at = p.lo_at
     JOIN at_position AS hi ON hi.field = p.field AND hi.at = p.hi_at
