@@ -12,10 +12,12 @@ from __future__ import annotations
 import functools
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from trace_instrument.traces.discover import Inputs, TornTail
 from trace_instrument.traces.events import ORDER_KEY_SQL, TIMESTAMP_LIMIT, Event, event_codes_in
@@ -505,6 +507,20 @@ def merged(first: LoadReport, more: LoadReport) -> LoadReport:
     )
 
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+class InOrder(Executor):
+    """Runs each task as it is submitted, on the submitting thread: queries one after another. A
+    task's error is raised by ``submit`` (a pool's future raises it from ``result``)."""
+
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
+        future: Future[_T] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
 class Backend(ABC):
     """An engine holding the normalised tables (events, entities, transitions, trajectories, turns)."""
 
@@ -575,6 +591,9 @@ class Backend(ABC):
     # (a view is bound when a query reads it, so tables built again since need no new views)
     _views_shown: tuple[tuple[int, int] | None, tuple[int, ...] | None] | None = None
 
+    # the statements that made the views as they are shown (side_by_side makes them on each cursor)
+    view_statements: tuple[str, ...] = ()
+
     def select_steps(self, steps: tuple[int, int] | None) -> None:
         """Point the views at the whole run, or at the samples generated in the inclusive step range."""
         if self._views_shown == (steps, self.run_files):
@@ -584,18 +603,29 @@ class Backend(ABC):
         if steps is None and files is None:
             # each view its table as it is: a filter that is always true still costs DuckDB a
             # subquery on every scan (50 ms of each query over a 2-million-row run's events)
-            for view, table in whole_views():
-                self.run(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {table}")
+            statements = [
+                f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {table}" for view, table in whole_views()
+            ]
         else:
-            self.script(
-                "views",
-                all="FALSE" if steps else "TRUE",
-                lo=lo,
-                hi=hi,
-                every_file="TRUE" if files is None else "FALSE",
-                run_files=", ".join(str(f) for f in files or ()) or "-1",
-            )
+            params = {
+                "all": "FALSE" if steps else "TRUE",
+                "lo": lo,
+                "hi": hi,
+                "every_file": "TRUE" if files is None else "FALSE",
+                "run_files": ", ".join(str(f) for f in files or ()) or "-1",
+            }
+            statements = list(_statements(self.dialect.render(sql_text("views", self.dialect.name), params)))
+        for statement in statements:
+            self.run(statement)
+        self.view_statements = tuple(statements)
         self._views_shown = (steps, files)
+
+    @contextmanager
+    def side_by_side(self) -> Iterator[Executor]:
+        """An executor for queries of the views that may run at the same time: while it is open the
+        views stay as they are (no ``select_steps``) and no task changes a table. Each task runs
+        every query it makes on one connection. This engine runs the tasks one after another."""
+        yield InOrder()
 
     @abstractmethod
     def export_parquet(self, table: str, path: str) -> None:

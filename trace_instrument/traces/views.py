@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -74,28 +75,43 @@ def compute(
     progress, mixed_progress = run_lines.info, run_lines.left_out
     lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))
     backend.select_steps(None)
-    step_rows = _step_rows(backend)
-    stage_rows = backend.rows("step_stages")
+    # each figure of a shown step is the whole run's: these read the views showing all of it
     (v1,) = backend.rows("v1_trainer")[0]
-    (trained_samples,) = backend.rows("trained_samples")[0]
-    score_rows = backend.rows("step_scores", by_train="TRUE" if trained_samples else "FALSE")
-    throughput_rows = backend.rows("throughput_steps")
-    step_rollouts_by, step_rollouts = _step_rollouts(backend, options.steps, bool(v1))
-    staleness = _staleness(backend, options.steps)
-    trajectory_steps = {int(s) for (s,) in backend.rows("trajectory_steps")}
+    with backend.side_by_side() as pool:
+        step_rows_task = pool.submit(_step_rows, backend)
+        stage_rows_task = pool.submit(backend.rows, "step_stages")
+        score_rows_task = pool.submit(_step_scores, backend)
+        throughput_task = pool.submit(backend.rows, "throughput_steps")
+        staleness_task = pool.submit(_staleness, backend, options.steps)
+        trajectory_steps_task = pool.submit(backend.rows, "trajectory_steps")
+        # meanwhile, the longest of them on this thread's own connection
+        step_rollouts_by, step_rollouts = _step_rollouts(backend, options.steps, bool(v1))
+    step_rows = step_rows_task.result()
+    trajectory_steps = {int(s) for (s,) in trajectory_steps_task.result()}
     _check_steps(options.steps, set(step_rows) | trajectory_steps | {line.step for line in progress.step_lines})
     backend.select_steps(options.steps)
-    steps = _with_step_rows(_step_windows(step_rows, progress, options.steps), stage_rows, score_rows)
-    latencies, latency_histograms = _latency_views(backend)
-    rollouts = _rollouts(backend, progress, bool(v1))
-    header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, rollouts, files)
+    steps = _with_step_rows(
+        _step_windows(step_rows, progress, options.steps), stage_rows_task.result(), score_rows_task.result()
+    )
+    with backend.side_by_side() as pool:
+        sglang_task = pool.submit(_sglang_fields, backend)
+        rollouts_task = pool.submit(_rollouts, backend, progress, bool(v1), sglang_task)
+        latency_task = pool.submit(_latency_views, backend)
+        slowest_task = pool.submit(backend.rows, "slowest", limit=SLOWEST)
+        funnel_task = pool.submit(_funnel, backend)
+        workers_task = pool.submit(_worker_throughput, backend, inputs)
+        # meanwhile, on this thread's own connection
+        header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, files)
+        groups, oldest = _in_flight(backend, files, header.last_ms)
+        rollouts = rollouts_task.result()
     header = replace(
         header,
+        trajectories_read=rollouts.trajectories if rollouts else 0,
         run_id=selection.run.run_id if selection.run else None,
         skipped=header.skipped + selection.left_out + mixed_progress,
     )
-    refuse_if_nothing_usable(header.rows_read, rollouts.trajectories if rollouts else 0, progress.lines, header.skipped)
-    groups, oldest = _in_flight(backend, files, header.last_ms)
+    refuse_if_nothing_usable(header.rows_read, header.trajectories_read, progress.lines, header.skipped)
+    latencies, latency_histograms = latency_task.result()
     return Analysis(
         header=header,
         steps=steps,
@@ -103,15 +119,15 @@ def compute(
         latency_histograms=latency_histograms,
         slowest=tuple(
             SlowTrajectory(str(sid), int(rollout), _int(waiting), int(total))
-            for sid, rollout, waiting, total in backend.rows("slowest", limit=SLOWEST)
+            for sid, rollout, waiting, total in slowest_task.result()
         ),
-        funnel=_funnel(backend),
+        funnel=funnel_task.result(),
         in_flight=groups,
         in_flight_oldest=oldest,
         rollouts=rollouts,
-        staleness=staleness,
-        step_throughput=_step_throughput(throughput_rows, progress, options.steps),
-        worker_throughput=_worker_throughput(backend, inputs),
+        staleness=staleness_task.result(),
+        step_throughput=_step_throughput(throughput_task.result(), progress, options.steps),
+        worker_throughput=workers_task.result(),
         engine=backend.name,
         notes=_notes(rollouts, latencies, progress, header) + _run_notes(selection, report),
         step_rollouts=step_rollouts,
@@ -251,6 +267,12 @@ def _stage_times(marks: list[tuple[int, int]]) -> tuple[StageTime, ...]:
         if ts >= before:
             times.append(StageTime(STAGE_KEYS[code], ts - before))
     return tuple(times)
+
+
+def _step_scores(backend: Backend) -> list[tuple[Any, ...]]:
+    """Per step, its reward scores: by the step that trained each sample when the rows say so for any."""
+    (trained_samples,) = backend.rows("trained_samples")[0]
+    return backend.rows("step_scores", by_train="TRUE" if trained_samples else "FALSE")
 
 
 def _step_rows(backend: Backend) -> dict[int, tuple[Any, ...]]:
@@ -429,7 +451,11 @@ def _nice_width(span: float, bins: int = 20) -> int:
     return int(10 * magnitude)
 
 
-def _rollouts(backend: Backend, progress: ProgressInfo, v1: bool) -> Rollouts | None:
+def _rollouts(
+    backend: Backend, progress: ProgressInfo, v1: bool, sglang_fields: Future[dict[str, Distribution]]
+) -> Rollouts | None:
+    """The run's rollouts; ``sglang_fields`` is the task computing _sglang_fields (submitted
+    before this one, so never waiting behind it)."""
     (n, mean, lo, hi, q, turns) = backend.rows("turn_counts")[0]
     tools = tuple(
         ToolTime(str(name), int(c), float(p50), float(p90), float(p99), int(mx), int(total))
@@ -460,7 +486,7 @@ def _rollouts(backend: Backend, progress: ProgressInfo, v1: bool) -> Rollouts | 
         ),
         response_length=_run_response_length(backend, v1),
         tools=tools,
-        sglang=_sglang(backend, int(turns)),
+        sglang=_sglang_breakdown(sglang_fields.result(), int(turns)),
         completed_lines=progress.completed,
     )
 
@@ -544,6 +570,11 @@ def _step_rollouts(
 
 def _sglang(backend: Backend, turns: int) -> SglangBreakdown:
     """The sglang times of the ``turns`` turns, from the buckets of their values (sglang.sql)."""
+    return _sglang_breakdown(_sglang_fields(backend), turns)
+
+
+def _sglang_fields(backend: Backend) -> dict[str, Distribution]:
+    """Each sglang field's times, in SGLANG_FIELDS' order (only the fields reported)."""
     rows = backend.rows("sglang", values="sglang_values", buckets="sglang_buckets")
     if not all(ordered for *_, ordered in rows):
         # a bucket with a value below one of an earlier bucket (log2 rounding the wrong way; never
@@ -553,14 +584,16 @@ def _sglang(backend: Backend, turns: int) -> SglangBreakdown:
     inexact = [int(row[0]) for row in rows if row[1] != row[3]]
     float_means = dict(backend.rows("sglang_float_means", fields=", ".join(map(str, inexact)))) if inexact else {}
     fields = {}
-    with_timing = 0
     for field, count, mean, _, lo, hi, p50, p90, p99, _ in rows:
         name = SGLANG_FIELDS[int(field)][0]
-        if name == "total":
-            with_timing = int(count)
         fields[name] = _dist(count, float_means.get(field, mean), lo, hi, (p50, p90, p99), COUNTED_NAMES)
-    ordered = {name: fields[name] for name, _ in SGLANG_FIELDS if name in fields}
-    return SglangBreakdown(collected=with_timing > 0, turns=turns, turns_with_timing=with_timing, fields=ordered)
+    return {name: fields[name] for name, _ in SGLANG_FIELDS if name in fields}
+
+
+def _sglang_breakdown(fields: dict[str, Distribution], turns: int) -> SglangBreakdown:
+    """The sglang times of ``turns`` turns: the turns with timing are those of the ``total`` field."""
+    with_timing = fields["total"].count if "total" in fields else 0
+    return SglangBreakdown(collected=with_timing > 0, turns=turns, turns_with_timing=with_timing, fields=fields)
 
 
 # -- throughput ------------------------------------------------------------------------------------
@@ -624,9 +657,9 @@ def _header(
     bad_status: list[str],
     event_steps: set[int],
     steps: tuple[StepWindow, ...],
-    rollouts: Rollouts | None,
     files: dict[int, SourceFile],
 ) -> Header:
+    """The run's header; ``trajectories_read`` is left 0 (the rollouts view counts them)."""
     n, first, last, unknown, bad_content = backend.rows("header")[0]
     (duplicates,) = backend.rows("duplicates")[0]
     skipped = list(inputs.skipped) + list(report.skipped)
@@ -665,7 +698,7 @@ def _header(
         last_ms=_int(last),
         rows_read=int(n or 0),
         rows_rejected=rejected,
-        trajectories_read=rollouts.trajectories if rollouts else 0,
+        trajectories_read=0,
         progress_lines=progress.lines,
         files=kinds,
         trainer_mode=("separate_async" if progress.disagg else "colocated") if progress.lines else None,
