@@ -10,11 +10,11 @@ import shutil
 import tempfile
 import threading
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 
@@ -123,8 +123,6 @@ class DuckDBDialect(Dialect):
         }
 
 
-_T = TypeVar("_T")
-
 # the most connections side_by_side runs view queries on (no more than the cores, or --threads):
 # two planned at once take most of what there is to take (more contend for DuckDB's own threads)
 SIDE_BY_SIDE = 2
@@ -164,21 +162,14 @@ class DuckDBBackend(Backend):
 
     @contextmanager
     def side_by_side(self) -> Iterator[Executor]:
-        """Tasks on up to SIDE_BY_SIDE threads, each with a cursor of its own showing the same views.
+        """Tasks on up to SIDE_BY_SIDE threads, each with a cursor of its own showing the same views
+        (in order on this connection with one core or ``--threads 1``).
 
         Most view queries of a refresh are small, and DuckDB binds and plans a query on one
         thread: most of a small run's views, and 40 % of a 2-million-row run's, went into
         planning. Two connections plan (and run) two queries at once. The cursors are kept for
         the next tasks; their views are made again only when ``select_steps`` changed them.
         """
-        with self._cursor_pool() as pool:
-            yield pool
-
-    @contextmanager
-    def _cursor_pool(self) -> Iterator[Executor]:
-        """An executor whose threads each run their queries on a cursor of their own (the views as
-        shown); in order on this connection when there is one core or ``--threads 1``. The caller
-        keeps the tasks apart: no two write the same table, or read one the other writes."""
         if self.side_by_side_workers < 2:
             yield InOrder()
             return
@@ -260,49 +251,22 @@ class DuckDBBackend(Backend):
         """
         (main,) = self.run("SELECT current_database()")[0]
         self._insert_files(new_files)
-        samples = [t for t in tails if t.kind is FileKind.SAMPLE]
-        trajectories = [t for t in tails if t.kind is FileKind.TRAJECTORY]
         self.run("ATTACH ':memory:' AS delta")
         try:
-            self._in_delta(main, lambda: self._files_table(tails))
-            # the trajectory lines and the rows touch no table in common: the lines are read and
-            # merged on a cursor of their own meanwhile (a tenth of a refresh of a big run)
-            with self._cursor_pool() as pool:
-                lines = pool.submit(self._append_trajectory_tails, trajectories, main) if trajectories else None
-                report = self._append_sample_tails(samples, main) if samples else LoadReport((), 0, ())
-                if lines is not None:
-                    report = merged(report, lines.result())
+            self.run("USE delta")
+            try:
+                report = self._load_tails(tails)
+            finally:
+                self.run(f"USE {main}")
+            if any(t.kind is FileKind.SAMPLE for t in tails):
+                self._append_events()
+                self._update_samples()
+            if any(t.kind is FileKind.TRAJECTORY for t in tails):
+                self._append_trajectories()
         finally:
             self.run("DETACH DATABASE IF EXISTS delta")
         self.select_steps(None)
         return report
-
-    def _in_delta(self, main: str, read: Callable[[], _T]) -> _T:
-        """``read`` with the attached ``delta`` as this connection's default database."""
-        self.run("USE delta")
-        try:
-            return read()
-        finally:
-            self.run(f"USE {main}")
-
-    def _append_sample_tails(self, samples: list[SourceFile], main: str) -> LoadReport:
-        """The rows of the sample files' tails read (into ``delta``) and merged: what was skipped."""
-        skipped, rejected = self._in_delta(main, lambda: self._sample_rows(samples, {}))
-        self._append_events()
-        self._update_samples()
-        return LoadReport(tuple(skipped), sum(n for _, n in rejected), rejected)
-
-    def _append_trajectory_tails(self, trajectories: list[SourceFile], main: str) -> LoadReport:
-        """The trajectory files' tails read (into ``delta``) and merged: the lines skipped."""
-        read = {t.file_id: t.path for t in trajectories}
-
-        def lines() -> list[Skipped]:
-            self._read_trajectory_lines(trajectories, read, "TRUE")
-            return self._jsonl_problems(trajectories, read)
-
-        skipped = self._in_delta(main, lines)
-        self._append_trajectories()
-        return LoadReport(tuple(skipped), 0, ())
 
     def _append_events(self) -> None:
         """The appended rows (in ``delta``) join ``contents`` and ``events_all``, and their
@@ -427,6 +391,18 @@ class DuckDBBackend(Backend):
         for table in ("entities_all", "transitions_all", *derived):
             self.run(f"DROP TABLE IF EXISTS {table}")
         self.build_samples()
+
+    def _load_tails(self, tails: tuple[SourceFile, ...]) -> LoadReport:
+        """The rows of ``tails`` into the current (attached) database: raw tables only."""
+        self._files_table(tails)
+        samples = [t for t in tails if t.kind is FileKind.SAMPLE]
+        skipped, rejected = self._sample_rows(samples, {}) if samples else ([], ())
+        trajectories = [t for t in tails if t.kind is FileKind.TRAJECTORY]
+        if trajectories:
+            read = {t.file_id: t.path for t in trajectories}
+            self._read_trajectory_lines(trajectories, read, "TRUE")
+            skipped.extend(self._jsonl_problems(trajectories, read))
+        return LoadReport(tuple(skipped), sum(n for _, n in rejected), rejected)
 
     def _read_trajectory_lines(self, files: list[SourceFile], read: dict[int, str], torn_filter: str) -> None:
         """``traj_lines`` from the trajectory files (read from ``read``, by file id), in the lines' order."""
