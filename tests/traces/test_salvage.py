@@ -84,6 +84,24 @@ def test_a_file_that_stops_the_scan_and_one_with_refused_rows_are_both_read(copy
     assert result.header.rows_read == len(read_rows(tiny_run)) + 2
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_quote_never_closed_in_one_of_many_files_loses_no_row(sim_run, tmp_path: Path, threads: int) -> None:
+    # DuckDB 2.0's one scan of more files than threads dropped the rest of such a file without a
+    # refused line (7 files here; 1 and 2 threads both lost the rows before the line count)
+    pristine = sim_run[0]
+    trace = shutil.copytree(pristine, tmp_path / "trace", ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    files = sorted((trace / "sample").glob("*.csv"))
+    assert len(files) > 2 * threads
+    damaged = files[1]
+    lines = damaged.read_bytes().splitlines(keepends=True)
+    at = len(lines) // 2
+    damaged.write_bytes(b"".join([*lines[:at], b'x,"never closed,\r\n', *lines[at:]]))
+    result = analyze([trace], Options(cache=False, threads=threads))
+    assert result.header.rows_read == len(read_rows(pristine))
+    assert result.header.rows_rejected == 1
+    assert _skipped(result)[RowProblem.BAD_QUOTING.value] == (1, (f"{damaged}:{at + 1}",))
+
+
 def test_the_cli_reports_the_damage_and_exits_0(copy: Path) -> None:
     (copy / "sample" / "node-z-pid9.csv").write_bytes(b'\x00\x01"\xff\n' * 5)
     result = runner.invoke(app, ["analyze", str(copy), "--no-cache"])

@@ -5,13 +5,15 @@ another, for the whole run, a step selection, and each refresh of ``--follow``."
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from pathlib import Path
 
+import duckdb
 import pytest
 from test_follow import _cut, _same
 
-from trace_instrument.traces import Options, analyze, duckdb_backend
+from trace_instrument.traces import Options, analyze, duckdb_backend, views
 from trace_instrument.traces.duckdb_backend import DuckDBBackend
 from trace_instrument.traces.follow import Follower
 from trace_instrument.traces.render.metrics import to_json
@@ -66,3 +68,48 @@ def test_one_thread_runs_every_query_on_its_own_connection(sim_run, monkeypatch)
     names = _threads_running_queries(monkeypatch)
     analyze([sim_run[0]], Options(cache=False, threads=1))
     assert names == {"MainThread"}
+
+
+def test_out_of_memory_side_by_side_is_run_again_one_after_another(sim_run, monkeypatch) -> None:
+    # the queries running at once share one memory limit: what fits it one at a time must pass
+    options = Options(cache=False, threads=2, steps=(2, 3))
+    expected = json.loads(to_json(analyze([sim_run[0]], options)))
+    original = views._latency_views
+
+    def latency_views(backend):  # as DuckDB fails when the queries at once outgrow the limit
+        if threading.current_thread().name.startswith(WORKER):
+            raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
+        return original(backend)
+
+    monkeypatch.setattr(views, "_latency_views", latency_views)
+    names = _threads_running_queries(monkeypatch)
+    assert json.loads(to_json(analyze([sim_run[0]], options))) == expected
+    assert any(name.startswith(WORKER) for name in names)  # tried side by side first
+
+
+def test_any_other_error_side_by_side_is_raised(sim_run, monkeypatch) -> None:
+    monkeypatch.setattr(views, "_latency_views", _raises)
+    with pytest.raises(duckdb.OutOfMemoryException):  # one after another too: it is not retried
+        analyze([sim_run[0]], Options(cache=False, threads=1))
+    monkeypatch.setattr(views, "_latency_views", _fails)
+    with pytest.raises(RuntimeError, match="a view failed"):
+        analyze([sim_run[0]], Options(cache=False, threads=2))
+
+
+def test_an_unused_view_that_fails_still_fails_the_analysis(sim_run, monkeypatch, tmp_path: Path) -> None:
+    # progress lines only: no rollouts to show, so nothing reads the sglang times' result
+    trace = tmp_path / "trace"
+    shutil.copytree(sim_run[0] / "progress", trace / "progress")
+    assert analyze([trace], Options(cache=False, threads=2)).rollouts is None
+    monkeypatch.setattr(views, "_sglang_fields", _fails)
+    for threads in (1, 2):
+        with pytest.raises(RuntimeError, match="a view failed"):
+            analyze([trace], Options(cache=False, threads=threads))
+
+
+def _fails(*_: object) -> None:
+    raise RuntimeError("a view failed")
+
+
+def _raises(*_: object) -> None:
+    raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")

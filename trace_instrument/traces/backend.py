@@ -627,6 +627,11 @@ class Backend(ABC):
         every query it makes on one connection. This engine runs the tasks one after another."""
         yield InOrder()
 
+    def retry_in_order(self, error: Exception) -> bool:
+        """Whether queries that failed with ``error`` side by side may pass one after another
+        (from now on they run so); never, on an engine that runs them in order."""
+        return False
+
     @abstractmethod
     def export_parquet(self, table: str, path: str) -> None:
         """Write one normalised table as Parquet."""

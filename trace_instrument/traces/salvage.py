@@ -16,6 +16,7 @@ import io
 import re
 from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -30,6 +31,8 @@ TIMESTAMP = 4
 # the file, so a record is given up after this many lines and read again from its next line.
 MAX_RECORD_LINES = 64
 EXAMPLES = 3
+LINE_COUNT_THREADS = 4
+LINE_COUNT_BLOCK = 4 * 2**20
 _INTEGER = re.compile(r"^-?[0-9]+$")  # ASCII digits: \d would take other scripts' digits, which no engine reads
 _TIMESTAMPS = range(TIMESTAMP_LIMIT)  # what the order key keeps in order (events.TIMESTAMP_LIMIT)
 
@@ -83,6 +86,26 @@ def salvage_csv(source: str, clean_path: Path, torn_tail: str | None) -> Salvage
         except (OSError, EOFError, gzip.BadGzipFile):
             result.add(RowProblem.UNREADABLE_FILE, 0)
     return result
+
+
+def ended_lines(paths: list[str]) -> list[int | None]:
+    """How many line feeds each file holds (a gzip file's, decompressed), or None for a file that
+    cannot be read to its end: what a scan that reads every complete line has rows and refused
+    lines for, together. Files are counted on a few threads (reading releases the interpreter)."""
+    with ThreadPoolExecutor(min(LINE_COUNT_THREADS, max(len(paths), 1))) as pool:
+        return list(pool.map(_ended_lines, paths))
+
+
+def _ended_lines(path: str) -> int | None:
+    opener = gzip.open if path.endswith(".gz") else open
+    count = 0
+    try:
+        with opener(path, "rb") as f:
+            while block := f.read(LINE_COUNT_BLOCK):
+                count += block.count(b"\n")
+    except (OSError, EOFError):  # a cut or corrupt gzip file: salvage.py reads what it can
+        return None
+    return count
 
 
 def _physical_lines(source: str) -> Iterator[tuple[int, bytes, bool]]:

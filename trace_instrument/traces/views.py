@@ -70,10 +70,29 @@ def compute(
         # one run among several: what loading skipped in its own files only
         report = report.of_files({f.path for f in inputs.files})
     report = report.shown()
-    files = {f.file_id: f for f in inputs.files}
     run_lines = run_progress(progress_reader or ProgressReader(), inputs)
+    status = parse_status(inputs.of_kind(FileKind.STATUS))
+    try:
+        return _figures(backend, selection, report, options, run_lines, status)
+    except Exception as error:
+        if not backend.retry_in_order(error):
+            raise
+        return _figures(backend, selection, report, options, run_lines, status)
+
+
+def _figures(
+    backend: Backend,
+    selection: RunSelection,
+    report: LoadReport,
+    options: Options,
+    run_lines: RunProgress,
+    status: tuple[dict[str, dict[str, int]] | None, list[str]],
+) -> Analysis:
+    """compute's queries, some side by side (Backend.side_by_side), and the Analysis from them."""
+    inputs = selection.inputs
+    files = {f.file_id: f for f in inputs.files}
     progress, mixed_progress = run_lines.info, run_lines.left_out
-    lost, bad_status = parse_status(inputs.of_kind(FileKind.STATUS))
+    lost, bad_status = status
     backend.select_steps(None)
     # each figure of a shown step is the whole run's: these read the views showing all of it
     (v1,) = backend.rows("v1_trainer")[0]
@@ -104,6 +123,7 @@ def compute(
         header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, files)
         groups, oldest = _in_flight(backend, files, header.last_ms)
         rollouts = rollouts_task.result()
+    sglang_task.result()  # its error, even when there are no rollouts to show (as in order)
     header = replace(
         header,
         trajectories_read=rollouts.trajectories if rollouts else 0,
