@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import duckdb
@@ -113,3 +114,31 @@ def _fails(*_: object) -> None:
 
 def _raises(*_: object) -> None:
     raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
+
+
+def test_an_interrupt_drops_the_queued_views_and_closes_cleanly(sim_run, monkeypatch) -> None:
+    # Ctrl-C while the views run: the tasks not started are dropped, the error is the interrupt
+    # (the connections close after it, not "busy"), and the next analysis runs whole
+    started: list[str] = []
+
+    def busy(name: str):
+        def task(*_: object) -> None:
+            started.append(name)
+            time.sleep(0.5)
+
+        return task
+
+    monkeypatch.setattr(views, "_sglang_fields", busy("sglang"))
+    monkeypatch.setattr(views, "_rollouts", busy("rollouts"))
+    monkeypatch.setattr(views, "_funnel", busy("funnel"))
+
+    def interrupted(*_: object) -> None:
+        time.sleep(0.1)  # both workers busy, the rest queued
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(views, "_header", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        analyze([sim_run[0]], Options(cache=False, threads=2))
+    assert sorted(started) == ["rollouts", "sglang"]
+    monkeypatch.undo()
+    assert analyze([sim_run[0]], Options(cache=False, threads=2)).rollouts is not None

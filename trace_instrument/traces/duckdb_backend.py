@@ -190,10 +190,19 @@ class DuckDBBackend(Backend):
         def take_a_cursor() -> None:
             self._worker.con = free.get()
 
-        with ThreadPoolExecutor(
-            len(self._cursors), thread_name_prefix="trace-views", initializer=take_a_cursor
-        ) as pool:
+        pool = ThreadPoolExecutor(len(self._cursors), thread_name_prefix="trace-views", initializer=take_a_cursor)
+        try:
             yield pool
+        except BaseException:
+            # Ctrl-C, or a failure on this thread: the queued tasks are dropped and the running
+            # queries stopped, rather than waited for (a second signal would then find the
+            # connections busy when they are closed)
+            pool.shutdown(wait=False, cancel_futures=True)
+            for cursor in self._cursors:
+                cursor.interrupt()
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
     def retry_in_order(self, error: Exception) -> bool:
         """Out of memory side by side: the queries running at once share one memory limit, so those
@@ -217,9 +226,12 @@ class DuckDBBackend(Backend):
         self._cursor_views[id(cursor)] = self.view_statements
 
     def close(self) -> None:
-        for cursor in self._cursors:
-            cursor.close()
-        self.con.close()
+        try:
+            for cursor in self._cursors:
+                cursor.close()
+        finally:
+            self._cursors.clear()
+            self.con.close()
 
     def drop_table(self, name: str) -> None:
         self.con.execute(f"DROP TABLE {name}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -114,7 +113,7 @@ def _figures(
     )
     with backend.side_by_side() as pool:
         sglang_task = pool.submit(_sglang_fields, backend)
-        rollouts_task = pool.submit(_rollouts, backend, progress, bool(v1), sglang_task)
+        rollouts_task = pool.submit(_rollouts, backend, progress, bool(v1))
         latency_task = pool.submit(_latency_views, backend)
         slowest_task = pool.submit(backend.rows, "slowest", limit=SLOWEST)
         funnel_task = pool.submit(_funnel, backend)
@@ -122,8 +121,10 @@ def _figures(
         # meanwhile, on this thread's own connection
         header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, files)
         groups, oldest = _in_flight(backend, files, header.last_ms)
-        rollouts = rollouts_task.result()
-    sglang_task.result()  # its error, even when there are no rollouts to show (as in order)
+    sglang = sglang_task.result()  # its error too when there are no rollouts to show (as in order)
+    rollouts = rollouts_task.result()
+    if rollouts is not None:
+        rollouts = replace(rollouts, sglang=_sglang_breakdown(sglang, rollouts.sglang.turns))
     header = replace(
         header,
         trajectories_read=rollouts.trajectories if rollouts else 0,
@@ -471,11 +472,8 @@ def _nice_width(span: float, bins: int = 20) -> int:
     return int(10 * magnitude)
 
 
-def _rollouts(
-    backend: Backend, progress: ProgressInfo, v1: bool, sglang_fields: Future[dict[str, Distribution]]
-) -> Rollouts | None:
-    """The run's rollouts; ``sglang_fields`` is the task computing _sglang_fields (submitted
-    before this one, so never waiting behind it)."""
+def _rollouts(backend: Backend, progress: ProgressInfo, v1: bool) -> Rollouts | None:
+    """The run's rollouts, their sglang times left empty (the caller puts _sglang_fields' in)."""
     (n, mean, lo, hi, q, turns) = backend.rows("turn_counts")[0]
     tools = tuple(
         ToolTime(str(name), int(c), float(p50), float(p90), float(p99), int(mx), int(total))
@@ -506,7 +504,7 @@ def _rollouts(
         ),
         response_length=_run_response_length(backend, v1),
         tools=tools,
-        sglang=_sglang_breakdown(sglang_fields.result(), int(turns)),
+        sglang=_sglang_breakdown({}, int(turns)),
         completed_lines=progress.completed,
     )
 
@@ -589,7 +587,8 @@ def _step_rollouts(
 
 
 def _sglang(backend: Backend, turns: int) -> SglangBreakdown:
-    """The sglang times of the ``turns`` turns, from the buckets of their values (sglang.sql)."""
+    """The sglang times of the ``turns`` turns, from the buckets of their values (sglang.sql): the
+    two parts compute runs apart, together (test_sglang_buckets.py reads them so)."""
     return _sglang_breakdown(_sglang_fields(backend), turns)
 
 
