@@ -541,8 +541,12 @@ class Backend(ABC):
 
     def script(self, name: str, **params: Any) -> None:
         """Run every statement of the named SQL file."""
-        for statement in _statements(self.dialect.render(sql_text(name, self.dialect.name), params)):
+        for statement in self.statements(name, **params):
             self.run(statement)
+
+    def statements(self, name: str, **params: Any) -> Sequence[str]:
+        """The statements of the named SQL file, rendered."""
+        return _statements(self.dialect.render(sql_text(name, self.dialect.name), params))
 
     def build_samples(self) -> None:
         """``entities_all`` (one row per sample) and ``transitions_all``, both keyed by ``skey``.
@@ -607,14 +611,16 @@ class Backend(ABC):
                 f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {table}" for view, table in whole_views()
             ]
         else:
-            params = {
-                "all": "FALSE" if steps else "TRUE",
-                "lo": lo,
-                "hi": hi,
-                "every_file": "TRUE" if files is None else "FALSE",
-                "run_files": ", ".join(str(f) for f in files or ()) or "-1",
-            }
-            statements = list(_statements(self.dialect.render(sql_text("views", self.dialect.name), params)))
+            statements = list(
+                self.statements(
+                    "views",
+                    all="FALSE" if steps else "TRUE",
+                    lo=lo,
+                    hi=hi,
+                    every_file="TRUE" if files is None else "FALSE",
+                    run_files=", ".join(str(f) for f in files or ()) or "-1",
+                )
+            )
         for statement in statements:
             self.run(statement)
         self.view_statements = tuple(statements)
