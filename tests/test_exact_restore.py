@@ -1,7 +1,7 @@
 """A fork's own comments on the lines apply rewrites survive apply + remove on real verl.
 
-The README promises that remove gives a file back byte for byte and keeps the user's own
-edits; the rewritten regions used to be rebuilt from the anchors, losing comments on them.
+docs/instrumenting.md promises that remove gives a file back byte for byte and keeps the user's
+own edits; the rewritten regions used to be rebuilt from the anchors, losing comments on them.
 """
 
 from __future__ import annotations

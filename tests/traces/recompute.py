@@ -1,6 +1,6 @@
 """A plain-Python reading of a trace folder (csv, json, numpy), independent of the tool's SQL.
 
-The tests compare the tool's numbers with these. Definitions follow the README:
+The tests compare the tool's numbers with these. Definitions follow docs/analyze.md:
 a sample's rows are ordered by pipeline rank, then time (generate/tool rows share a rank);
 a prompt's last sample-level row leads to each of its trajectories' first row.
 """
@@ -117,7 +117,7 @@ def trajectories(trace_dir: Path) -> list[dict]:
 
 def stop_reason(trajectory: dict) -> str:
     """An aborted last turn's finish reason, else the agent loop's reason, else the last turn's
-    finish reason, else unknown (README's bucket)."""
+    finish reason, else unknown (the bucket of docs/analyze.md)."""
     last = trajectory["turns"][-1]["finish_reason"] if trajectory["turns"] else ""
     if last in ("aborted", "abort"):
         return last

@@ -1,7 +1,7 @@
 """``export --parquet``: the normalised tables as Parquet files, the hand-off to other engines.
 
 Tables: ``events`` (one row per CSV row), ``trajectories`` (one per JSONL line),
-``turns`` (one per turn) and ``steps`` (one per global step); the README documents
+``turns`` (one per turn) and ``steps`` (one per global step); docs/analyze.md documents
 their columns. A ``manifest.json`` names the schema version and the sources.
 """
 
