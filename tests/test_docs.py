@@ -124,3 +124,28 @@ def test_the_link_checker_sees_a_broken_link(tmp_path: Path) -> None:
     page.write_text(text + "## Self\n", encoding="utf-8")
     assert links(page) == ["other.md#here", "other.md#gone", "none.md", "#self"]
     assert broken_links(page) == ["other.md#gone: no heading #gone in other.md", "none.md: no such file"]
+
+
+def ragged_rows(markdown: str) -> list[str]:
+    """Table rows whose cell count differs from their header's (an unescaped | in a cell, a lost cell)."""
+    lines = FENCE.sub("", markdown).split("\n")
+    cells = [len(re.split(r"(?<!\\)\|", line.strip().strip("|"))) for line in lines]
+    ragged, header = [], None
+    for index, line in enumerate(lines):
+        if not line.lstrip().startswith("|"):
+            header = None
+        elif header is None:
+            header = cells[index]
+        elif cells[index] != header:
+            ragged.append(line)
+    return ragged
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_table_row_has_its_headers_cells(page: Path) -> None:
+    assert ragged_rows(page.read_text(encoding="utf-8")) == []
+
+
+def test_a_ragged_table_is_seen() -> None:
+    table = "| a | b |\n|---|---|\n| `x\\|y` | z |\n| `x|y` | z |\n\n| c |\n|---|\n| d |\n"
+    assert ragged_rows(table) == ["| `x|y` | z |"]
