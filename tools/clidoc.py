@@ -27,7 +27,7 @@ ORDER = ("demo", "apply", "check", "verify", "report", "remove", "port", "points
 COMPLETION = {"install_completion", "show_completion"}
 # where each command is explained in prose (a command missing here simply gets no link)
 DETAILS = {
-    "demo": ("the README's quickstart", "../README.md#quickstart"),
+    "demo": ("instrumenting a checkout", "instrumenting.md#demo"),
     "apply": ("instrumenting a checkout", "instrumenting.md#apply"),
     "check": ("the CI gate", "ci.md#check"),
     "verify": ("instrumenting a checkout", "instrumenting.md#verify"),
