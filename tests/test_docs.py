@@ -149,3 +149,16 @@ def test_every_table_row_has_its_headers_cells(page: Path) -> None:
 def test_a_ragged_table_is_seen() -> None:
     table = "| a | b |\n|---|---|\n| `x\\|y` | z |\n| `x|y` | z |\n\n| c |\n|---|\n| d |\n"
     assert ragged_rows(table) == ["| `x|y` | z |"]
+
+
+SET_UP = {
+    "demo": "python3 -m venv .venv && . .venv/bin/activate && pip install . && trace-instrument demo",
+    "tests": "python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[test]' && python -m pytest",
+}
+
+
+def test_the_readme_starts_with_the_two_set_up_commands() -> None:
+    """A fresh clone is set up by the README's first two code blocks: the demo, then the default tests."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [block.strip() for block in re.findall(r"^```bash\n(.*?)^```", readme, re.MULTILINE | re.DOTALL)]
+    assert blocks[:2] == [SET_UP["demo"], SET_UP["tests"]]
