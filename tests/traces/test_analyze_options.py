@@ -11,7 +11,7 @@ from recompute import read_rows
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 
 runner = CliRunner()
 

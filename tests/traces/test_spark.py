@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from recompute import read_rows
 
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.salvage import RowProblem
 
 
