@@ -17,7 +17,7 @@ def _pyspark() -> None:
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        pytest.fail("pyspark is needed for this test: pip install -e '.[test]' (or the spark extra)", pytrace=False)
+        pytest.fail("pyspark is needed for this test: pip install -e '.[test,spark]'", pytrace=False)
 
 
 def _rounded(value: object) -> object:
