@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).parent.parent / "trace_instrument"
 LAYERS = {
     "model": 0,
     "caches": 0,  # the tool's cache folder: needs nothing of ours but the version
+    "data": 0,  # where the shipped anchors/ and templates/ are
     "wheels": 0,  # fetches verl wheels
     "spec": 1,
     "selfcheck": 1,  # runs the runtime package in a subprocess
