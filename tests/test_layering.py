@@ -18,6 +18,7 @@ LAYERS = {
     "model": 0,
     "caches": 0,  # the tool's cache folder: needs nothing of ours but the version
     "data": 0,  # where the shipped anchors/ and templates/ are
+    "formats": 0,  # the trace files' format, loaded from the runtime's templates
     "wheels": 0,  # fetches verl wheels
     "spec": 1,
     "selfcheck": 1,  # runs the runtime package in a subprocess

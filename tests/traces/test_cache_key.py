@@ -57,9 +57,11 @@ def test_a_file_that_is_not_the_readers_code_leaves_the_key_alone(reader_copy, t
 
 @pytest.mark.slow
 def test_a_changed_copy_of_the_package_loads_afresh(tiny_run, tmp_path):
-    """As installed: two processes of a copy of the package, a reader file changed between them."""
-    site = tmp_path / "site"
+    """As installed: processes of a copy of the package, a reader file (then the runtime's format)
+    changed between them."""
+    site = tmp_path / "site"  # laid out as a checkout: the package, and templates/ beside it
     shutil.copytree(PACKAGE, site / "trace_instrument", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(PACKAGE.parent / "templates", site / "templates", ignore=shutil.ignore_patterns("__pycache__"))
     trace = shutil.copytree(tiny_run, tmp_path / "trace")
     code = (
         "import sys\n"
@@ -81,4 +83,8 @@ def test_a_changed_copy_of_the_package_loads_afresh(tiny_run, tmp_path):
     assert [cached(), cached()] == [False, True]
     with (site / "trace_instrument" / "traces" / "sql" / "steps.sql").open("a", encoding="utf-8") as handle:
         handle.write("\n-- changed\n")
+    assert [cached(), cached()] == [False, True]
+    # the format the reader reads by is the runtime's: changed, it is another reader too
+    with (site / "templates" / "runtime" / "formats.py").open("a", encoding="utf-8") as handle:
+        handle.write("\n# changed\n")
     assert cached() is False
