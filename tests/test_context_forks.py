@@ -12,6 +12,7 @@ put it raises.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import re
@@ -297,6 +298,8 @@ def test_a_late_local_import_refuses_the_store_and_breaks_a_placed_one(
 
 
 def _black_with_crlf(tree: Path, catalog: Catalog) -> None:
+    if importlib.util.find_spec("black") is None:  # the format extra, which [test] does not bring
+        pytest.fail("black is needed for this test: pip install -e '.[test,format]'", pytrace=False)
     files = [tree / f for f in catalog.files if (tree / f).exists()]
     for path in files:
         path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))

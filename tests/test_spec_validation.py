@@ -140,6 +140,7 @@ def test_the_shipped_catalog_loads_and_is_complete():
     assert [name for name, _ in catalog.runtime.files] == [
         "__init__.py",
         "files.py",
+        "formats.py",
         "losses.py",
         "process.py",
         "progress.py",

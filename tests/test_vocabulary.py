@@ -10,12 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+from trace_instrument.formats import RAW_MESSAGE_KEYS, TRAJECTORY_LINE_KEYS, TURN_KEYS
 from trace_instrument.model import (
-    RAW_MESSAGE_KEYS,
     RUNTIME_EXPORTS,
     TRACING_NAMES,
-    TRAJECTORY_LINE_KEYS,
-    TURN_KEYS,
     Confidence,
     PortStatus,
     Reason,

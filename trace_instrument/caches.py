@@ -31,20 +31,25 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-@functools.lru_cache(maxsize=1)
-def _code_digest() -> bytes:
-    """The tool's own code: a cached value computed by other code is never read back."""
+@functools.lru_cache(maxsize=8)
+def code_digest(folder: Path, suffixes: tuple[str, ...] = (".py",), *files: Path) -> bytes:
+    """The code a cached value was computed by: every file under ``folder`` ending in one of
+    ``suffixes``, and ``files`` besides (each by its path and bytes), with the tool's version.
+    Keyed by it, a value computed by other code is never read back (read once a process)."""
     hasher = hashlib.sha256(__version__.encode())
-    package = Path(__file__).parent
-    for path in sorted(package.rglob("*.py")):
-        hasher.update(path.relative_to(package).as_posix().encode())
-        hasher.update(path.read_bytes())
+    found = sorted(p for p in folder.rglob("*") if p.suffix in suffixes and p.is_file())
+    for path in [*found, *files]:
+        data = path.read_bytes()
+        name = (path.relative_to(folder).as_posix() if path.is_relative_to(folder) else path.name).encode()
+        for part in (name, data):
+            hasher.update(len(part).to_bytes(8, "little"))
+            hasher.update(part)
     return hasher.digest()
 
 
 def digest(*parts: bytes | str) -> str:
     """A key from everything a cached value depends on (the tool's own code included)."""
-    hasher = hashlib.sha256(_code_digest())
+    hasher = hashlib.sha256(code_digest(Path(__file__).parent))
     for part in parts:
         data = part.encode() if isinstance(part, str) else part
         hasher.update(len(data).to_bytes(8, "little"))

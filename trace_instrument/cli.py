@@ -26,7 +26,6 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from trace_instrument import __version__
-from trace_instrument.cli_traces import register as register_trace_commands
 from trace_instrument.engine.check import check as run_check
 from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
 from trace_instrument.engine.patch import patch_bytes, unified_patch
@@ -35,6 +34,7 @@ from trace_instrument.render import exits, text  # (ci and jsonout: where their 
 from trace_instrument.render.items import counts_line
 from trace_instrument.spec import SpecError, load_catalog
 from trace_instrument.spec.project import NAME_KEYS, ConfigError, ProjectConfig, find_config, unknown_name
+from trace_instrument.traces.cli import register as register_trace_commands
 
 app = typer.Typer(
     add_completion=True,

@@ -41,58 +41,7 @@ GENERIC_RUNTIME_NAMES = frozenset({"Turn", "Trajectory", "flush"})
 # tests/test_vocabulary.py keeps the two equal).
 RUNTIME_EXPORTS = TRACING_NAMES | GENERIC_RUNTIME_NAMES
 
-# Why an agent loop ended, as trace_agent_stop records it in a trajectory's agent_stop_reason
-# (the runtime keeps its own copy, trajectory_tracker.AGENT_STOP_REASONS; a test keeps them equal).
-AGENT_STOP_REASONS = (
-    "response_length",
-    "tool_response_length",
-    "max_assistant_turns",
-    "max_user_turns",
-    "no_tool_call",
-)
-
-# One trajectory JSONL line (the seed's trace_data_formats.md): its keys, the keys of the JSON
-# object in its raw_message string, and the keys of each turn in it.
-TRAJECTORY_LINE_KEYS = ("prompt_uid", "sample_index", "raw_message")
-RAW_MESSAGE_KEYS = (
-    "request_id",
-    "n_samples",
-    "global_step",
-    "created_at_ts",
-    "completed_at_ts",
-    "total_time_ms",
-    "turns",
-    "initial_prompt_text",
-    "agent_metrics",
-    # additions to the seed's format
-    "agent_stop_reason",
-    "response_length",
-    "max_response_length",
-    "min_global_steps",
-    "max_global_steps",
-)
-TURN_KEYS = (
-    "turn_index",
-    "prompt_token_count",
-    "completion_text",
-    "completion_token_count",
-    "finish_reason",
-    "observation_text",
-    "start_ts",
-    "end_ts",
-    "observation_start_ts",
-    "observation_end_ts",
-    "turn_total_time_ms",
-    "completion_time_ms",
-    "observation_time_ms",
-    "sglang_time_ms",
-    "sglang_queue_time_ms",
-    "sglang_ttft_ms",
-    "sglang_prefill_ms",
-    "sglang_decode_time_ms",
-    "template_overhead_tokens",
-    "template_overhead_text",
-)
+# The trace files' format (CSV columns, events, trajectory keys) is the runtime's: see formats.py.
 
 
 class EditKind(str, enum.Enum):

@@ -18,8 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from trace_instrument.model import RAW_MESSAGE_KEYS, TRAJECTORY_LINE_KEYS, Catalog, Check, Finding
-from trace_instrument.model import TURN_KEYS as TURN_KEY_NAMES
+from trace_instrument import formats
+from trace_instrument.formats import RAW_MESSAGE_KEYS, TRAJECTORY_LINE_KEYS
+from trace_instrument.formats import TURN_KEYS as TURN_KEY_NAMES
+from trace_instrument.model import Catalog, Check, Finding
 
 _SCRIPT = r"""
 import sys
@@ -103,21 +105,22 @@ def _sample_findings(folder: Path, stdout: str) -> list[Finding]:
         ]
     with files[0].open(newline="", encoding="utf-8") as handle:
         rows = list(csv.reader(handle))
-    if [len(r) for r in rows] != [6, 6, 6]:
-        problems.append(f"expected 3 rows of 6 columns (no header), got {[len(r) for r in rows]}")
+    columns = len(formats.SAMPLE_COLUMNS)
+    if [len(r) for r in rows] != [columns] * 3:
+        problems.append(f"expected 3 rows of {columns} columns (no header), got {[len(r) for r in rows]}")
     else:
         if {r[0] for r in rows} != {"ENV_NOTFOUND_DLC_JOB_ID"} or {r[1] for r in rows} != {"sample"}:
             problems.append("job_id / cat columns wrong")
         if [r[2] for r in rows] != ["u1/0", "u2/sample", "u3/sample"]:
             problems.append(f"sample_id rule broken: {[r[2] for r in rows]}")
-        if [r[3] for r in rows] != ["COMPLETE", "COMPLETE", "RUNNING"]:
+        if [r[3] for r in rows] != [_status("TRAIN_UPDATE"), _status("TRAIN_UPDATE"), _status("DATA_PREPROCESS")]:
             problems.append(f"sample_status rule broken: {[r[3] for r in rows]}")
         if not all(r[4].isdigit() and len(r[4]) >= 13 for r in rows):
             problems.append("timestamp is not in milliseconds")
         want = [
-            "from=SelfCheck|to=Disk|stage=TRAIN_UPDATE|global_step=3|detail=self_check",
-            "from=SelfCheck|to=Disk|stage=TRAIN_UPDATE|global_step=3|detail=self_check",
-            "from=SelfCheck|to=Disk|stage=DATA_PREPROCESS",
+            _content("SelfCheck", "Disk", "TRAIN_UPDATE", "3", "self_check"),
+            _content("SelfCheck", "Disk", "TRAIN_UPDATE", "3", "self_check"),
+            _content("SelfCheck", "Disk", "DATA_PREPROCESS"),
         ]
         if [r[5] for r in rows] != want:
             problems.append(f"content column wrong: {[r[5] for r in rows]}")
@@ -128,6 +131,16 @@ def _sample_findings(folder: Path, stdout: str) -> list[Finding]:
             "sample CSV", problems, "3 rows: columns, sample_id rule, status, content and stdout echo as specified"
         )
     ]
+
+
+def _status(stage: str) -> str:
+    """The sample_status the format gives a row of ``stage``."""
+    return formats.STATUS_COMPLETE if stage in formats.COMPLETE_STAGES else formats.STATUS_RUNNING
+
+
+def _content(*values: str) -> str:
+    """The content field of a row: each value under its key, in the format's order."""
+    return "|".join(f"{key}={value}" for key, value in zip(formats.CONTENT_KEYS, values))
 
 
 def _progress_findings(folder: Path, stdout: str) -> list[Finding]:

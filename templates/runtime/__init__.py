@@ -16,8 +16,9 @@ Standard library only; imports are relative so the package can live anywhere.
 Modules: ``settings`` (environment, switch, clock), ``safety`` (containment,
 re-entry guard), ``streams`` (stdout/stderr), ``files`` (raw descriptors, atomic
 small files), ``process`` (fork handling), ``losses`` (counts, status file),
-``writer`` (bounded background writers, flush, exit), ``trace`` (sample flow),
-``progress`` (progress lines) and the three ``trajectory_*`` modules.
+``writer`` (bounded background writers, flush, exit), ``formats`` (the files'
+format: CSV columns, events, trajectory keys), ``trace`` (sample flow), ``progress``
+(progress lines) and the three ``trajectory_*`` modules.
 """
 
 from .progress import (

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import files, losses, process, safety, settings, streams
+from .formats import COMPLETE_STAGES, STATUS_COMPLETE, STATUS_RUNNING
 from .settings import get_trace_dir, set_trace_dir
 from .writer import BackgroundWriter, Chunk
 
@@ -40,7 +41,7 @@ __all__ = ["get_trace_dir", "set_trace_dir", "suppress_sample_trace", "trace_flo
 
 logger = logging.getLogger(__name__)
 
-_COMPLETE_STAGES = frozenset({"TRAIN_UPDATE", "FILTER_TRAJECTORIES"})
+_COMPLETE_STAGES = frozenset(COMPLETE_STAGES)
 _FACILITY = "sample_flow"
 
 # ---------------------------------------------------------------------------
@@ -287,9 +288,9 @@ def _is_unset_step(global_step: object) -> bool:
 
 def _sample_status(stage: object) -> str:
     try:
-        return "COMPLETE" if stage in _COMPLETE_STAGES else "RUNNING"
+        return STATUS_COMPLETE if stage in _COMPLETE_STAGES else STATUS_RUNNING
     except TypeError:  # unhashable stage
-        return "RUNNING"
+        return STATUS_RUNNING
 
 
 def _event_suffixes(from_module: Any, to_module: Any, stage: Any, detail: Any, global_step: Any) -> tuple[str, str]:

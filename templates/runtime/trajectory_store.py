@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import files, safety, settings
+from .formats import TRAJECTORY_LINE_KEYS, TURN_KEYS
 from .trajectory_types import Turn, _json_default
 from .writer import BackgroundWriter, Chunk, deadline_after
 
@@ -23,9 +24,10 @@ _MB = 1024 * 1024
 # Dropped from every line: bulky token ids, and fields verl cannot fill.
 _DROPPED_TRAJECTORY_FIELDS = frozenset({"initial_prompt_token_ids", "replica_id"})
 _DROPPED_TURN_FIELDS = frozenset({"completion_token_ids", "observation_token_ids", "prompt_text", "sglang_rid"})
-_KEPT_TURN_FIELDS = tuple(f.name for f in dataclasses.fields(Turn) if f.name not in _DROPPED_TURN_FIELDS)
-# Top-level index columns of a line; everything else goes into "raw_message".
-_INDEX_KEYS = ("prompt_uid", "sample_index")
+# A Turn's fields a line keeps (its others are dropped): the format's turn keys
+_KEPT_TURN_FIELDS = TURN_KEYS
+# Top-level index columns of a line; everything else goes into "raw_message" (the last key).
+_INDEX_KEYS = TRAJECTORY_LINE_KEYS[:-1]
 
 
 def _field_items(record):

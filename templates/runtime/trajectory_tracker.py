@@ -14,23 +14,14 @@ import itertools
 import logging
 import threading
 
-from . import settings
+from . import formats, settings
 from .safety import never_raise, warn_once
 from .trajectory_types import Trajectory, TurnRecord, _safe_len
 
 logger = logging.getLogger(__name__)
 
 # Why an agent loop ended, as the templates record it where verl's loops decide to stop
-# (trace_instrument.model.AGENT_STOP_REASONS holds the same names; a test keeps them equal).
-AGENT_STOP_REASONS = frozenset(
-    {
-        "response_length",  # the response reached rollout.response_length after a model turn
-        "tool_response_length",  # the tool responses would not fit in rollout.response_length
-        "max_assistant_turns",  # multi_turn.max_assistant_turns model turns were made
-        "max_user_turns",  # multi_turn.max_user_turns tool turns were made
-        "no_tool_call",  # the model answered without calling a tool
-    }
-)
+AGENT_STOP_REASONS = frozenset(formats.AGENT_STOP_REASONS)
 
 
 def _element_count(value) -> int | None:

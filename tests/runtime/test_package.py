@@ -19,6 +19,7 @@ def test_expected_source_files():
     assert [path.name for path in SOURCES] == [
         "__init__.py",
         "files.py",
+        "formats.py",
         "losses.py",
         "process.py",
         "progress.py",

@@ -14,6 +14,8 @@ import time
 import numpy as np  # a test dependency: pip install -e '.[test]'
 import pytest
 
+from trace_instrument import formats  # the files' format, as the runtime defines it
+
 FIXED_NOW = 1787215029.123456  # any instant works; expectations derive from it
 FIXED_MS = 1787215029123
 
@@ -27,7 +29,7 @@ def fix_clock(runtime, now=FIXED_NOW):
 
 def expected_rows(pairs, stage, content, job="ENV_NOTFOUND_DLC_JOB_ID", ms=FIXED_MS) -> bytes:
     """What Python's csv.writer (default dialect) produces for these samples."""
-    status = "COMPLETE" if stage in ("TRAIN_UPDATE", "FILTER_TRAJECTORIES") else "RUNNING"
+    status = formats.STATUS_COMPLETE if stage in formats.COMPLETE_STAGES else formats.STATUS_RUNNING
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     for uid, traj_uid in pairs:

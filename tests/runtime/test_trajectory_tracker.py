@@ -275,6 +275,6 @@ def test_response_length_unknown_without_a_usable_output(traced, output):
 
 
 def test_agent_stop_reasons_are_the_readers(traced):
-    from trace_instrument.model import AGENT_STOP_REASONS
+    from trace_instrument.formats import AGENT_STOP_REASONS
 
     assert traced.trajectory_tracker.AGENT_STOP_REASONS == frozenset(AGENT_STOP_REASONS)

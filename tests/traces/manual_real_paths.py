@@ -231,7 +231,7 @@ def main(out: Path) -> None:
     worker._trajectory_store.close(10)
     tracing.flush(10)
 
-    from trace_instrument.traces import Options, analyze
+    from trace_instrument.traces.analyze import Options, analyze
     from trace_instrument.traces.parquet import export_parquet
     from trace_instrument.traces.perfetto import export_perfetto
 

@@ -11,7 +11,7 @@ import simulate
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 
 runner = CliRunner()
 TINY_ROWS = 47  # test_analyze_tiny.test_header

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 
 runner = CliRunner()
 

@@ -11,7 +11,7 @@ from recompute import read_rows
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 
 runner = CliRunner()
 
@@ -65,10 +65,10 @@ def test_a_negative_trajectory_limit_is_refused(tiny_run: Path, tmp_path: Path) 
 def test_the_spark_hint_names_the_extra(tiny_run: Path, monkeypatch) -> None:
     import sys
 
-    analyze_module = sys.modules["trace_instrument.traces.analyze"]  # the package's `analyze` is the function
+    analyze_module = sys.modules["trace_instrument.traces.analyze"]  # the module whose `analyze` the command calls
 
     def missing(*_args, **_kwargs):
-        raise ImportError("No module named 'pyspark'")
+        raise ModuleNotFoundError("No module named 'pyspark'", name="pyspark")
 
     monkeypatch.setattr(analyze_module, "analyze", missing)
     result = runner.invoke(app, ["analyze", str(tiny_run), "--engine", "spark"])

@@ -16,7 +16,7 @@ import simulate
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.model import Analysis, ClipBasis, StepBasis
 from trace_instrument.traces.render.metrics import step_metrics
 

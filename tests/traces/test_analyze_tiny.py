@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from recompute import read_rows
 
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.model import Analysis, ResponseLength
 
 BASE = 1_787_215_020_000  # simulate.BASE_EPOCH_MS

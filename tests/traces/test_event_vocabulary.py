@@ -1,5 +1,6 @@
 """The trace reader's one vocabulary of events: the SQL names events, never their bare codes, and
-the stage/detail mapping of sql/events.sql agrees with the names in traces/events.py."""
+the stage/detail mapping of sql/events.sql (rendered from the runtime's format) agrees with the
+names in traces/events.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from importlib import resources
 
 import pytest
 
+from trace_instrument.traces.backend import Dialect
 from trace_instrument.traces.events import EVENT_NAMES, Event, event_codes_in
 
 SQL = resources.files("trace_instrument.traces") / "sql"
@@ -44,20 +46,26 @@ def test_every_event_named_in_sql_exists_and_expands_to_its_code() -> None:
 
 
 def test_the_stage_detail_mapping_gives_each_event_its_own_name() -> None:
-    """Each `WHEN 'STAGE' ...` arm of events.sql's mapping names events whose stage is STAGE, and
-    every event of the vocabulary is mapped exactly once."""
+    """Each arm of events.sql's mapping (``{{event_of(p.stage, p.detail)}}``, rendered from the
+    runtime's format) names an event whose stage is the arm's, and every event of the vocabulary
+    is mapped exactly once; no arm is shadowed by another."""
     text = (SQL / "events.sql").read_text(encoding="utf-8")
-    mapping = text[text.index("CASE p.stage") : text.index("END AS code")]
-    arms = re.findall(r"WHEN '([A-Z_]+)' THEN (CASE.*?END|\{\{event\(\w+\)\}\})", mapping, re.DOTALL)
-    assert len(arms) == len({stage for stage, _ in arms}) >= 10
+    assert "{{event_of(p.stage, p.detail)}} AS code" in text
+    mapping = Dialect().event_of("p.stage", "p.detail")
+    arms = re.findall(r"WHEN p\.stage = '([A-Z_]+)'(?: AND p\.detail (=|LIKE) '([^']*)')? THEN (\d+)", mapping)
+    assert len(arms) == mapping.count("WHEN ") and len({stage for stage, *_ in arms}) >= 10
+    conditions = [(stage, how, written) for stage, how, written, _ in arms]
+    assert len(set(conditions)) == len(conditions), "an arm as another never matches"
+    for stage, how, _, _ in arms:
+        alone = [c for c in conditions if c[0] == stage]
+        assert how or alone == [(stage, "", "")], f"{stage}: a stage alone is one event, no other arm has it"
     mapped: list[Event] = []
-    for stage, arm in arms:
-        for name in re.findall(r"\{\{event\((\w+)\)\}\}", arm):
-            event = Event[name]
-            assert EVENT_NAMES[event].split(":", 1)[0] == stage, (stage, name)
-            detail = EVENT_NAMES[event].partition(":")[2]
-            # an arm that tells details apart names this event's (a stage alone: any detail is it)
-            assert not arm.startswith("CASE") or detail.split("_computed")[0] in arm, (stage, name)
-            mapped.append(event)
+    for stage, how, written, code in arms:
+        event = Event(int(code))
+        assert EVENT_NAMES[event].split(":", 1)[0] == stage, (stage, event.name)
+        detail = EVENT_NAMES[event].partition(":")[2]
+        # an arm that tells details apart names this event's (a stage alone: any detail is it)
+        assert not how or detail.split("_computed")[0] in written, (stage, event.name)
+        mapped.append(event)
     assert sorted(mapped) == sorted(Event)
     assert set(EVENT_NAMES) == set(Event)

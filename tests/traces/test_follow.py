@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.follow import Follower
 from trace_instrument.traces.render.metrics import to_json
 

@@ -91,7 +91,7 @@ def _slowest(analysis) -> tuple[str, ...]:
 def test_a_refresh_that_splits_the_slowest_transitions_finds_the_new_slowest(tiny_run: Path, tmp_path: Path) -> None:
     """Rows that sort between a sample's old rows split its transition in two: the three slowest of
     a kind replaced by faster ones lower the kind's threshold, and the candidates are built again."""
-    from trace_instrument.traces import analyze
+    from trace_instrument.traces.analyze import analyze
 
     trace = Path(
         shutil.copytree(tiny_run, tmp_path / "trace", ignore=shutil.ignore_patterns(".trace-instrument-cache"))
@@ -139,7 +139,7 @@ def test_appended_ids_sharing_a_key_build_everything_again_with_the_ids_text(
     """Two new sample ids whose keys collide (forced: a key that gives both 0) make the refresh build
     the samples again keyed by the ids' text: the tables change type, the views follow them, and
     the figures are a fresh analysis's."""
-    from trace_instrument.traces import analyze
+    from trace_instrument.traces.analyze import analyze
     from trace_instrument.traces.duckdb_backend import DuckDBDialect
     from trace_instrument.traces.render.metrics import to_json
 

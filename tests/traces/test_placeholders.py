@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.backend import PLACEHOLDER_UIDS
 
 TOOL = "from=ToolAgentLoop|to=Tool|stage=AGENT_TOOL|detail=tool_executed_name=search"

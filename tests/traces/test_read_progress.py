@@ -10,7 +10,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.render.progress import ReadProgress
 
 

@@ -15,7 +15,7 @@ from recompute import read_rows, trajectories
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.salvage import RowProblem, salvage_csv
 
 runner = CliRunner()

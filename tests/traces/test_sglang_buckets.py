@@ -21,7 +21,7 @@ import pytest
 
 from trace_instrument.traces.backend import SGLANG_FIELDS
 from trace_instrument.traces.duckdb_backend import DuckDBBackend
-from trace_instrument.traces.views import _sglang
+from trace_instrument.traces.views import _sglang_breakdown, _sglang_fields
 
 COLUMNS = [column for _, column in SGLANG_FIELDS]
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
@@ -74,6 +74,12 @@ def _exact_mean(values: list[float]) -> float:
         return math.nan  # the float mean: compared apart
     total = sum(Decimal(v).quantize(Decimal("1e-9"), rounding=ROUND_HALF_UP) for v in values)
     return float(total) / len(values)
+
+
+def _sglang(backend: DuckDBBackend, turns: int):
+    """The sglang times of the ``turns`` turns, from the buckets of their values (sglang.sql): the
+    two parts the analysis computes apart (views.py), together."""
+    return _sglang_breakdown(_sglang_fields(backend), turns)
 
 
 def _same_float(a: float | None, b: float) -> bool:

@@ -14,7 +14,8 @@ import duckdb
 import pytest
 from test_follow import _cut, _same
 
-from trace_instrument.traces import Options, analyze, duckdb_backend, views
+from trace_instrument.traces import duckdb_backend, views
+from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.duckdb_backend import DuckDBBackend
 from trace_instrument.traces.follow import Follower
 from trace_instrument.traces.render.metrics import to_json

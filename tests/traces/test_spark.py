@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from recompute import read_rows
 
-from trace_instrument.traces import Options, analyze
+from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.salvage import RowProblem
 
 
@@ -17,7 +17,7 @@ def _pyspark() -> None:
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        pytest.fail("pyspark is needed for this test: pip install -e '.[test]' (or the spark extra)", pytrace=False)
+        pytest.fail("pyspark is needed for this test: pip install -e '.[test,spark]'", pytrace=False)
 
 
 def _rounded(value: object) -> object:

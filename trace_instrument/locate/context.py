@@ -45,6 +45,7 @@ from trace_instrument.locate.flow import (
 from trace_instrument.locate.index import FileIndex, Site
 from trace_instrument.locate.match import Matcher
 from trace_instrument.locate.names import COMPREHENSIONS, BindingKind, NameTable, Scope, ScopeKind, one_line
+from trace_instrument.locate.owned import owned_ids, template_table
 from trace_instrument.locate.recognize import Recognition
 from trace_instrument.model import ContextIssue, Edit, EditKind, NameIssue, Point, Reader, Reason, Relations
 from trace_instrument.spec.code import PLACEHOLDER
@@ -543,8 +544,6 @@ class ContextChecks:
 
 
 def _present(recognition: Recognition, index: FileIndex) -> Iterator[_Piece]:
-    from trace_instrument.locate.runnable import owned_ids  # (runnable uses this module)
-
     for state in recognition.states.values():
         for block in state.blocks:
             if not block.top:
@@ -692,8 +691,6 @@ def _names_bound(piece: _Piece) -> list[str]:
 def _planned_local(name: str, scope: Scope, piece: _Piece, planned_names: frozenset[str]) -> bool:
     """A name a planned template reads is local to its function when the function binds it, or
     the template or another planned piece there does (the template's own comprehensions aside)."""
-    from trace_instrument.locate.runnable import template_table
-
     template = template_table(tuple(piece.edit.template.stmts))
     return scope.binds(name) or template.module.binds(name) or name in planned_names
 

@@ -258,10 +258,6 @@ class Flow:
         """What holds on every path to the statement (None: no path reaches it, or it is not in this body)."""
         return self._before.get(id(stmt))
 
-    def reaches(self, stmt: ast.stmt) -> bool:
-        """Was the statement walked (it is in this body, or in the overlay)?"""
-        return id(stmt) in self._before
-
     # -- statements -----------------------------------------------------------------------
 
     def _block(self, stmts: Sequence[ast.stmt], state: State) -> State:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
-import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from trace_instrument.locate.anchors import Placement
@@ -30,8 +29,9 @@ from trace_instrument.locate.names import (
     Use,
     one_line,
 )
-from trace_instrument.locate.recognize import Block, Recognition
-from trace_instrument.model import TRACING_MODULE, TRACING_NAMES, Edit, EditKind, NameIssue, Point, Reason, Relations
+from trace_instrument.locate.owned import instrumentation_node_ids, owned_nodes, template_table
+from trace_instrument.locate.recognize import Recognition
+from trace_instrument.model import TRACING_MODULE, TRACING_NAMES, Edit, NameIssue, Point, Reason, Relations
 from trace_instrument.spec.code import PLACEHOLDER, placeholders
 
 Planned = frozenset[tuple[int, str]]  # (id of a scope's node, name) bound by points being placed
@@ -71,73 +71,6 @@ def expectations(point: Point) -> dict[str, Expectation]:
 
 # expressions that open a scope of their own
 _OWN_SCOPES = (ast.Lambda, *COMPREHENSIONS)
-
-
-# -- which code is whose ---------------------------------------------------------------------
-
-
-def owned_nodes(block: Block, others: frozenset[int] = frozenset()) -> Iterator[ast.AST]:
-    """Every node of a block's own code (captured business code inside a rewrite left out).
-
-    `others`: statements of other points' blocks, left out with everything under them
-    (another point's code may sit inside a rewrite's block).
-    """
-    if block.edit.kind is EditKind.REPLACE_EXPR:
-        if block.expr is not None:
-            yield from ast.walk(block.expr)
-        return
-    kept: set[int] = set(others)
-    captures = block.captures
-    if captures is not None:
-        kept.update(id(s) for s in captures.statements.values())
-        kept.update(id(s) for body in captures.bodies.values() for s in body)
-        for _value, holder in captures.values.values():
-            # `result = <business value>`: the target is the template's, the value is business code
-            kept.add(id(holder))
-            for target in _targets(holder):
-                yield from ast.walk(target)
-    for stmt in block.instrumentation:
-        yield from _walk_skipping(stmt, kept)
-
-
-def _targets(stmt: ast.stmt) -> list[ast.expr]:
-    if isinstance(stmt, ast.Assign):
-        return list(stmt.targets)
-    if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
-        return [stmt.target]
-    return []
-
-
-def _walk_skipping(node: ast.AST, kept: set[int]) -> Iterator[ast.AST]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if id(current) in kept:
-            continue
-        yield current
-        stack.extend(ast.iter_child_nodes(current))
-
-
-_OWNED: weakref.WeakKeyDictionary[Block, frozenset[int]] = weakref.WeakKeyDictionary()
-
-
-def owned_ids(block: Block) -> frozenset[int]:
-    """Ids of the nodes of a block's own code (owned_nodes), worked out once per block."""
-    found = _OWNED.get(block)
-    if found is None:
-        found = _OWNED[block] = frozenset(id(node) for node in owned_nodes(block))
-    return found
-
-
-def instrumentation_node_ids(recognition: Recognition) -> frozenset[int]:
-    """Ids of every node that belongs to a recognised point's code in this file."""
-    owned: set[int] = set()
-    for state in recognition.states.values():
-        for block in state.blocks:
-            owned |= owned_ids(block)
-        for edited in state.edited:
-            owned.update(id(node) for stmt in edited.own for node in ast.walk(stmt))
-    return frozenset(owned)
 
 
 # -- the checks ----------------------------------------------------------------------------------
@@ -380,12 +313,6 @@ class PointNames:
     def _builtin_users(self, name: str) -> list[Use]:
         """Business code reading the builtin `name` (an added `import name` would change it)."""
         return [u for u in self.table.uses.get(name, ()) if self.table.resolve(name, u.scope) is None]
-
-
-@functools.lru_cache(maxsize=4096)  # one entry per edit of the catalog
-def template_table(stmts: tuple[ast.stmt, ...]) -> NameTable:
-    """The name table of a template's own code (read whole; never changed once built)."""
-    return NameTable(ast.Module(body=list(stmts), type_ignores=[])).complete()
 
 
 def replaced_nodes(placement: Placement, stmts: Sequence[ast.stmt]) -> frozenset[int]:

@@ -1,21 +1,11 @@
-"""Where the shipped anchor specs and templates live.
-
-In a wheel they are packaged under trace_instrument/_data/; in a source
-checkout (or an editable install) they sit at the repository root.
-"""
+"""Where the shipped anchor specs and templates live (trace_instrument.data finds them), and the
+JSON Schemas of the spec files."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent
-
-
-def data_dir(name: str) -> Path:
-    for candidate in (_PACKAGE_DIR / "_data" / name, _PACKAGE_DIR.parent / name):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError(f"trace_instrument data folder {name!r} not found next to {_PACKAGE_DIR}")
+from trace_instrument.data import data_dir
 
 
 def anchors_dir() -> Path:

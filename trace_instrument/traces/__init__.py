@@ -1,10 +1,7 @@
-"""Reading trace folders back: the engine behind ``analyze`` and ``export``.
+"""Reading trace folders back: the engine behind ``analyze`` and ``export`` (``analyze.analyze``).
 
 Returns typed results (``model``); never prints or exits. DuckDB is the default
-engine; ``spark_backend`` runs the same SQL files on Spark.
+engine; ``spark_backend`` runs the same SQL files on Spark. The package imports
+nothing itself: the command line (``traces.cli``) loads the reader when a reader
+command runs, so the codemod's commands start without it.
 """
-
-from trace_instrument.traces.analyze import Options, analyze
-from trace_instrument.traces.model import Analysis, TraceInputError
-
-__all__ = ["Analysis", "Options", "TraceInputError", "analyze"]

@@ -19,11 +19,16 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, ParamSpec, TypeVar
 
+from trace_instrument.formats import CONTENT_KEYS, SAMPLE_COLUMNS
 from trace_instrument.traces.discover import Inputs, TornTail
-from trace_instrument.traces.events import ORDER_KEY_SQL, TIMESTAMP_LIMIT, Event, event_codes_in
+from trace_instrument.traces.events import ORDER_KEY_SQL, TIMESTAMP_LIMIT, Event, event_codes_in, event_of
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 
 _PIPE = "'|'"
+# The sample-flow CSV's columns as every engine names them: the format's, two of them shorter.
+CSV_COLUMNS = tuple({"sample_status": "status", "timestamp": "ts"}.get(c, c) for c in SAMPLE_COLUMNS)
+# The content field's keys, in the order the runtime writes them (``from=A|to=B|stage=S...``).
+_FROM, _TO, _STAGE, _STEP, _DETAIL = (f"{key}=" for key in CONTENT_KEYS)
 # What the runtime writes as a uid when the batch has none: the templates' default ('unknown'),
 # format() of a missing value ('None', 'nan'), the trajectory placeholder ('N/A') and nothing at all.
 # Rows under such an id come from unrelated samples, so they never form a sample of their own.
@@ -151,6 +156,10 @@ class Dialect:
     def top_ids(self, id_expr: str, value: str, k: str) -> str:
         raise NotImplementedError
 
+    def event_of(self, stage: str, detail: str) -> str:
+        """The code of the event a row's ``stage`` and ``detail`` name, as the runtime's format tells them."""
+        return event_of(stage, detail)
+
     def content_parts(self, column: str) -> str:
         """What ``content_struct`` reads its fields from: the content itself here (see DuckDB's override)."""
         return column
@@ -166,14 +175,14 @@ class Dialect:
         c = column
         field = [self.field(c, parts, n) for n in (1, 2, 3, 4)]
         valid = (
-            f"{self.starts_with(field[0], 'from=')} AND {self.starts_with(field[1], 'to=')} "
-            f"AND {self.starts_with(field[2], 'stage=')}"
+            f"{self.starts_with(field[0], _FROM)} AND {self.starts_with(field[1], _TO)} "
+            f"AND {self.starts_with(field[2], _STAGE)}"
         )
-        detail_at = self.position(c, "|detail=")
+        detail_at = self.position(c, "|" + _DETAIL)
         return self.struct(
-            stage=f"CASE WHEN {valid} THEN substr({field[2]}, 7) ELSE '' END",
-            step=f"CASE WHEN {self.starts_with(field[3], 'global_step=')} THEN substr({field[3]}, 13) ELSE '' END",
-            detail=f"CASE WHEN {detail_at} > 0 THEN substr({c}, {detail_at} + 8) ELSE '' END",
+            stage=f"CASE WHEN {valid} THEN substr({field[2]}, {len(_STAGE) + 1}) ELSE '' END",
+            step=f"CASE WHEN {self.starts_with(field[3], _STEP)} THEN substr({field[3]}, {len(_STEP) + 1}) ELSE '' END",
+            detail=f"CASE WHEN {detail_at} > 0 THEN substr({c}, {detail_at} + {len(_DETAIL) + 1}) ELSE '' END",
         )
 
     def field(self, column: str, parts: str, n: int) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 
 from trace_instrument.traces.backend import (
+    CSV_COLUMNS,
     Backend,
     Dialect,
     InOrder,
@@ -72,9 +73,8 @@ TOP_SCHEMA = {"prompt_uid": "VARCHAR", "sample_index": "BIGINT", "raw_message": 
 EXAMPLES = 3
 # How every sample-flow CSV scan reads (raw_events, csv_probe): no header, six typed columns.
 CSV_OPTIONS = (
-    "columns = {'job_id': 'VARCHAR', 'cat': 'VARCHAR', 'sample_id': 'VARCHAR', 'status': 'VARCHAR', "
-    "'ts': 'VARCHAR', 'content': 'VARCHAR'}, header = false, auto_detect = false, delim = ',', quote = '\"', "
-    "escape = '\"', filename = true"
+    "columns = {" + ", ".join(f"'{column}': 'VARCHAR'" for column in CSV_COLUMNS) + "}, header = false, "
+    "auto_detect = false, delim = ',', quote = '\"', escape = '\"', filename = true"
 )
 JSONL_MEMORY_LIMIT = "4GB"
 # The optimizers that pick a join's build side from cardinality estimates (see _joins_as_written).

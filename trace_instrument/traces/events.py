@@ -1,14 +1,18 @@
 """The pipeline events the sample-flow CSV can hold (v0 and v1 stage/detail strings), by code.
 
-The codes are the ``code`` column of the events table (``sql/events.sql`` maps stage and
-detail to them); their order is the pipeline order used to sort a sample's rows, except
-that the generate / tool loop events share one rank and are ordered by time.
+The events, their stages and details are the runtime's format (``trace_instrument.formats``,
+in the pipeline order ``Event`` follows). The codes are the ``code`` column of the events
+table (``sql/events.sql`` maps stage and detail to them with ``event_of``); their order is
+the pipeline order used to sort a sample's rows, except that the generate / tool loop events
+share one rank and are ordered by time.
 """
 
 from __future__ import annotations
 
 import re
 from enum import IntEnum
+
+from trace_instrument.formats import EVENTS
 
 
 class Event(IntEnum):
@@ -35,27 +39,9 @@ class Event(IntEnum):
     SYNC_PARAMS = 19
 
 
-# stage:detail as the CSV spells it (the seed's strings); sql/events.sql maps them to the events
+# stage:detail, the event's name (the runtime's format defines stage and detail)
 EVENT_NAMES: dict[int, str] = {
-    Event.UID_GENERATED: "DATA_PREPROCESS:uid_generated",
-    Event.TRAJ_UID_GENERATED: "DATA_PREPROCESS:traj_uid_generated_by_repeat",
-    Event.DISPATCHED_TO_MANAGER: "DATA_DISPATCH:dispatched_to_agent_loop_manager",
-    Event.DISPATCHED_TO_WORKER: "DATA_DISPATCH:dispatched_to_agent_loop_worker",
-    Event.AGENT_TASK_STARTED: "AGENT_LOOP:agent_task_started",
-    Event.SESSION_STARTED: "AGENT_LOOP:session_started",
-    Event.GENERATE_REQUEST_SENT: "LLM_GENERATE:sending_generate_request",
-    Event.GENERATE_RESPONSE_RECEIVED: "LLM_GENERATE:received_generate_response",
-    Event.TOOL_EXECUTED: "AGENT_TOOL:tool_executed",
-    Event.AGENT_RUN_COMPLETED: "AGENT_LOOP:agent_run_completed",
-    Event.ROLLOUT_REWARD: "ROLLOUT_REWARD:reward_score_computed",
-    Event.TRAIN_SAMPLE: "TRAIN_SAMPLE:sampled_from_replay_buffer",
-    Event.TRAIN_REWARD: "TRAIN_REWARD:reward_extracted",
-    Event.TRAIN_LOGPROB: "TRAIN_LOGPROB:old_log_prob_computed",
-    Event.TRAIN_REF_LOGPROB: "TRAIN_REF_LOGPROB:ref_log_prob_computed",
-    Event.TRAIN_ADVANTAGE: "TRAIN_ADVANTAGE:advantage_computed",
-    Event.TRAIN_UPDATE: "TRAIN_UPDATE:actor_parameters_updated",
-    Event.FILTER_TRAJECTORIES: "FILTER_TRAJECTORIES",
-    Event.SYNC_PARAMS: "SYNC_PARAMS:weights_synced",
+    Event[name]: f"{stage}:{detail}" if detail else stage for name, (stage, detail, _) in EVENTS.items()
 }
 # Sort key of a row within its sample: pipeline rank first (the generate/tool loop shares the
 # request's rank, a horizon FILTER_TRAJECTORIES row sorts before training), then time, then the
@@ -75,6 +61,24 @@ ORDER_KEY_SQL = (
     + " ELSE code END) * 100000000000000 + ts) * 32 + code)"
 )
 _EVENT_MACRO = re.compile(r"\{\{\s*event\(([\w\s,]*)\)\s*\}\}")
+
+
+def event_of(stage: str, detail: str) -> str:
+    """SQL: the code of the event the row's ``stage`` and ``detail`` columns name (NULL: none), each
+    event told as the format says (the detail as written, its start, or the stage alone)."""
+    cases = []
+    for name, (stage_name, _, written) in EVENTS.items():
+        condition = f"{stage} = {_quoted(stage_name)}"
+        if written.endswith("*") and written != "*":
+            condition += f" AND {detail} LIKE {_quoted(written[:-1] + '%')}"
+        elif written != "*":
+            condition += f" AND {detail} = {_quoted(written)}"
+        cases.append(f"WHEN {condition} THEN {int(Event[name])}")
+    return "CASE " + " ".join(cases) + " END"
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def event_codes_in(sql: str) -> str:

@@ -49,11 +49,6 @@ class ProgressInfo:
     undecodable: int = 0
 
 
-def parse_progress(files: list[SourceFile]) -> ProgressInfo:
-    """What the progress lines of ``files`` say (read in name order under each folder)."""
-    return ProgressReader().read(files)
-
-
 @dataclass
 class _FileParse:
     """One file's complete lines parsed (seqs counted from its first line), and where they end."""

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
+from trace_instrument.formats import SAMPLE_COLUMNS
 from trace_instrument.traces.backend import per_file
 from trace_instrument.traces.events import TIMESTAMP_LIMIT
 from trace_instrument.traces.model import Skipped, SourceFile
 
-COLUMNS = 6  # job_id, cat, sample_id, sample_status, timestamp, content (trace_data_formats.md)
-TIMESTAMP = 4
+COLUMNS = len(SAMPLE_COLUMNS)
+TIMESTAMP = SAMPLE_COLUMNS.index("timestamp")
 # A quoted field may hold line breaks; a quote never closed would otherwise swallow the rest of
 # the file, so a record is given up after this many lines and read again from its next line.
 MAX_RECORD_LINES = 64

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.traces.backend import Backend, Dialect, LoadReport, merged, torn_report
+from trace_instrument.traces.backend import CSV_COLUMNS, Backend, Dialect, LoadReport, merged, torn_report
 from trace_instrument.traces.discover import Inputs, TornTail
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 from trace_instrument.traces.salvage import Salvage, read_paths, refused_per_file, salvage_csv, skipped_rows
@@ -209,8 +209,7 @@ class SparkBackend(Backend):
         return self.spark.read.csv(
             paths,
             multiLine=multiline,
-            schema="job_id STRING, cat STRING, sample_id STRING, status STRING, ts STRING, content STRING, "
-            "_corrupt STRING",
+            schema=", ".join(f"{column} STRING" for column in (*CSV_COLUMNS, "_corrupt")),
             header=False,
             quote='"',
             escape='"',

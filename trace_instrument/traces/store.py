@@ -12,12 +12,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from trace_instrument import formats
+from trace_instrument.caches import code_digest
 from trace_instrument.traces.backend import Backend, LoadReport
 from trace_instrument.traces.discover import CACHE_DIR_NAME, Inputs, discover
 from trace_instrument.traces.model import Skipped, SourceFile, TraceInputError
 from trace_instrument.traces.options import GZIP_RATIO, Options
 
-CACHE_VERSION = "9"
+# The reader's own code: its modules and SQL files, and the trace format it reads by (the runtime's).
+# A cache is keyed by their digest, so one written by another version of the reader is never read (it
+# has another name, and is removed as stale).
+READER_CODE = Path(__file__).parent
+READER_SUFFIXES = (".py", ".sql")
 # Told what a long read is doing ("reading 42 files, 1.3 GB"); the CLI shows it on a terminal.
 Progress = Callable[[str], None]
 
@@ -35,7 +41,8 @@ def _file_stats(inputs: Inputs) -> Iterator[tuple[SourceFile, os.stat_result]]:
 
 
 def _cache_key(inputs: Inputs) -> str:
-    digest = hashlib.sha256(CACHE_VERSION.encode())
+    """The inputs (path, size, time) as this reader reads them."""
+    digest = hashlib.sha256(code_digest(READER_CODE, READER_SUFFIXES, formats.SOURCE))
     for f, stat in _file_stats(inputs):
         digest.update(f"{f.path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:24]

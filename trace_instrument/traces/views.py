@@ -586,12 +586,6 @@ def _step_rollouts(
     return (StepBasis.TRAIN_STEP if by_train else StepBasis.GLOBAL_STEP), tuple(result)
 
 
-def _sglang(backend: Backend, turns: int) -> SglangBreakdown:
-    """The sglang times of the ``turns`` turns, from the buckets of their values (sglang.sql): the
-    two parts compute runs apart, together (test_sglang_buckets.py reads them so)."""
-    return _sglang_breakdown(_sglang_fields(backend), turns)
-
-
 def _sglang_fields(backend: Backend) -> dict[str, Distribution]:
     """Each sglang field's times, in SGLANG_FIELDS' order (only the fields reported)."""
     rows = backend.rows("sglang", values="sglang_values", buckets="sglang_buckets")

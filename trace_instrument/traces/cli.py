@@ -6,6 +6,7 @@ the input are reported with counts and examples, never as a traceback.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import sys
 from collections.abc import Callable
@@ -28,6 +29,8 @@ err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.st
 ERROR = 2
 T = TypeVar("T")
 OPENED_ON_PAGE = 5  # slowest rollouts the HTML report shows turn by turn
+# the extra (pyproject.toml's optional-dependencies) that installs each engine the reader imports
+ENGINE_EXTRAS = {"duckdb": "analyze", "pyspark": "spark"}
 
 
 class AnalyzeFormat(str, Enum):
@@ -114,9 +117,28 @@ def _read(call: Callable[[], T], option: str = "--run", whose: str = "the inputs
     except TraceInputError as exc:
         _fail(f"{prefix}{exc}")
     except ImportError as exc:
-        _fail(f"{exc}: install the extra with  pip install 'trace-instrument[spark]'")
+        _missing_engine(exc)
     except Exception as exc:  # noqa: BLE001 - the engine's errors become one line and exit 2
         _internal(exc)
+
+
+def _missing_engine(exc: ImportError) -> NoReturn:
+    """An engine not installed (the package alone is the codemod): the exact command that adds it; exit 2."""
+    module = (exc.name or "").split(".")[0]
+    if module not in ENGINE_EXTRAS:
+        _internal(exc)
+    _fail(f"{module} is not installed: pip install 'trace-instrument[{ENGINE_EXTRAS[module]}]'")
+
+
+def _require_engine(module: str) -> None:
+    """Before any reading: exit 2 with the pip command when the engine's library is missing (found, not
+    imported: the read imports it)."""
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or blocked installation counts as missing
+        found = False
+    if not found:
+        _missing_engine(ModuleNotFoundError(f"No module named {module!r}", name=module))
 
 
 def analyze_command(
@@ -165,6 +187,7 @@ def analyze_command(
     from trace_instrument.traces.analyze import Options, analyze
     from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT
 
+    _require_engine("pyspark" if engine is Engine.spark else "duckdb")
     _output_parent(html, "--html")
     _output_parent(csv_dir, "--csv")
     if csv_dir is not None and csv_dir.exists() and not csv_dir.is_dir():
@@ -334,6 +357,7 @@ def export_command(
     """Write a Perfetto timeline or the normalised Parquet tables of a traced run."""
     if (perfetto is None) == (parquet is None):
         _fail("give exactly one of --perfetto FILE or --parquet DIR")
+    _require_engine("duckdb")
     _output_parent(perfetto, "--perfetto")
     _output_parent(parquet, "--parquet")
     from trace_instrument.traces.analyze import Options
