@@ -15,7 +15,6 @@ for in bytes (a write that stops part-way says how far it got).
 
 # Containment is this package's job: its entry points catch every exception, so that
 # none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ import errno
 import os
 import tempfile
 
-from . import settings, streams
+from . import safety, settings, streams
 
 try:
     import fcntl
@@ -78,6 +77,8 @@ def write_all(fd: int, data: bytes) -> None:
         try:
             count = os.write(fd, view[written:])
         except OSError as exc:
+            if safety.raised_by_signal_handler(exc):
+                raise
             raise WriteError(exc, written) from exc
         if count <= 0:
             raise WriteError(OSError(errno.EIO, "write returned nothing"), written)
@@ -89,8 +90,9 @@ def close_fd(fd: int | None) -> None:
         return
     try:
         os.close(fd)
-    except OSError:
-        pass
+    except OSError as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
 
 
 def truncate_to(fd: int, good_size: int, expected_size: int) -> bool:
@@ -103,7 +105,9 @@ def truncate_to(fd: int, good_size: int, expected_size: int) -> bool:
             return False
         os.ftruncate(fd, good_size)
         return True
-    except OSError:
+    except OSError as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         return False
 
 
@@ -121,8 +125,9 @@ def replace_file(directory: str, name: str, content: bytes) -> None:
     except BaseException:
         try:
             os.unlink(tmp_path)
-        except OSError:
-            pass
+        except OSError as exc:
+            if safety.raised_by_signal_handler(exc):
+                raise
         raise
 
 
@@ -136,6 +141,8 @@ def publish_discovery(filename: str, directory: str) -> bool:
         replace_file(settings.DISCOVERY_DIR, filename, content)
         return True
     except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         _report_discovery_failure(filename, exc)
         return False
 

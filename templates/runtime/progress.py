@@ -13,12 +13,10 @@ back safely). Nothing here raises.
 
 # Containment is this package's job: its entry points catch every exception, so that
 # none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001, S110
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Any
 
@@ -34,7 +32,7 @@ __all__ = [
 
 _FACILITY = "progress"
 
-_lock = threading.Lock()
+_lock = safety.lock()
 _file_key: tuple[str, str] | None = None  # (progress dir, hour) of the open file
 _fd: int | None = None
 _path: str | None = None
@@ -85,6 +83,8 @@ def _write_line(progress_dir: str, hour: str, data: bytes) -> None:
         prefix = b"\n" if _torn_path == _path else b""
         files.write_all(fd, prefix + data)
     except OSError as exc:
+        if safety.raised_by_signal_handler(exc):  # a watchdog's TimeoutError is an OSError too
+            raise
         written = getattr(exc, "written", 0)
         if written > len(prefix):
             _torn_path = _path
@@ -100,7 +100,7 @@ def _write_line(progress_dir: str, hour: str, data: bytes) -> None:
 
 def _reset_in_child() -> None:
     global _lock
-    _lock = threading.Lock()
+    _lock = safety.lock()
 
 
 process.on_new_process(_reset_in_child)
@@ -116,7 +116,9 @@ def log_progress(message: Any) -> None:
         process.ensure_current()
         try:
             line = message if isinstance(message, str) else str(message)
-        except Exception:
+        except Exception as exc:
+            if safety.raised_by_signal_handler(exc):
+                raise
             if settings.trace_dir:
                 losses.count_lost(_FACILITY, "format error")
             safety.warn_once("log_progress-format", "tracing: log_progress got a message with no text", exc_info=True)
@@ -125,7 +127,9 @@ def log_progress(message: Any) -> None:
         trace_dir = settings.trace_dir
         if trace_dir:
             _append_line(trace_dir, line)
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         safety.warn_once("log_progress", "tracing: log_progress failed", exc_info=True)
     finally:
         safety.leave()
@@ -135,8 +139,9 @@ def log_step_window(step: Any, phase: Any, boundary: Any) -> None:
     """Progress line ``Step {step} {phase} {boundary}``, e.g. ``Step 3 train started``."""
     try:
         log_progress(f"Step {step} {phase} {boundary}")
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
 
 
 def log_gen_throughput_tokens(n_tokens: Any, seconds: Any) -> None:
@@ -145,8 +150,9 @@ def log_gen_throughput_tokens(n_tokens: Any, seconds: Any) -> None:
         if n_tokens is None or seconds is None or n_tokens < 0 or seconds <= 0:
             return
         log_progress(f"gen throughput (token/s): {int(n_tokens) / seconds:.2f}")
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
 
 
 def log_gen_throughput(batch: Any, seconds: Any) -> None:
@@ -169,8 +175,9 @@ def log_gen_throughput(batch: Any, seconds: Any) -> None:
         else:
             n_tokens = int(responses.numel())
         log_gen_throughput_tokens(n_tokens, seconds)
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
 
 
 def log_rollout_completed(uid: Any, traj_uid: Any, score: Any = None) -> None:
@@ -181,5 +188,6 @@ def log_rollout_completed(uid: Any, traj_uid: Any, score: Any = None) -> None:
         if score is None:
             score = 0.0
         log_progress(f"Task {uid}/{traj_uid} is completed, score={score} status=Finished")
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise

@@ -19,7 +19,6 @@ written is counted as lost.
 
 # Containment is this package's job: its entry points catch every exception, so that
 # none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ import contextvars
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -58,7 +56,9 @@ def suppress_sample_trace(flag: object = True) -> None:
     """
     try:
         _suppressed.set(bool(flag))
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         safety.warn_once("suppress_sample_trace", "tracing: suppress_sample_trace() ignored a flag with no truth value")
 
 
@@ -177,7 +177,7 @@ class _SampleCsvOutput:
 
 
 _sample_sink: tuple[str, BackgroundWriter] | None = None  # the writer of the current trace dir
-_sample_sink_lock = threading.Lock()
+_sample_sink_lock = safety.lock()
 
 
 def _sample_writer_for(trace_dir: str) -> BackgroundWriter | None:
@@ -203,7 +203,7 @@ def _sample_writer_for(trace_dir: str) -> BackgroundWriter | None:
 
 def _reset_in_child() -> None:
     global _sample_sink_lock
-    _sample_sink_lock = threading.Lock()
+    _sample_sink_lock = safety.lock()
 
 
 process.on_new_process(_reset_in_child)
@@ -230,7 +230,9 @@ def _as_id_list(value: Any) -> Sequence[Any]:
         return [value]
     try:
         return list(value)
-    except TypeError:  # e.g. a 0-d numpy array
+    except TypeError as exc:  # e.g. a 0-d numpy array
+        if safety.raised_by_signal_handler(exc):
+            raise
         return [value]
 
 
@@ -274,21 +276,27 @@ def _paired_ids(uid: Any, traj_uid: Any, stage: Any) -> tuple[Sequence[Any], Seq
 def _is_truthy(value: object) -> bool:
     try:
         return bool(value)
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         return True
 
 
 def _is_unset_step(global_step: object) -> bool:
     try:
         return bool(global_step == -1)
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         return False
 
 
 def _sample_status(stage: object) -> str:
     try:
         return "COMPLETE" if stage in _COMPLETE_STAGES else "RUNNING"
-    except TypeError:  # unhashable stage
+    except TypeError as exc:  # unhashable stage
+        if safety.raised_by_signal_handler(exc):
+            raise
         return "RUNNING"
 
 
@@ -364,8 +372,10 @@ def trace_flow(
     numpy array); a length-1 side is broadcast to the other's length. Each
     sample gets one ``[FLOW_TRACE]`` stdout line and one CSV row. Does nothing
     when tracing is off or suppressed for the current context; never raises
-    and never blocks on a lock its own thread holds (a call from a signal
-    handler that interrupted another trace_flow is dropped and counted).
+    a failure of its own (an exception a signal handler raises while it runs
+    reaches the caller unchanged) and never blocks on a lock its own thread
+    holds (a call from a signal handler that interrupted another trace_flow is
+    dropped and counted).
     """
     if not settings.enabled or _suppressed.get():
         return
@@ -374,7 +384,9 @@ def trace_flow(
         return
     try:
         _record_flow(uid, traj_uid, from_module, to_module, stage, detail, global_step)
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         losses.count_lost(_FACILITY, "format error", 1)
         safety.warn_once("trace_flow", "tracing: trace_flow failed; event dropped", exc_info=True)
     finally:
@@ -385,7 +397,9 @@ def _sample_count(uid: Any, traj_uid: Any) -> int:
     """How many rows a call would record, for counting it lost; 1 when that cannot be told."""
     try:
         return _paired_length(len(_as_id_list(uid)), len(_as_id_list(traj_uid)))
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         return 1
 
 
@@ -407,7 +421,9 @@ def _record_flow(
         echo_suffix, content = _event_suffixes(from_module, to_module, stage, detail, global_step)
         echo_text = _echo_text(now, uid_texts, traj_texts, echo_suffix)
         chunk = _csv_chunk(now, uid_texts, traj_texts, _sample_status(stage), content)
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         losses.count_lost(_FACILITY, "format error", len(uids))
         safety.warn_once("trace_flow-format", "tracing: trace_flow could not format an event; dropped", exc_info=True)
         return

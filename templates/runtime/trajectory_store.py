@@ -2,7 +2,6 @@
 
 # Containment is this package's job: its entry points catch every exception, so that
 # none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001, S110
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import files, safety, settings
+from .safety import raised_by_signal_handler
 from .trajectory_types import Turn, _json_default
 from .writer import BackgroundWriter, Chunk, deadline_after
 
@@ -88,7 +88,9 @@ def encode_trajectory_line(trajectory) -> bytes:
     try:
         head = "".join(f'"{key}": {_dumps(value)}, ' for key, value in index).encode("utf-8")
         quoted = raw_message.encode("utf-8").replace(b"\\", b"\\\\").replace(b'"', b'\\"')
-    except UnicodeEncodeError:
+    except UnicodeEncodeError as exc:
+        if raised_by_signal_handler(exc):
+            raise
         line = dict(index, raw_message=raw_message)
         return (_dumps(line) + "\n").encode("utf-8", "backslashreplace")
     return b"".join((b"{", head, b'"raw_message": "', quoted, b'"}\n'))
@@ -127,6 +129,8 @@ class _RotatingJsonlOutput:
                 self._write_line(data)
                 written += count
             except OSError as exc:
+                if raised_by_signal_handler(exc):
+                    raise
                 failed += count
                 self._recover(exc)
                 safety.warn_once(("trajectory-write", self.dump_dir), "tracing: trajectory write failed: %s", exc)
@@ -156,7 +160,9 @@ class _RotatingJsonlOutput:
             path = os.path.join(self.dump_dir, f"trajectory_{self.instance_id}_{_file_stamp(stamp_ms)}.jsonl")
             try:
                 self._fd = files.open_fd(path, files.CREATE_NEW_FLAGS)
-            except FileExistsError:
+            except FileExistsError as exc:
+                if raised_by_signal_handler(exc):
+                    raise
                 stamp_ms += 1
                 continue
             self.path, self._size, self._last_stamp_ms = path, 0, stamp_ms
@@ -174,8 +180,9 @@ class _RotatingJsonlOutput:
         if remove_if_empty and self._size == 0 and self.path is not None:
             try:
                 os.unlink(self.path)
-            except OSError:
-                pass
+            except OSError as exc:
+                if raised_by_signal_handler(exc):
+                    raise
 
     def forget_inherited(self) -> None:
         """In a forked child: close the inherited descriptor; the parent's file stays as it is."""
@@ -186,7 +193,9 @@ class _RotatingJsonlOutput:
 def _text_or_none(path: Any) -> str | None:
     try:
         return settings.path_text(path)
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return None
 
 
@@ -194,7 +203,9 @@ def _id_text(instance_id: Any) -> str:
     """The instance id as it appears in file names: one name part, whatever it is."""
     try:
         text = format(instance_id)
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         text = f"{type(instance_id).__name__}-{id(instance_id):x}"
     return files.safe_name(text)
 
@@ -204,7 +215,9 @@ def _size_limit(max_file_size_mb: Any, max_file_size_bytes: Any) -> int:
         if max_file_size_bytes is not None:
             return max(1, int(max_file_size_bytes))
         return max(1, int(max_file_size_mb * _MB))
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return 100 * _MB
 
 
@@ -212,8 +225,9 @@ def _queue_limit(max_queue_bytes: Any) -> int:
     try:
         if max_queue_bytes is not None:
             return max(1, int(max_queue_bytes))
-    except Exception:
-        pass
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
     return settings.TRAJECTORY_QUEUE_MAX_BYTES
 
 
@@ -261,6 +275,8 @@ class TrajectoryStore:
         try:
             os.makedirs(folder, exist_ok=True)
         except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             safety.warn_once(("trajectory-dir", folder), "tracing: cannot create %s: %s", folder, exc)
             return
         files.publish_discovery(files.TRAJECTORY_DISCOVERY_FILE, folder)
@@ -279,11 +295,15 @@ class TrajectoryStore:
             try:
                 data = encode_trajectory_line(trajectory)
             except Exception as exc:
+                if raised_by_signal_handler(exc):
+                    raise
                 self._writer.count_drop("unserializable")
                 safety.warn_once("trajectory-serialize", "tracing: trajectory dropped, cannot serialize: %s", exc)
                 return
             self._writer.submit((data, 1, None))
-        except Exception:
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             safety.warn_once("trajectory-submit", "tracing: trajectory dropped", exc_info=True)
         finally:
             safety.leave()
@@ -302,7 +322,9 @@ class TrajectoryStore:
             return False
         try:
             return operation()
-        except Exception:
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             return False
         finally:
             safety.leave()

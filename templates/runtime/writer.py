@@ -14,7 +14,7 @@ records are the parent's to write.
 
 # Containment is this package's job: its entry points catch every exception, so that
 # none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001, S110
+# ruff: noqa: BLE001
 
 from __future__ import annotations
 
@@ -192,7 +192,9 @@ class BackgroundWriter:
                 self._thread = thread
                 watch_multiprocessing_exit()
             return True
-        except RuntimeError:
+        except RuntimeError as exc:
+            if safety.raised_by_signal_handler(exc):
+                raise
             return False
         finally:
             self._start_lock.release()
@@ -282,7 +284,9 @@ def flush(timeout: float | None = 5.0) -> bool:
         for writer in list(_live_writers):
             done = writer.flush(deadline) and done
         return done
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         return False
     finally:
         safety.leave()
@@ -294,8 +298,9 @@ def close_all(timeout: float = 2.0) -> None:
     for writer in list(_live_writers):
         try:
             writer.close(deadline)
-        except Exception:
-            pass
+        except Exception as exc:
+            if safety.raised_by_signal_handler(exc):
+                raise
 
 
 _exit_report_written = False
@@ -325,8 +330,9 @@ def _flush_and_report_at_exit() -> None:
         report = losses.finish(settings.EXIT_STATUS_SECONDS)
         if report:
             streams.write_stderr(report)
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
     finally:
         safety.leave()
 
@@ -350,8 +356,9 @@ def watch_multiprocessing_exit() -> None:
             from multiprocessing import util
 
             util.Finalize(None, _flush_and_report_at_exit, exitpriority=0)
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
 
 
 def _reset_in_child() -> None:
