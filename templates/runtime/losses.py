@@ -2,8 +2,9 @@
 
 Counts are kept per facility: rows for ``sample_flow``, lines for ``progress``,
 trajectories for ``trajectory``; lost ones by reason ("queue full", "write
-error", "format error", "writer closed", ...). Adding to a count never takes a
-lock, so a signal handler may count while the thread it interrupted counts too.
+error", "format error", "writer closed", ...; the README lists them all, and the
+reasons the writers' outputs give are named below). Adding to a count never
+blocks, so a signal handler may count while the thread it interrupted counts too.
 
 The first loss starts a reporter thread. While losses happen it rewrites
 ``$VERL_TRACE_DIR/status/{host}-pid{pid}.json`` at most every
@@ -34,6 +35,11 @@ FACILITIES = ("sample_flow", "progress", "trajectory")
 _UNITS = {"sample_flow": "row", "progress": "line", "trajectory": "trajectory"}
 _LABELS = {"sample_flow": "sample-flow", "progress": "progress", "trajectory": "trajectory"}
 STATUS_SCHEMA = 1
+
+# Reasons an output gives for what it could not write.
+WRITE_ERROR = "write error"  # the file could not be opened or written
+NOT_REGULAR_FILE = "not a regular file"  # the path is a FIFO, socket or device: refused, it could block
+FOLDER_REMOVED = "folder removed"  # written into a file whose folder was removed meanwhile
 
 Counts = dict[str, int]
 

@@ -43,7 +43,9 @@ _announced = False
 def _open_for(progress_dir: str, hour: str) -> int:
     global _file_key, _fd, _path, _announced
     if _fd is not None and _file_key == (progress_dir, hour):
-        return _fd
+        if files.still_in_place(_path, _fd):
+            return _fd
+        files.report_moved(progress_dir)  # removed or replaced: make it again
     close_file()
     os.makedirs(progress_dir, exist_ok=True)
     if not _announced:
@@ -91,10 +93,16 @@ def _write_line(progress_dir: str, hour: str, data: bytes) -> None:
         elif prefix and written == len(prefix):
             _torn_path = None
         close_file()  # retry from scratch on the next line
-        losses.count_lost(_FACILITY, "write error")
+        not_regular = isinstance(exc, files.NotRegularFile)
+        losses.count_lost(_FACILITY, losses.NOT_REGULAR_FILE if not_regular else losses.WRITE_ERROR)
         safety.warn_once("progress-write", "tracing: cannot append to the progress log in %s: %s", progress_dir, exc)
         return
     _torn_path = None
+    if files.unlinked(fd):  # removed while the line was written
+        files.report_moved(progress_dir)
+        close_file()
+        losses.count_lost(_FACILITY, losses.FOLDER_REMOVED)
+        return
     losses.count_written(_FACILITY, 1)
 
 

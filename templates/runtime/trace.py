@@ -126,9 +126,12 @@ class _SampleCsvOutput:
         self._torn = False
         self._announced = False
 
-    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, int]:
+    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, losses.Counts]:
         records = sum(chunk[1] for chunk in chunks)
         data = chunks[0][0] if len(chunks) == 1 else b"".join(chunk[0] for chunk in chunks)
+        if self._fd is not None and not files.still_in_place(self.path, self._fd):
+            files.report_moved(self.trace_dir)
+            self.close()  # the folder was removed or replaced: the next open makes it again
         try:
             fd = self._fd if self._fd is not None else self._open()
             if self._torn:
@@ -141,7 +144,11 @@ class _SampleCsvOutput:
         except OSError as exc:
             return self._failed(exc, 0, records)
         self._size += len(data)
-        return records, 0
+        if files.unlinked(fd):  # removed while this batch was written: nobody will read it
+            files.report_moved(self.trace_dir)
+            self.close()
+            return 0, {losses.FOLDER_REMOVED: records}
+        return records, {}
 
     def _cut_back(self, chunks: list[Chunk], exc: files.WriteError) -> int:
         """Remove the torn row a partial write left; the whole rows written, kept."""
@@ -151,10 +158,11 @@ class _SampleCsvOutput:
             self._torn = exc.written > row_bytes
         return rows
 
-    def _failed(self, exc: OSError, kept: int, records: int) -> tuple[int, int]:
+    def _failed(self, exc: OSError, kept: int, records: int) -> tuple[int, losses.Counts]:
         self.close()
         safety.warn_once(("sample-write", self.trace_dir), "tracing: cannot write sample-flow rows: %s", exc)
-        return kept, records - kept
+        reason = losses.NOT_REGULAR_FILE if isinstance(exc, files.NotRegularFile) else losses.WRITE_ERROR
+        return kept, {reason: records - kept} if records > kept else {}
 
     def _open(self) -> int:
         sample_dir = os.path.join(self.trace_dir, "sample")

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import errno
 import json
@@ -13,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import files, safety, settings
+from . import files, losses, safety, settings
 from .safety import raised_by_signal_handler
 from .trajectory_types import Turn, _json_default
 from .writer import BackgroundWriter, Chunk, deadline_after
@@ -122,19 +123,28 @@ class _RotatingJsonlOutput:
         self._size = 0
         self._last_stamp_ms = -1
 
-    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, int]:
-        written = failed = 0
+    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, losses.Counts]:
+        if self._fd is not None and not files.still_in_place(self.path, self._fd):
+            files.report_moved(str(self.dump_dir))
+            self._close(remove_if_empty=False)  # the next line makes the folder again
+        written, lost = 0, collections.Counter[str]()
+        in_open_file = 0  # lines of this batch in the file still open at its end
         for data, count, _ in chunks:
             try:
+                in_open_file = 0 if self._fd is None or self._size >= self.max_bytes else in_open_file
                 self._write_line(data)
-                written += count
+                written, in_open_file = written + count, in_open_file + count
             except OSError as exc:
                 if raised_by_signal_handler(exc):
                     raise
-                failed += count
+                lost[losses.NOT_REGULAR_FILE if isinstance(exc, files.NotRegularFile) else losses.WRITE_ERROR] += count
                 self._recover(exc)
                 safety.warn_once(("trajectory-write", self.dump_dir), "tracing: trajectory write failed: %s", exc)
-        return written, failed
+        if in_open_file and self._fd is not None and files.unlinked(self._fd):  # removed while written
+            files.report_moved(str(self.dump_dir))
+            self._close(remove_if_empty=False)
+            written, lost[losses.FOLDER_REMOVED] = written - in_open_file, in_open_file
+        return written, dict(lost)
 
     def _write_line(self, data: bytes) -> None:
         if self._fd is None or self._size >= self.max_bytes:

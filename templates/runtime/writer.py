@@ -36,8 +36,8 @@ Chunk = tuple[bytes, int, Any]
 class Output(Protocol):
     """Where a writer's chunks go."""
 
-    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, int]:
-        """Write ``chunks`` in order; (records written, records lost)."""
+    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, losses.Counts]:
+        """Write ``chunks`` in order; (records written, records lost by reason)."""
 
     def close(self) -> None:
         """Close what is open; the next write opens again."""
@@ -207,13 +207,13 @@ class BackgroundWriter:
             size = sum(len(chunk[0]) for chunk in chunks)
             records = sum(chunk[1] for chunk in chunks)
             try:
-                written, failed = self.output.write_chunks(chunks)
+                written, lost = self.output.write_chunks(chunks)
             except Exception as exc:
-                written, failed = 0, records
+                written, lost = 0, {losses.WRITE_ERROR: records}
                 safety.warn_once(("write", self.name), "tracing: %s writer failed: %s", self.name, exc)
             losses.count_written(self.facility, written)
-            if failed:
-                self.count_drop("write error", failed)
+            for reason, count in lost.items():
+                self.count_drop(reason, count)
             pending.mark_finished(size, records)
         self.output.close()
 
