@@ -15,8 +15,8 @@ anything writes the status file one last time (``"final": true``) and prints
 its totals.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 # ruff: noqa: BLE001
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ build the fixed line formats the training dashboards parse.
 Lines are written synchronously, under one lock per process. A write that
 fails is counted as a lost line; if it stopped mid-line, the next line in that
 file starts on a fresh line (the file is shared, so the torn part cannot be cut
-back safely). Nothing here raises.
+back safely). No failure of the tracing's own raises from here.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 

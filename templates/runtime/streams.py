@@ -8,8 +8,8 @@ not touch the stream object (whose internal lock that thread may hold) and
 writes its echoes straight to the stream's file descriptor.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 

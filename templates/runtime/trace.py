@@ -13,12 +13,12 @@ writes, for each sample of the call:
   content ``from=A|to=B|stage=S[|global_step=N][|detail=D]``.
 
 A call formats its whole batch at once: one stdout write, one encoded chunk for
-the background writer. Nothing here raises; a row that cannot be formatted or
-written is counted as lost.
+the background writer. No failure of the tracing's own raises from here; a row
+that cannot be formatted or written is counted as lost.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 

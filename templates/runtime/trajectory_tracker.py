@@ -4,8 +4,8 @@ Lifecycle per rollout: ``register_trajectory`` -> ``append_turn_record`` (once
 per model call) -> ``build_trajectory`` -> ``unregister_trajectory``.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ A turn is one model call (the action) plus whatever the environment answered
 Field order is the JSON key order of the trajectory dumps; do not reorder.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 

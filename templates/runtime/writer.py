@@ -12,8 +12,8 @@ forked child starts with empty queues and no thread: its parent's queued
 records are the parent's to write.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 # ruff: noqa: BLE001
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ class BackgroundWriter:
     def _reset_process_state(self) -> None:
         self._pending = _PendingBytes(self._max_bytes)
         self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
+        self._start_lock = safety.lock()
 
     def forget_after_fork(self) -> None:
         """Drop state inherited from the parent; must not touch the parent's locks."""

@@ -9,7 +9,9 @@ written, not shut out as re-entrant nor stuck behind a lock.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 import signal
 import subprocess
@@ -213,3 +215,48 @@ def test_a_format_failure_is_counted_not_raised_while_a_handler_is_registered(tr
         signal.signal(signal.SIGUSR2, previous)
     lost = traced.losses.status()["lost"]
     assert lost["sample_flow"] == {"format error": 1} and lost["progress"] == {"format error": 1}
+
+
+class Watchdog:
+    def __call__(self, signum, frame):
+        raise TimeoutError("callable object")
+
+    def method(self, signum, frame):
+        raise TimeoutError("bound method")
+
+
+def raise_timeout(signum, frame, what="function"):
+    raise TimeoutError(what)
+
+
+HANDLERS = {
+    "function": raise_timeout,
+    "partial": functools.partial(raise_timeout, what="partial"),
+    "callable object": Watchdog(),
+    "bound method": Watchdog().method,
+    "lambda calling a function": lambda signum, frame: raise_timeout(signum, frame, "lambda calling a function"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(HANDLERS))
+@pytest.mark.parametrize("entry", ["trace_flow", "log_progress", "store"])
+def test_a_real_signal_inside_a_call_reaches_the_caller_whatever_the_handler(traced, trace_dir, shape, entry):
+    class SignalsWhileFormatted:  # the handler runs right after os.kill returns: inside the runtime's call
+        def __format__(self, spec):
+            os.kill(os.getpid(), signal.SIGUSR2)
+            return "never"
+
+        __str__ = lambda self: format(self)
+
+    calls = {
+        "trace_flow": lambda: traced.trace_flow(SignalsWhileFormatted(), "0", "A", "B", "S"),
+        "log_progress": lambda: traced.log_progress(SignalsWhileFormatted()),
+        "store": lambda: traced.TrajectoryStore(str(trace_dir / "store"), 0).write({"x": SignalsWhileFormatted()}),
+    }
+    previous = signal.signal(signal.SIGUSR2, HANDLERS[shape])
+    try:
+        with pytest.raises(TimeoutError, match=f"^{shape}$"):
+            calls[entry]()
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+    assert traced.losses.status()["lost"] == {"sample_flow": {}, "progress": {}, "trajectory": {}}
