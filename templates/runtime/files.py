@@ -15,7 +15,7 @@ for in bytes (a write that stops part-way says how far it got).
   anything that is not a regular file (a FIFO, a socket, a device) is refused
   (``NotRegularFile``), said once per path on stderr.
 - A file whose folder was removed or replaced while it was open is noticed
-  (``still_in_place``, ``unlinked``): its writer opens a new one, and says so
+  (``still_named``, ``unlinked``): its writer opens a new one, and says so
   once on stderr.
 """
 
@@ -119,17 +119,29 @@ def _refuse(path: str, kind: str) -> NotRegularFile:
     return NotRegularFile(errno.EINVAL, f"{path} is {kind}, not a regular file")
 
 
-def still_in_place(path: str | None, fd: int) -> bool:
-    """False when ``path`` no longer names the open file ``fd``: removed, or its folder replaced."""
+FileIdentity = tuple[int, int]  # (st_dev, st_ino)
+
+
+def identity(info: os.stat_result) -> FileIdentity:
+    """What ``still_named`` compares: the file ``info`` (an fstat of an open file) describes."""
+    return info.st_dev, info.st_ino
+
+
+def still_named(path: str | None, opened: FileIdentity) -> bool:
+    """False when ``path`` no longer names the file opened as ``opened``: removed, or its folder replaced.
+
+    One stat of the path; a file that still has this name has not lost its last link.
+    """
+    if path is None:
+        return True
     try:
-        opened = os.fstat(fd)
-        named = os.stat(path) if path is not None else opened
+        named = os.stat(path)
     except OSError as exc:
         if safety.raised_by_signal_handler(exc):
             raise
         # gone; else cannot tell (EACCES, a stale mount...): the next write says what it finds
         return not isinstance(exc, (FileNotFoundError, NotADirectoryError))
-    return opened.st_nlink > 0 and (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+    return (named.st_dev, named.st_ino) == opened
 
 
 def unlinked(fd: int) -> bool:

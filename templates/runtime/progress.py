@@ -36,14 +36,15 @@ _lock = safety.lock()
 _file_key: tuple[str, str] | None = None  # (progress dir, hour) of the open file
 _fd: int | None = None
 _path: str | None = None
+_identity: files.FileIdentity = (0, 0)  # of the open file, to tell when its name is gone
 _torn_path: str | None = None  # the file whose last line a failed write cut short
 _announced = False
 
 
 def _open_for(progress_dir: str, hour: str) -> int:
-    global _file_key, _fd, _path, _announced
+    global _file_key, _fd, _path, _announced, _identity
     if _fd is not None and _file_key == (progress_dir, hour):
-        if files.still_in_place(_path, _fd):
+        if files.still_named(_path, _identity):
             return _fd
         files.report_moved(progress_dir)  # removed or replaced: make it again
     close_file()
@@ -52,6 +53,7 @@ def _open_for(progress_dir: str, hour: str) -> int:
         _announced = files.publish_discovery(files.PROGRESS_DISCOVERY_FILE, progress_dir)
     _path = os.path.join(progress_dir, f"{hour}.log")
     _fd = files.open_fd(_path)
+    _identity = files.identity(os.fstat(_fd))
     _file_key = (progress_dir, hour)
     writer.watch_multiprocessing_exit()
     return _fd

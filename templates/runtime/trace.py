@@ -122,6 +122,7 @@ class _SampleCsvOutput:
         self.trace_dir = trace_dir
         self.path: str | None = None
         self._fd: int | None = None
+        self._identity: files.FileIdentity = (0, 0)
         self._size = 0
         self._torn = False
         self._announced = False
@@ -129,7 +130,7 @@ class _SampleCsvOutput:
     def write_chunks(self, chunks: list[Chunk]) -> tuple[int, losses.Counts]:
         records = sum(chunk[1] for chunk in chunks)
         data = chunks[0][0] if len(chunks) == 1 else b"".join(chunk[0] for chunk in chunks)
-        if self._fd is not None and not files.still_in_place(self.path, self._fd):
+        if self._fd is not None and not files.still_named(self.path, self._identity):
             files.report_moved(self.trace_dir)
             self.close()  # the folder was removed or replaced: the next open makes it again
         try:
@@ -169,7 +170,8 @@ class _SampleCsvOutput:
         os.makedirs(sample_dir, exist_ok=True)
         self.path = os.path.join(sample_dir, f"{files.safe_name(socket.gethostname())}-pid{os.getpid()}.csv")
         fd = files.open_fd(self.path)
-        self._fd, self._size = fd, os.fstat(fd).st_size
+        info = os.fstat(fd)
+        self._fd, self._size, self._identity = fd, info.st_size, files.identity(info)
         if not self._announced:
             self._announced = files.publish_discovery(files.SAMPLE_DISCOVERY_FILE, sample_dir)
         return fd

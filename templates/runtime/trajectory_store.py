@@ -120,11 +120,12 @@ class _RotatingJsonlOutput:
         self.max_bytes = max_bytes
         self.path: str | None = None
         self._fd: int | None = None
+        self._identity: files.FileIdentity = (0, 0)
         self._size = 0
         self._last_stamp_ms = -1
 
     def write_chunks(self, chunks: list[Chunk]) -> tuple[int, losses.Counts]:
-        if self._fd is not None and not files.still_in_place(self.path, self._fd):
+        if self._fd is not None and not files.still_named(self.path, self._identity):
             files.report_moved(str(self.dump_dir))
             self._close(remove_if_empty=False)  # the next line makes the folder again
         written, lost = 0, collections.Counter[str]()
@@ -176,6 +177,7 @@ class _RotatingJsonlOutput:
                 stamp_ms += 1
                 continue
             self.path, self._size, self._last_stamp_ms = path, 0, stamp_ms
+            self._identity = files.identity(os.fstat(self._fd))
             return
         raise FileExistsError(f"no free trajectory file name in {self.dump_dir}")
 
