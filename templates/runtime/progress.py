@@ -42,11 +42,12 @@ _announced = False
 
 
 def _open_for(progress_dir: str, hour: str) -> int:
-    global _file_key, _fd, _path, _announced, _identity
+    global _file_key, _fd, _path, _announced, _identity, _torn_path
     if _fd is not None and _file_key == (progress_dir, hour):
         if files.still_named(_path, _identity):
             return _fd
         files.report_moved(progress_dir)  # removed or replaced: make it again
+        _torn_path = None  # the new file under that name starts whole
     close_file()
     os.makedirs(progress_dir, exist_ok=True)
     if not _announced:

@@ -133,6 +133,7 @@ class _SampleCsvOutput:
         if self._fd is not None and not files.still_named(self.path, self._identity):
             files.report_moved(self.trace_dir)
             self.close()  # the folder was removed or replaced: the next open makes it again
+            self._torn = False  # a torn row in the old file is no concern of the new one
         try:
             fd = self._fd if self._fd is not None else self._open()
             if self._torn:
