@@ -9,8 +9,10 @@
   records why an agent loop ended.
 
 Everything is off until a trace directory is set (``$VERL_TRACE_DIR`` at import,
-or ``set_trace_dir()``), and nothing here raises into the training code. What
-is lost anyway is counted and reported (stderr, ``{trace_dir}/status/``).
+or ``set_trace_dir()``), and no failure of the tracing's own raises into the
+training code (what interrupts a call, a signal handler's exception, reaches it
+unchanged). What is lost anyway is counted and reported (stderr,
+``{trace_dir}/status/``).
 Standard library only; imports are relative so the package can live anywhere.
 
 Modules: ``settings`` (environment, switch, clock), ``safety`` (containment,

@@ -11,19 +11,25 @@ for in bytes (a write that stops part-way says how far it got).
   name is replaced, never followed; a file another user owns in the way (EPERM
   in a sticky /tmp) is reported once on stderr and left as it is.
 - File names built from a host name or an id keep path separators out.
+- Nothing opened can block the caller: files are opened with O_NONBLOCK and
+  anything that is not a regular file (a FIFO, a socket, a device) is refused
+  (``NotRegularFile``), said once per path on stderr.
+- A file whose folder was removed or replaced while it was open is noticed
+  (``still_named``, ``unlinked``): its writer opens a new one, and says so
+  once on stderr.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 
-from . import settings, streams
+from . import safety, settings, streams
 
 try:
     import fcntl
@@ -31,6 +37,7 @@ except ImportError:  # not on POSIX: descriptors are moved with os.dup instead
     fcntl = None  # type: ignore[assignment]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _CLOEXEC
 CREATE_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | _CLOEXEC
 
@@ -47,9 +54,121 @@ class WriteError(OSError):
         self.written = written
 
 
+class NotRegularFile(OSError):
+    """The path is a FIFO, a socket or a device: writing to it could block, or go anywhere."""
+
+
 def open_fd(path: str, flags: int = APPEND_FLAGS, mode: int = 0o644) -> int:
-    """``os.open`` that never returns a standard descriptor (0, 1 or 2)."""
-    return _above_standard_streams(os.open(path, flags, mode))
+    """``os.open`` of a regular file that never blocks and never returns a standard descriptor (0-2).
+
+    O_NONBLOCK makes the open of a FIFO with no reader fail (ENXIO) instead of
+    waiting for one; whatever did open is checked with fstat, so a path swapped
+    between a check and the open changes nothing. Raises NotRegularFile for a
+    FIFO, socket or device (said once per path on stderr), OSError otherwise.
+    """
+    try:
+        fd = os.open(path, flags | _NONBLOCK, mode)
+    except OSError as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
+        kind = _special_kind(path)
+        if kind is None:
+            raise
+        raise _refuse(path, kind) from exc
+    try:
+        kind = _special_kind(fd)
+        if kind is not None:
+            raise _refuse(path, kind)
+        if _NONBLOCK and fcntl is not None:  # a regular file: back to plain writes
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return _above_standard_streams(fd)
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _special_kind(target: str | int) -> str | None:
+    """What ``target`` (a path or an open descriptor) is, if it is a FIFO, socket or device."""
+    try:
+        mode = os.stat(target).st_mode
+    except OSError as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
+        return None
+    return next((name for test, name in _SPECIAL_KINDS if test(mode)), None)
+
+
+_refused_paths: set[str] = set()
+
+
+def _refuse(path: str, kind: str) -> NotRegularFile:
+    if path not in _refused_paths:
+        _refused_paths.add(path)
+        streams.write_stderr(
+            f"[verl tracing] {path} is {kind}, not a regular file: nothing is written to it "
+            "(what was meant for it is counted as lost: not a regular file)\n"
+        )
+    return NotRegularFile(errno.EINVAL, f"{path} is {kind}, not a regular file")
+
+
+FileIdentity = tuple[int, int]  # (st_dev, st_ino)
+
+
+def identity(info: os.stat_result) -> FileIdentity:
+    """What ``still_named`` compares: the file ``info`` (an fstat of an open file) describes."""
+    return info.st_dev, info.st_ino
+
+
+def still_named(path: str | None, opened: FileIdentity) -> bool:
+    """False when ``path`` no longer names the file opened as ``opened``: removed, or its folder replaced.
+
+    One stat of the path; a file that still has this name has not lost its last link.
+    """
+    if path is None:
+        return True
+    try:
+        named = os.stat(path)
+    except OSError as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
+        # gone; else cannot tell (EACCES, a stale mount...): the next write says what it finds
+        return not isinstance(exc, (FileNotFoundError, NotADirectoryError))
+    return (named.st_dev, named.st_ino) == opened
+
+
+def unlinked(fd: int) -> bool:
+    """True when the open file ``fd`` has no name left: what was written to it is gone."""
+    try:
+        return os.fstat(fd).st_nlink == 0
+    except OSError as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
+        return False
+
+
+_reported_moves: set[str] = set()
+
+
+def report_moved(folder: str) -> None:
+    """Say once on stderr that ``folder`` (or the trace folder holding it) was removed or replaced."""
+    trace_dir = settings.trace_dir
+    if trace_dir and (folder == trace_dir or folder.startswith(os.path.join(trace_dir, ""))):
+        folder = trace_dir  # its sample, progress and trajectory folders went with it: one line
+    if folder in _reported_moves:
+        return
+    _reported_moves.add(folder)
+    streams.write_stderr(
+        f"[verl tracing] {folder} was removed or replaced while the run went on: writing on into a new one "
+        "(what went into the old one after that is counted as lost: folder removed)\n"
+    )
 
 
 def _above_standard_streams(fd: int) -> int:
@@ -78,6 +197,8 @@ def write_all(fd: int, data: bytes) -> None:
         try:
             count = os.write(fd, view[written:])
         except OSError as exc:
+            if safety.raised_by_signal_handler(exc):
+                raise
             raise WriteError(exc, written) from exc
         if count <= 0:
             raise WriteError(OSError(errno.EIO, "write returned nothing"), written)
@@ -89,8 +210,9 @@ def close_fd(fd: int | None) -> None:
         return
     try:
         os.close(fd)
-    except OSError:
-        pass
+    except OSError as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
 
 
 def truncate_to(fd: int, good_size: int, expected_size: int) -> bool:
@@ -103,7 +225,9 @@ def truncate_to(fd: int, good_size: int, expected_size: int) -> bool:
             return False
         os.ftruncate(fd, good_size)
         return True
-    except OSError:
+    except OSError as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         return False
 
 
@@ -121,8 +245,9 @@ def replace_file(directory: str, name: str, content: bytes) -> None:
     except BaseException:
         try:
             os.unlink(tmp_path)
-        except OSError:
-            pass
+        except OSError as exc:
+            if safety.raised_by_signal_handler(exc):
+                raise
         raise
 
 
@@ -136,6 +261,8 @@ def publish_discovery(filename: str, directory: str) -> bool:
         replace_file(settings.DISCOVERY_DIR, filename, content)
         return True
     except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         _report_discovery_failure(filename, exc)
         return False
 

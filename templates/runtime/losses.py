@@ -2,8 +2,9 @@
 
 Counts are kept per facility: rows for ``sample_flow``, lines for ``progress``,
 trajectories for ``trajectory``; lost ones by reason ("queue full", "write
-error", "format error", "writer closed", ...). Adding to a count never takes a
-lock, so a signal handler may count while the thread it interrupted counts too.
+error", "format error", "writer closed", ...; the README lists them all, and the
+reasons the writers' outputs give are named below). Adding to a count never
+blocks, so a signal handler may count while the thread it interrupted counts too.
 
 The first loss starts a reporter thread. While losses happen it rewrites
 ``$VERL_TRACE_DIR/status/{host}-pid{pid}.json`` at most every
@@ -14,9 +15,9 @@ anything writes the status file one last time (``"final": true``) and prints
 its totals.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001, S110
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
+# ruff: noqa: BLE001
 
 from __future__ import annotations
 
@@ -27,13 +28,18 @@ import socket
 import threading
 import time
 
-from . import files, process, settings, streams
-from .safety import warn_once
+from . import files, process, safety, settings, streams
+from .safety import raised_by_signal_handler, warn_once
 
 FACILITIES = ("sample_flow", "progress", "trajectory")
 _UNITS = {"sample_flow": "row", "progress": "line", "trajectory": "trajectory"}
 _LABELS = {"sample_flow": "sample-flow", "progress": "progress", "trajectory": "trajectory"}
 STATUS_SCHEMA = 1
+
+# Reasons an output gives for what it could not write.
+WRITE_ERROR = "write error"  # the file could not be opened or written
+NOT_REGULAR_FILE = "not a regular file"  # the path is a FIFO, socket or device: refused, it could block
+FOLDER_REMOVED = "folder removed"  # written into a file whose folder was removed meanwhile
 
 Counts = dict[str, int]
 
@@ -50,7 +56,7 @@ class Tally:
     def __init__(self) -> None:
         self._new: collections.deque[tuple[str, int]] = collections.deque()
         self._totals: collections.Counter[str] = collections.Counter()
-        self._fold_lock = threading.Lock()
+        self._fold_lock = safety.lock()
 
     def add(self, key: str, count: int = 1) -> None:
         self._new.append((key, count))
@@ -74,7 +80,9 @@ class Tally:
         while True:
             try:
                 key, count = self._new.popleft()
-            except IndexError:
+            except IndexError as exc:
+                if raised_by_signal_handler(exc):
+                    raise
                 return
             self._totals[key] += count
 
@@ -91,7 +99,7 @@ class _Ledger:
         self.lost = {facility: Tally() for facility in FACILITIES}
         self.written = Tally()
         self.reporter_started = False
-        self.reporter_lock = threading.Lock()
+        self.reporter_lock = safety.lock()
         self.stopped = threading.Event()
         self.status_lock = threading.Lock()
         self.final_written = False
@@ -119,8 +127,9 @@ def count_lost(facility: str, reason: str, count: int = 1, *, report: bool = Tru
         ledger.lost[facility].add(reason, count)
         if report and not ledger.reporter_started:
             _start_reporter(ledger)
-    except Exception:
-        pass
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
 
 
 def count_written(facility: str, count: int) -> None:
@@ -138,8 +147,9 @@ def _start_reporter(ledger: _Ledger) -> None:
         thread = threading.Thread(target=_report_periodically, args=(ledger,), name="verl-trace-losses", daemon=True)
         thread.start()  # RuntimeError at interpreter shutdown
         ledger.reporter_started = True
-    except RuntimeError:
-        pass
+    except RuntimeError as exc:
+        if raised_by_signal_handler(exc):
+            raise
     finally:
         ledger.reporter_lock.release()
 
@@ -242,8 +252,9 @@ def finish(timeout: float) -> str:
             thread = threading.Thread(target=_write_status, args=(ledger, lost, True), daemon=True)
             thread.start()
             thread.join(timeout)
-        except RuntimeError:
-            pass
+        except RuntimeError as exc:
+            if raised_by_signal_handler(exc):
+                raise
     return "".join(
         f"[verl tracing] {_LABELS[facility]} writer {_dropped(facility, counts)}\n"
         for facility, counts in lost.items()

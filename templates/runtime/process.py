@@ -12,14 +12,15 @@ fork (holding the stdout lock, so that no thread of ours is mid-write when
 the child is made).
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001, S110
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+
+from .safety import raised_by_signal_handler
 
 _pid = os.getpid()
 _resets: list[Callable[[], None]] = []
@@ -50,16 +51,18 @@ def _start_new_process() -> None:
     for reset in _resets:
         try:
             reset()
-        except Exception:
-            pass
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
 
 
 def _run_all(callbacks: list[Callable[[], None]]) -> None:
     for callback in list(callbacks):
         try:
             callback()
-        except Exception:
-            pass
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
 
 
 def _at_fork_in_child() -> None:

@@ -8,17 +8,15 @@ build the fixed line formats the training dashboards parse.
 Lines are written synchronously, under one lock per process. A write that
 fails is counted as a lost line; if it stopped mid-line, the next line in that
 file starts on a fresh line (the file is shared, so the torn part cannot be cut
-back safely). Nothing here raises.
+back safely). No failure of the tracing's own raises from here.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001, S110
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from typing import Any
 
@@ -34,24 +32,29 @@ __all__ = [
 
 _FACILITY = "progress"
 
-_lock = threading.Lock()
+_lock = safety.lock()
 _file_key: tuple[str, str] | None = None  # (progress dir, hour) of the open file
 _fd: int | None = None
 _path: str | None = None
+_identity: files.FileIdentity = (0, 0)  # of the open file, to tell when its name is gone
 _torn_path: str | None = None  # the file whose last line a failed write cut short
 _announced = False
 
 
 def _open_for(progress_dir: str, hour: str) -> int:
-    global _file_key, _fd, _path, _announced
+    global _file_key, _fd, _path, _announced, _identity, _torn_path
     if _fd is not None and _file_key == (progress_dir, hour):
-        return _fd
+        if files.still_named(_path, _identity):
+            return _fd
+        files.report_moved(progress_dir)  # removed or replaced: make it again
+        _torn_path = None  # the new file under that name starts whole
     close_file()
     os.makedirs(progress_dir, exist_ok=True)
     if not _announced:
         _announced = files.publish_discovery(files.PROGRESS_DISCOVERY_FILE, progress_dir)
     _path = os.path.join(progress_dir, f"{hour}.log")
     _fd = files.open_fd(_path)
+    _identity = files.identity(os.fstat(_fd))
     _file_key = (progress_dir, hour)
     writer.watch_multiprocessing_exit()
     return _fd
@@ -85,22 +88,30 @@ def _write_line(progress_dir: str, hour: str, data: bytes) -> None:
         prefix = b"\n" if _torn_path == _path else b""
         files.write_all(fd, prefix + data)
     except OSError as exc:
+        if safety.raised_by_signal_handler(exc):  # a watchdog's TimeoutError is an OSError too
+            raise
         written = getattr(exc, "written", 0)
         if written > len(prefix):
             _torn_path = _path
         elif prefix and written == len(prefix):
             _torn_path = None
         close_file()  # retry from scratch on the next line
-        losses.count_lost(_FACILITY, "write error")
+        not_regular = isinstance(exc, files.NotRegularFile)
+        losses.count_lost(_FACILITY, losses.NOT_REGULAR_FILE if not_regular else losses.WRITE_ERROR)
         safety.warn_once("progress-write", "tracing: cannot append to the progress log in %s: %s", progress_dir, exc)
         return
     _torn_path = None
+    if files.unlinked(fd):  # removed while the line was written
+        files.report_moved(progress_dir)
+        close_file()
+        losses.count_lost(_FACILITY, losses.FOLDER_REMOVED)
+        return
     losses.count_written(_FACILITY, 1)
 
 
 def _reset_in_child() -> None:
     global _lock
-    _lock = threading.Lock()
+    _lock = safety.lock()
 
 
 process.on_new_process(_reset_in_child)
@@ -116,7 +127,9 @@ def log_progress(message: Any) -> None:
         process.ensure_current()
         try:
             line = message if isinstance(message, str) else str(message)
-        except Exception:
+        except Exception as exc:
+            if safety.raised_by_signal_handler(exc):
+                raise
             if settings.trace_dir:
                 losses.count_lost(_FACILITY, "format error")
             safety.warn_once("log_progress-format", "tracing: log_progress got a message with no text", exc_info=True)
@@ -125,7 +138,9 @@ def log_progress(message: Any) -> None:
         trace_dir = settings.trace_dir
         if trace_dir:
             _append_line(trace_dir, line)
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         safety.warn_once("log_progress", "tracing: log_progress failed", exc_info=True)
     finally:
         safety.leave()
@@ -135,8 +150,9 @@ def log_step_window(step: Any, phase: Any, boundary: Any) -> None:
     """Progress line ``Step {step} {phase} {boundary}``, e.g. ``Step 3 train started``."""
     try:
         log_progress(f"Step {step} {phase} {boundary}")
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
 
 
 def log_gen_throughput_tokens(n_tokens: Any, seconds: Any) -> None:
@@ -145,8 +161,9 @@ def log_gen_throughput_tokens(n_tokens: Any, seconds: Any) -> None:
         if n_tokens is None or seconds is None or n_tokens < 0 or seconds <= 0:
             return
         log_progress(f"gen throughput (token/s): {int(n_tokens) / seconds:.2f}")
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
 
 
 def log_gen_throughput(batch: Any, seconds: Any) -> None:
@@ -169,8 +186,9 @@ def log_gen_throughput(batch: Any, seconds: Any) -> None:
         else:
             n_tokens = int(responses.numel())
         log_gen_throughput_tokens(n_tokens, seconds)
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
 
 
 def log_rollout_completed(uid: Any, traj_uid: Any, score: Any = None) -> None:
@@ -181,5 +199,6 @@ def log_rollout_completed(uid: Any, traj_uid: Any, score: Any = None) -> None:
         if score is None:
             score = 0.0
         log_progress(f"Task {uid}/{traj_uid} is completed, score={score} status=Finished")
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise

@@ -15,16 +15,15 @@ disabled ``trace_flow()`` costs one attribute lookup:
 The other limits are plain constants, patched by tests.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 
 import os
 import time
 
-from .safety import warn_once
+from .safety import raised_by_signal_handler, warn_once
 
 TRACE_DIR_VARIABLE = "VERL_TRACE_DIR"
 TRAJECTORY_QUEUE_VARIABLE = "VERL_TRACE_TRAJECTORY_QUEUE_MB"
@@ -74,7 +73,9 @@ def path_text(path: object) -> str:
     """``path`` (str, bytes, os.PathLike or anything printable) as text; may raise."""
     try:
         return os.fsdecode(path)  # type: ignore[arg-type]
-    except TypeError:
+    except TypeError as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return str(path)
 
 
@@ -94,7 +95,9 @@ def set_trace_dir(path: object) -> None:
     try:
         text = path_text(path) if path is not None else ""
         text = text or os.environ.get(TRACE_DIR_VARIABLE) or ""
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         warn_once("set_trace_dir", "tracing: set_trace_dir() ignored a value that is not a path", exc_info=True)
         return
     # Order matters for concurrent readers: never enabled without a directory.

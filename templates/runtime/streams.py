@@ -8,19 +8,18 @@ not touch the stream object (whose internal lock that thread may hold) and
 writes its echoes straight to the stream's file descriptor.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001, S110
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 
 import os
 import sys
-import threading
+from typing import Any
 
-from . import process, settings
+from . import process, safety, settings
 
-_stdout_lock = threading.Lock()
+_stdout_lock = safety.lock()
 _held_for_fork = False
 # True in a child forked while a parent thread was writing to stdout.
 _stream_may_be_locked = False
@@ -39,8 +38,9 @@ def echo(text: str, flush: bool = False) -> None:
             _write_to_descriptor(stream, text)
         else:
             _write_to_stream(stream, text, flush)
-    except Exception:
-        pass
+    except Exception as exc:  # a closed or broken stdout is not the training's problem...
+        if safety.raised_by_signal_handler(exc):  # ...a signal handler's exception is
+            raise
     finally:
         _stdout_lock.release()
 
@@ -48,7 +48,9 @@ def echo(text: str, flush: bool = False) -> None:
 def _write_to_stream(stream: object, text: str, flush: bool) -> None:
     try:
         stream.write(text)  # type: ignore[attr-defined]
-    except UnicodeEncodeError:
+    except UnicodeEncodeError as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         encoding = getattr(stream, "encoding", None) or "utf-8"
         stream.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))  # type: ignore[attr-defined]
     if flush:
@@ -67,11 +69,14 @@ def write_stderr(text: str) -> None:
     try:
         sys.stderr.write(text)
         sys.stderr.flush()
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         try:
             os.write(2, text.encode("utf-8", "backslashreplace"))
-        except OSError:
-            pass
+        except OSError as again:
+            if safety.raised_by_signal_handler(again):
+                raise
 
 
 def _hold_for_fork() -> None:
@@ -86,12 +91,19 @@ def _release_after_fork() -> None:
         _stdout_lock.release()
 
 
+def _held_by_another_thread(lock: Any) -> bool:
+    if lock.acquire(blocking=False):  # free, or this thread's own: an RLock lets its owner in
+        lock.release()
+        return False
+    return True
+
+
 def _reset_in_child() -> None:
     global _stdout_lock, _held_for_fork, _stream_may_be_locked
     # Held by someone other than our own fork hook: that thread was mid-write.
-    _stream_may_be_locked = _stream_may_be_locked or (_stdout_lock.locked() and not _held_for_fork)
+    _stream_may_be_locked = _stream_may_be_locked or (not _held_for_fork and _held_by_another_thread(_stdout_lock))
     _held_for_fork = False
-    _stdout_lock = threading.Lock()
+    _stdout_lock = safety.lock()
 
 
 process.around_fork(_hold_for_fork, _release_after_fork)

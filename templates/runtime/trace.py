@@ -13,13 +13,12 @@ writes, for each sample of the call:
   content ``from=A|to=B|stage=S[|global_step=N][|detail=D]``.
 
 A call formats its whole batch at once: one stdout write, one encoded chunk for
-the background writer. Nothing here raises; a row that cannot be formatted or
-written is counted as lost.
+the background writer. No failure of the tracing's own raises from here; a row
+that cannot be formatted or written is counted as lost.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 
@@ -27,7 +26,6 @@ import contextvars
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -59,7 +57,9 @@ def suppress_sample_trace(flag: object = True) -> None:
     """
     try:
         _suppressed.set(bool(flag))
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         safety.warn_once("suppress_sample_trace", "tracing: suppress_sample_trace() ignored a flag with no truth value")
 
 
@@ -123,13 +123,18 @@ class _SampleCsvOutput:
         self.trace_dir = trace_dir
         self.path: str | None = None
         self._fd: int | None = None
+        self._identity: files.FileIdentity = (0, 0)
         self._size = 0
         self._torn = False
         self._announced = False
 
-    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, int]:
+    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, losses.Counts]:
         records = sum(chunk[1] for chunk in chunks)
         data = chunks[0][0] if len(chunks) == 1 else b"".join(chunk[0] for chunk in chunks)
+        if self._fd is not None and not files.still_named(self.path, self._identity):
+            files.report_moved(self.trace_dir)
+            self.close()  # the folder was removed or replaced: the next open makes it again
+            self._torn = False  # a torn row in the old file is no concern of the new one
         try:
             fd = self._fd if self._fd is not None else self._open()
             if self._torn:
@@ -142,7 +147,11 @@ class _SampleCsvOutput:
         except OSError as exc:
             return self._failed(exc, 0, records)
         self._size += len(data)
-        return records, 0
+        if files.unlinked(fd):  # removed while this batch was written: nobody will read it
+            files.report_moved(self.trace_dir)
+            self.close()
+            return 0, {losses.FOLDER_REMOVED: records}
+        return records, {}
 
     def _cut_back(self, chunks: list[Chunk], exc: files.WriteError) -> int:
         """Remove the torn row a partial write left; the whole rows written, kept."""
@@ -152,17 +161,19 @@ class _SampleCsvOutput:
             self._torn = exc.written > row_bytes
         return rows
 
-    def _failed(self, exc: OSError, kept: int, records: int) -> tuple[int, int]:
+    def _failed(self, exc: OSError, kept: int, records: int) -> tuple[int, losses.Counts]:
         self.close()
         safety.warn_once(("sample-write", self.trace_dir), "tracing: cannot write sample-flow rows: %s", exc)
-        return kept, records - kept
+        reason = losses.NOT_REGULAR_FILE if isinstance(exc, files.NotRegularFile) else losses.WRITE_ERROR
+        return kept, {reason: records - kept} if records > kept else {}
 
     def _open(self) -> int:
         sample_dir = os.path.join(self.trace_dir, "sample")
         os.makedirs(sample_dir, exist_ok=True)
         self.path = os.path.join(sample_dir, f"{files.safe_name(socket.gethostname())}-pid{os.getpid()}.csv")
         fd = files.open_fd(self.path)
-        self._fd, self._size = fd, os.fstat(fd).st_size
+        info = os.fstat(fd)
+        self._fd, self._size, self._identity = fd, info.st_size, files.identity(info)
         if not self._announced:
             self._announced = files.publish_discovery(files.SAMPLE_DISCOVERY_FILE, sample_dir)
         return fd
@@ -178,7 +189,7 @@ class _SampleCsvOutput:
 
 
 _sample_sink: tuple[str, BackgroundWriter] | None = None  # the writer of the current trace dir
-_sample_sink_lock = threading.Lock()
+_sample_sink_lock = safety.lock()
 
 
 def _sample_writer_for(trace_dir: str) -> BackgroundWriter | None:
@@ -204,7 +215,7 @@ def _sample_writer_for(trace_dir: str) -> BackgroundWriter | None:
 
 def _reset_in_child() -> None:
     global _sample_sink_lock
-    _sample_sink_lock = threading.Lock()
+    _sample_sink_lock = safety.lock()
 
 
 process.on_new_process(_reset_in_child)
@@ -231,7 +242,9 @@ def _as_id_list(value: Any) -> Sequence[Any]:
         return [value]
     try:
         return list(value)
-    except TypeError:  # e.g. a 0-d numpy array
+    except TypeError as exc:  # e.g. a 0-d numpy array
+        if safety.raised_by_signal_handler(exc):
+            raise
         return [value]
 
 
@@ -275,21 +288,27 @@ def _paired_ids(uid: Any, traj_uid: Any, stage: Any) -> tuple[Sequence[Any], Seq
 def _is_truthy(value: object) -> bool:
     try:
         return bool(value)
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         return True
 
 
 def _is_unset_step(global_step: object) -> bool:
     try:
         return bool(global_step == -1)
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         return False
 
 
 def _sample_status(stage: object) -> str:
     try:
         return STATUS_COMPLETE if stage in _COMPLETE_STAGES else STATUS_RUNNING
-    except TypeError:  # unhashable stage
+    except TypeError as exc:  # unhashable stage
+        if safety.raised_by_signal_handler(exc):
+            raise
         return STATUS_RUNNING
 
 
@@ -365,8 +384,10 @@ def trace_flow(
     numpy array); a length-1 side is broadcast to the other's length. Each
     sample gets one ``[FLOW_TRACE]`` stdout line and one CSV row. Does nothing
     when tracing is off or suppressed for the current context; never raises
-    and never blocks on a lock its own thread holds (a call from a signal
-    handler that interrupted another trace_flow is dropped and counted).
+    a failure of its own (an exception a signal handler raises while it runs
+    reaches the caller unchanged) and never blocks on a lock its own thread
+    holds (a call from a signal handler that interrupted another trace_flow is
+    dropped and counted).
     """
     if not settings.enabled or _suppressed.get():
         return
@@ -375,7 +396,9 @@ def trace_flow(
         return
     try:
         _record_flow(uid, traj_uid, from_module, to_module, stage, detail, global_step)
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         losses.count_lost(_FACILITY, "format error", 1)
         safety.warn_once("trace_flow", "tracing: trace_flow failed; event dropped", exc_info=True)
     finally:
@@ -386,7 +409,9 @@ def _sample_count(uid: Any, traj_uid: Any) -> int:
     """How many rows a call would record, for counting it lost; 1 when that cannot be told."""
     try:
         return _paired_length(len(_as_id_list(uid)), len(_as_id_list(traj_uid)))
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         return 1
 
 
@@ -408,7 +433,9 @@ def _record_flow(
         echo_suffix, content = _event_suffixes(from_module, to_module, stage, detail, global_step)
         echo_text = _echo_text(now, uid_texts, traj_texts, echo_suffix)
         chunk = _csv_chunk(now, uid_texts, traj_texts, _sample_status(stage), content)
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         losses.count_lost(_FACILITY, "format error", len(uids))
         safety.warn_once("trace_flow-format", "tracing: trace_flow could not format an event; dropped", exc_info=True)
         return

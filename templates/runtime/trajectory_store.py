@@ -1,11 +1,11 @@
 """Appends finished trajectories to size-rotated JSONL files from a background thread."""
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001, S110
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import errno
 import json
@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import files, safety, settings
+from . import files, losses, safety, settings
 from .formats import TRAJECTORY_LINE_KEYS, TURN_KEYS
+from .safety import raised_by_signal_handler
 from .trajectory_types import Turn, _json_default
 from .writer import BackgroundWriter, Chunk, deadline_after
 
@@ -90,7 +91,9 @@ def encode_trajectory_line(trajectory) -> bytes:
     try:
         head = "".join(f'"{key}": {_dumps(value)}, ' for key, value in index).encode("utf-8")
         quoted = raw_message.encode("utf-8").replace(b"\\", b"\\\\").replace(b'"', b'\\"')
-    except UnicodeEncodeError:
+    except UnicodeEncodeError as exc:
+        if raised_by_signal_handler(exc):
+            raise
         line = dict(index, raw_message=raw_message)
         return (_dumps(line) + "\n").encode("utf-8", "backslashreplace")
     return b"".join((b"{", head, b'"raw_message": "', quoted, b'"}\n'))
@@ -119,20 +122,32 @@ class _RotatingJsonlOutput:
         self.max_bytes = max_bytes
         self.path: str | None = None
         self._fd: int | None = None
+        self._identity: files.FileIdentity = (0, 0)
         self._size = 0
         self._last_stamp_ms = -1
 
-    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, int]:
-        written = failed = 0
+    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, losses.Counts]:
+        if self._fd is not None and not files.still_named(self.path, self._identity):
+            files.report_moved(str(self.dump_dir))
+            self._close(remove_if_empty=False)  # the next line makes the folder again
+        written, lost = 0, collections.Counter[str]()
+        in_open_file = 0  # lines of this batch in the file still open at its end
         for data, count, _ in chunks:
             try:
+                in_open_file = 0 if self._fd is None or self._size >= self.max_bytes else in_open_file
                 self._write_line(data)
-                written += count
+                written, in_open_file = written + count, in_open_file + count
             except OSError as exc:
-                failed += count
+                if raised_by_signal_handler(exc):
+                    raise
+                lost[losses.NOT_REGULAR_FILE if isinstance(exc, files.NotRegularFile) else losses.WRITE_ERROR] += count
                 self._recover(exc)
                 safety.warn_once(("trajectory-write", self.dump_dir), "tracing: trajectory write failed: %s", exc)
-        return written, failed
+        if in_open_file and self._fd is not None and files.unlinked(self._fd):  # removed while written
+            files.report_moved(str(self.dump_dir))
+            self._close(remove_if_empty=False)
+            written, lost[losses.FOLDER_REMOVED] = written - in_open_file, in_open_file
+        return written, dict(lost)
 
     def _write_line(self, data: bytes) -> None:
         if self._fd is None or self._size >= self.max_bytes:
@@ -158,10 +173,13 @@ class _RotatingJsonlOutput:
             path = os.path.join(self.dump_dir, f"trajectory_{self.instance_id}_{_file_stamp(stamp_ms)}.jsonl")
             try:
                 self._fd = files.open_fd(path, files.CREATE_NEW_FLAGS)
-            except FileExistsError:
+            except FileExistsError as exc:
+                if raised_by_signal_handler(exc):
+                    raise
                 stamp_ms += 1
                 continue
             self.path, self._size, self._last_stamp_ms = path, 0, stamp_ms
+            self._identity = files.identity(os.fstat(self._fd))
             return
         raise FileExistsError(f"no free trajectory file name in {self.dump_dir}")
 
@@ -176,8 +194,9 @@ class _RotatingJsonlOutput:
         if remove_if_empty and self._size == 0 and self.path is not None:
             try:
                 os.unlink(self.path)
-            except OSError:
-                pass
+            except OSError as exc:
+                if raised_by_signal_handler(exc):
+                    raise
 
     def forget_inherited(self) -> None:
         """In a forked child: close the inherited descriptor; the parent's file stays as it is."""
@@ -188,7 +207,9 @@ class _RotatingJsonlOutput:
 def _text_or_none(path: Any) -> str | None:
     try:
         return settings.path_text(path)
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return None
 
 
@@ -196,7 +217,9 @@ def _id_text(instance_id: Any) -> str:
     """The instance id as it appears in file names: one name part, whatever it is."""
     try:
         text = format(instance_id)
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         text = f"{type(instance_id).__name__}-{id(instance_id):x}"
     return files.safe_name(text)
 
@@ -206,7 +229,9 @@ def _size_limit(max_file_size_mb: Any, max_file_size_bytes: Any) -> int:
         if max_file_size_bytes is not None:
             return max(1, int(max_file_size_bytes))
         return max(1, int(max_file_size_mb * _MB))
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return 100 * _MB
 
 
@@ -214,8 +239,9 @@ def _queue_limit(max_queue_bytes: Any) -> int:
     try:
         if max_queue_bytes is not None:
             return max(1, int(max_queue_bytes))
-    except Exception:
-        pass
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
     return settings.TRAJECTORY_QUEUE_MAX_BYTES
 
 
@@ -263,6 +289,8 @@ class TrajectoryStore:
         try:
             os.makedirs(folder, exist_ok=True)
         except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             safety.warn_once(("trajectory-dir", folder), "tracing: cannot create %s: %s", folder, exc)
             return
         files.publish_discovery(files.TRAJECTORY_DISCOVERY_FILE, folder)
@@ -281,11 +309,15 @@ class TrajectoryStore:
             try:
                 data = encode_trajectory_line(trajectory)
             except Exception as exc:
+                if raised_by_signal_handler(exc):
+                    raise
                 self._writer.count_drop("unserializable")
                 safety.warn_once("trajectory-serialize", "tracing: trajectory dropped, cannot serialize: %s", exc)
                 return
             self._writer.submit((data, 1, None))
-        except Exception:
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             safety.warn_once("trajectory-submit", "tracing: trajectory dropped", exc_info=True)
         finally:
             safety.leave()
@@ -304,7 +336,9 @@ class TrajectoryStore:
             return False
         try:
             return operation()
-        except Exception:
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             return False
         finally:
             safety.leave()

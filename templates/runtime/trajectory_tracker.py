@@ -4,9 +4,8 @@ Lifecycle per rollout: ``register_trajectory`` -> ``append_turn_record`` (once
 per model call) -> ``build_trajectory`` -> ``unregister_trajectory``.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import logging
 import threading
 
 from . import formats, settings
-from .safety import never_raise, warn_once
+from .safety import never_raise, raised_by_signal_handler, warn_once
 from .trajectory_types import Trajectory, TurnRecord, _safe_len
 
 logger = logging.getLogger(__name__)
@@ -41,7 +40,9 @@ def _to_text(value) -> str | None:
         if callable(item) and _element_count(value) == 1:
             return str(item())
         return str(value)
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return None
 
 
@@ -50,7 +51,9 @@ def _lookup(item, container_name, key):
     try:
         container = getattr(item, container_name, None)
         return container.get(key) if container is not None else None
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return None
 
 
@@ -58,7 +61,9 @@ def _key_part(value) -> str:
     """``value`` as f-strings format it; an object that cannot be formatted gets a name of its own."""
     try:
         return format(value)
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return f"<{type(value).__name__} {id(value):#x}>"
 
 
@@ -74,7 +79,9 @@ def _decode_or_none(tokenizer, ids) -> str | None:
         return None
     try:
         return tokenizer.decode(ids, skip_special_tokens=False)
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return None
 
 
@@ -104,7 +111,9 @@ class TrajectoryTracker:
             return None
         try:
             return int(text)
-        except ValueError:
+        except ValueError as exc:
+            if raised_by_signal_handler(exc):
+                raise
             return None
 
     @staticmethod
@@ -117,7 +126,9 @@ class TrajectoryTracker:
             if n is None:
                 n = rollout.get("n", None)
             return int(n) if n is not None else None
-        except Exception:
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             return None
 
     @staticmethod
@@ -126,7 +137,9 @@ class TrajectoryTracker:
         try:
             length = config.actor_rollout_ref.rollout.get("response_length", None)
             return int(length) if length is not None else None
-        except Exception:
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             return None
 
     # -- lifecycle --------------------------------------------------------------
@@ -139,7 +152,9 @@ class TrajectoryTracker:
         """
         try:
             return self._register(item)
-        except Exception:
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             warn_once("register_trajectory", "tracing: register_trajectory failed", exc_info=True)
             fallback_uid = str(id(item))
             return self.make_traj_key("", fallback_uid), fallback_uid
@@ -238,7 +253,9 @@ class TrajectoryTracker:
             trajectory.min_global_steps = _weight_version(agent_output, "min_global_steps")
             trajectory.max_global_steps = _weight_version(agent_output, "max_global_steps")
             return trajectory
-        except Exception:
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             warn_once("build_trajectory", "tracing: build_trajectory failed", exc_info=True)
             return Trajectory(
                 request_id=_to_text(traj_uid) or "",
@@ -289,7 +306,9 @@ def _weight_version(agent_output, key) -> int | None:
         return None
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError) as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return None
     return number if number == value else None
 
@@ -315,7 +334,9 @@ def _initial_prompt_ids(records) -> list[int] | None:
 def _elapsed_ms(start, end) -> float:
     try:
         return (end - start) * 1000
-    except TypeError:
+    except TypeError as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return 0.0
 
 

@@ -12,9 +12,8 @@ A turn is one model call (the action) plus whatever the environment answered
 Field order is the JSON key order of the trajectory dumps; do not reorder.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001, S112
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
 
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import settings
-from .safety import never_raise
+from .safety import never_raise, raised_by_signal_handler
 
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 
@@ -49,13 +48,17 @@ def _json_default(obj):
     for convert in (_model_dump, _dataclass_dict, _tolist, _set_list):
         try:
             converted = convert(obj)
-        except Exception:
+        except Exception as exc:
+            if raised_by_signal_handler(exc):
+                raise
             continue
         if converted is not None:
             return converted
     try:
         return str(obj)
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return f"<unserializable {type(obj).__name__}>"
 
 
@@ -195,7 +198,9 @@ class Trajectory(_JsonRecord):
 def _safe_len(value):
     try:
         return len(value) if value is not None else 0
-    except Exception:  # unsized, or a __len__ that raises
+    except Exception as exc:  # unsized, or a __len__ that raises
+        if raised_by_signal_handler(exc):
+            raise
         return 0
 
 
@@ -207,7 +212,9 @@ def _ms(seconds: Any) -> float | None:
         return seconds * 1000
     try:
         return float(seconds) * 1000
-    except (TypeError, ValueError):
+    except (TypeError, ValueError) as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return None
 
 
@@ -216,7 +223,9 @@ def _ms_between(start: Any, end: Any) -> float | None:
         return None
     try:
         return (end - start) * 1000
-    except TypeError:
+    except TypeError as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return None
 
 
@@ -319,5 +328,7 @@ def _encode_or_none(tokenizer, text):
         return None
     try:
         return tokenizer.encode(text, add_special_tokens=False)
-    except Exception:
+    except Exception as exc:
+        if raised_by_signal_handler(exc):
+            raise
         return None

@@ -12,9 +12,9 @@ forked child starts with empty queues and no thread: its parent's queued
 records are the parent's to write.
 """
 
-# Containment is this package's job: its entry points catch every exception, so that
-# none reaches the training loop (see safety.py).
-# ruff: noqa: BLE001, S110
+# Containment is this package's job: no failure of the tracing's own reaches the training
+# loop, and nothing else (a signal handler's exception) is kept from it (see safety.py).
+# ruff: noqa: BLE001
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ Chunk = tuple[bytes, int, Any]
 class Output(Protocol):
     """Where a writer's chunks go."""
 
-    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, int]:
-        """Write ``chunks`` in order; (records written, records lost)."""
+    def write_chunks(self, chunks: list[Chunk]) -> tuple[int, losses.Counts]:
+        """Write ``chunks`` in order; (records written, records lost by reason)."""
 
     def close(self) -> None:
         """Close what is open; the next write opens again."""
@@ -155,7 +155,7 @@ class BackgroundWriter:
     def _reset_process_state(self) -> None:
         self._pending = _PendingBytes(self._max_bytes)
         self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
+        self._start_lock = safety.lock()
 
     def forget_after_fork(self) -> None:
         """Drop state inherited from the parent; must not touch the parent's locks."""
@@ -192,7 +192,9 @@ class BackgroundWriter:
                 self._thread = thread
                 watch_multiprocessing_exit()
             return True
-        except RuntimeError:
+        except RuntimeError as exc:
+            if safety.raised_by_signal_handler(exc):
+                raise
             return False
         finally:
             self._start_lock.release()
@@ -205,13 +207,13 @@ class BackgroundWriter:
             size = sum(len(chunk[0]) for chunk in chunks)
             records = sum(chunk[1] for chunk in chunks)
             try:
-                written, failed = self.output.write_chunks(chunks)
+                written, lost = self.output.write_chunks(chunks)
             except Exception as exc:
-                written, failed = 0, records
+                written, lost = 0, {losses.WRITE_ERROR: records}
                 safety.warn_once(("write", self.name), "tracing: %s writer failed: %s", self.name, exc)
             losses.count_written(self.facility, written)
-            if failed:
-                self.count_drop("write error", failed)
+            for reason, count in lost.items():
+                self.count_drop(reason, count)
             pending.mark_finished(size, records)
         self.output.close()
 
@@ -282,7 +284,9 @@ def flush(timeout: float | None = 5.0) -> bool:
         for writer in list(_live_writers):
             done = writer.flush(deadline) and done
         return done
-    except Exception:
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
         return False
     finally:
         safety.leave()
@@ -294,8 +298,9 @@ def close_all(timeout: float = 2.0) -> None:
     for writer in list(_live_writers):
         try:
             writer.close(deadline)
-        except Exception:
-            pass
+        except Exception as exc:
+            if safety.raised_by_signal_handler(exc):
+                raise
 
 
 _exit_report_written = False
@@ -325,8 +330,9 @@ def _flush_and_report_at_exit() -> None:
         report = losses.finish(settings.EXIT_STATUS_SECONDS)
         if report:
             streams.write_stderr(report)
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
     finally:
         safety.leave()
 
@@ -350,8 +356,9 @@ def watch_multiprocessing_exit() -> None:
             from multiprocessing import util
 
             util.Finalize(None, _flush_and_report_at_exit, exitpriority=0)
-    except Exception:
-        pass
+    except Exception as exc:
+        if safety.raised_by_signal_handler(exc):
+            raise
 
 
 def _reset_in_child() -> None:

@@ -1,9 +1,9 @@
 """Fault injection: nothing the disk, stdout or the caller does may raise into training.
 
 Tests run as root, so permission bits cannot make a directory unwritable; the
-disk faults are injected with a file where a directory should be, symlinks to
-/dev/full (ENOSPC on every write) and, where a symlink cannot be planted, a
-monkeypatched write function.
+disk faults are injected with a file where a directory should be and
+monkeypatched writes that fail with ENOSPC for one file (/dev/full would be
+simpler, but the runtime refuses devices: writing to one could block).
 """
 
 from __future__ import annotations
@@ -77,34 +77,50 @@ def test_sample_dir_is_a_file_then_recovers(traced, trace_dir, load_runtime):
     assert b"kept/0" in load_runtime.read_csv(traced, trace_dir)
 
 
-def test_sample_csv_on_a_full_disk(traced, trace_dir, load_runtime):
+def full_disk_for(runtime, monkeypatch, path):
+    """Every write to the file at ``path`` fails with ENOSPC, as on a full disk; returns the cure."""
+    real_os = runtime.files.os
+
+    class FullDiskOs:
+        def __getattr__(self, name):
+            return getattr(real_os, name)
+
+        def write(self, fd, data):
+            if real_os.readlink(f"/proc/self/fd/{fd}") == str(path):
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real_os.write(fd, data)
+
+    monkeypatch.setattr(runtime.files, "os", FullDiskOs())
+    return lambda: monkeypatch.setattr(runtime.files, "os", real_os)
+
+
+def test_sample_csv_on_a_full_disk(traced, trace_dir, load_runtime, monkeypatch):
     csv_path = load_runtime.csv_path(trace_dir)
-    csv_path.parent.mkdir(parents=True)
-    csv_path.symlink_to("/dev/full")
+    cure = full_disk_for(traced, monkeypatch, csv_path)
     traced.trace_flow("u", ["0", "1", "2"], "A", "B", "S")
     assert traced.flush(10)
     assert "write error: 3" in load_runtime.writer(traced).drop_report()
-    csv_path.unlink()
+    cure()
     traced.trace_flow("after", "0", "A", "B", "S")
     assert load_runtime.read_csv(traced, trace_dir).startswith(b"ENV_NOTFOUND_DLC_JOB_ID,sample,after/0,")
 
 
-def test_progress_log_on_a_full_disk(traced, trace_dir, capsys):
+def test_progress_log_on_a_full_disk(traced, trace_dir, capsys, monkeypatch):
     traced.settings.clock = lambda: 1787215029.0
     hour = time.strftime("%Y%m%d-%H", time.localtime(1787215029.0))
     log_path = trace_dir / "progress" / f"{hour}.log"
-    log_path.parent.mkdir(parents=True)
-    log_path.symlink_to("/dev/full")
+    cure = full_disk_for(traced, monkeypatch, log_path)
     traced.log_progress("lost in the full disk")
     assert capsys.readouterr().out == "lost in the full disk\n"
-    log_path.unlink()
+    assert traced.losses.status()["lost"]["progress"] == {"write error": 1}
+    cure()
     traced.log_progress("written")
     assert log_path.read_text() == "written\n"
 
 
 def test_trajectory_write_errors_are_counted(traced, trace_dir, monkeypatch):
-    # The store creates files with O_EXCL, so a planted /dev/full symlink is
-    # skipped rather than written to; inject ENOSPC at the write call instead.
+    # The store creates files with O_EXCL: nothing can be planted in its way;
+    # inject ENOSPC at the write call instead.
     def disk_full(fd, data):
         raise OSError(errno.ENOSPC, "No space left on device")
 
