@@ -41,3 +41,6 @@ TRAJECTORY_LINE_KEYS: tuple[str, ...] = _FORMAT.TRAJECTORY_LINE_KEYS
 RAW_MESSAGE_KEYS: tuple[str, ...] = _FORMAT.RAW_MESSAGE_KEYS
 TURN_KEYS: tuple[str, ...] = _FORMAT.TURN_KEYS
 AGENT_STOP_REASONS: tuple[str, ...] = _FORMAT.AGENT_STOP_REASONS
+# the status file: its facilities, and why a record did not reach its file
+STATUS_FACILITIES: tuple[str, ...] = _FORMAT.STATUS_FACILITIES
+LOSS_REASONS: tuple[str, ...] = _FORMAT.LOSS_REASONS

@@ -99,3 +99,33 @@ AGENT_STOP_REASONS = (
     "max_user_turns",  # multi_turn.max_user_turns tool turns were made
     "no_tool_call",  # the model answered without calling a tool
 )
+
+# -- the status file: {trace_dir}/status/{hostname}-pid{pid}.json -------------------------------
+
+STATUS_FACILITIES = ("sample_flow", "progress", "trajectory")  # the keys of `lost` and `written`
+# Why a record did not reach its file: the keys of `lost[facility]`
+LOST_QUEUE_FULL = "queue full"  # the bounded queue had no room
+LOST_WRITE_ERROR = "write error"  # the file could not be opened or written
+LOST_FORMAT_ERROR = "format error"  # an id or message the caller passed cannot be turned into text
+LOST_UNSERIALIZABLE = "unserializable"  # a trajectory that is not JSON-able
+LOST_WRITER_CLOSED = "writer closed"  # written to a closed TrajectoryStore
+LOST_REENTRANT = "re-entrant call"  # made while its own thread was inside the runtime
+LOST_LOCK_TIMEOUT = "lock timeout"
+LOST_NO_WRITER = "no writer thread"
+LOST_NOT_REGULAR = "not a regular file"  # the path is a FIFO, socket or device: refused, it could block
+LOST_FOLDER_REMOVED = "folder removed"  # written into a file whose folder was removed meanwhile
+LOST_AT_EXIT = "not flushed at exit"  # in the final status file only
+# every reason above, in the order the documentation lists them (literals: this file holds no names)
+LOSS_REASONS = (
+    "queue full",
+    "write error",
+    "format error",
+    "unserializable",
+    "writer closed",
+    "re-entrant call",
+    "lock timeout",
+    "no writer thread",
+    "not a regular file",
+    "folder removed",
+    "not flushed at exit",
+)

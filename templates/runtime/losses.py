@@ -1,9 +1,8 @@
 """What the runtime wrote and lost, counted per process and reported while the run goes on.
 
 Counts are kept per facility: rows for ``sample_flow``, lines for ``progress``,
-trajectories for ``trajectory``; lost ones by reason ("queue full", "write
-error", "format error", "writer closed", ...; the README lists them all, and the
-reasons the writers' outputs give are named below). Adding to a count never
+trajectories for ``trajectory``; lost ones by reason (``formats.LOSS_REASONS``: "queue full",
+"write error", "format error", ...; the reasons the writers' outputs give are named below). Adding to a count never
 blocks, so a signal handler may count while the thread it interrupted counts too.
 
 The first loss starts a reporter thread. While losses happen it rewrites
@@ -28,18 +27,18 @@ import socket
 import threading
 import time
 
-from . import files, process, safety, settings, streams
+from . import files, formats, process, safety, settings, streams
 from .safety import raised_by_signal_handler, warn_once
 
-FACILITIES = ("sample_flow", "progress", "trajectory")
+FACILITIES = formats.STATUS_FACILITIES
 _UNITS = {"sample_flow": "row", "progress": "line", "trajectory": "trajectory"}
 _LABELS = {"sample_flow": "sample-flow", "progress": "progress", "trajectory": "trajectory"}
 STATUS_SCHEMA = 1
 
-# Reasons an output gives for what it could not write.
-WRITE_ERROR = "write error"  # the file could not be opened or written
-NOT_REGULAR_FILE = "not a regular file"  # the path is a FIFO, socket or device: refused, it could block
-FOLDER_REMOVED = "folder removed"  # written into a file whose folder was removed meanwhile
+# Reasons an output gives for what it could not write (all reasons: formats.LOSS_REASONS).
+WRITE_ERROR = formats.LOST_WRITE_ERROR
+NOT_REGULAR_FILE = formats.LOST_NOT_REGULAR
+FOLDER_REMOVED = formats.LOST_FOLDER_REMOVED
 
 Counts = dict[str, int]
 

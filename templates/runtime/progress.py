@@ -20,7 +20,7 @@ import os
 import time
 from typing import Any
 
-from . import files, losses, process, safety, settings, streams, writer
+from . import files, formats, losses, process, safety, settings, streams, writer
 
 __all__ = [
     "log_gen_throughput",
@@ -72,7 +72,7 @@ def _append_line(trace_dir: str, line: str) -> None:
     hour = time.strftime("%Y%m%d-%H", time.localtime(settings.clock()))
     data = (line + "\n").encode("utf-8", "backslashreplace")
     if not _lock.acquire(timeout=settings.LOCK_TIMEOUT_SECONDS):
-        losses.count_lost(_FACILITY, "lock timeout")
+        losses.count_lost(_FACILITY, formats.LOST_LOCK_TIMEOUT)
         return
     try:
         _write_line(progress_dir, hour, data)
@@ -121,7 +121,7 @@ def log_progress(message: Any) -> None:
     """Print one progress line; also append it to the hourly progress log when tracing is on."""
     if not safety.enter():
         if settings.trace_dir:
-            losses.count_lost(_FACILITY, "re-entrant call", report=False)
+            losses.count_lost(_FACILITY, formats.LOST_REENTRANT, report=False)
         return
     try:
         process.ensure_current()
@@ -131,7 +131,7 @@ def log_progress(message: Any) -> None:
             if safety.raised_by_signal_handler(exc):
                 raise
             if settings.trace_dir:
-                losses.count_lost(_FACILITY, "format error")
+                losses.count_lost(_FACILITY, formats.LOST_FORMAT_ERROR)
             safety.warn_once("log_progress-format", "tracing: log_progress got a message with no text", exc_info=True)
             return
         streams.echo(line + "\n", flush=True)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import files, losses, process, safety, settings, streams
+from . import files, formats, losses, process, safety, settings, streams
 from .formats import COMPLETE_STAGES, STATUS_COMPLETE, STATUS_RUNNING
 from .settings import get_trace_dir, set_trace_dir
 from .writer import BackgroundWriter, Chunk
@@ -392,14 +392,14 @@ def trace_flow(
     if not settings.enabled or _suppressed.get():
         return
     if not safety.enter():
-        losses.count_lost(_FACILITY, "re-entrant call", _sample_count(uid, traj_uid), report=False)
+        losses.count_lost(_FACILITY, formats.LOST_REENTRANT, _sample_count(uid, traj_uid), report=False)
         return
     try:
         _record_flow(uid, traj_uid, from_module, to_module, stage, detail, global_step)
     except Exception as exc:
         if safety.raised_by_signal_handler(exc):
             raise
-        losses.count_lost(_FACILITY, "format error", 1)
+        losses.count_lost(_FACILITY, formats.LOST_FORMAT_ERROR, 1)
         safety.warn_once("trace_flow", "tracing: trace_flow failed; event dropped", exc_info=True)
     finally:
         safety.leave()
@@ -436,12 +436,12 @@ def _record_flow(
     except Exception as exc:
         if safety.raised_by_signal_handler(exc):
             raise
-        losses.count_lost(_FACILITY, "format error", len(uids))
+        losses.count_lost(_FACILITY, formats.LOST_FORMAT_ERROR, len(uids))
         safety.warn_once("trace_flow-format", "tracing: trace_flow could not format an event; dropped", exc_info=True)
         return
     streams.echo(echo_text)
     writer = _sample_writer_for(trace_dir)
     if writer is None:
-        losses.count_lost(_FACILITY, "lock timeout", len(uids))
+        losses.count_lost(_FACILITY, formats.LOST_LOCK_TIMEOUT, len(uids))
     else:
         writer.submit(chunk)

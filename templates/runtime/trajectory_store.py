@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import files, losses, safety, settings
+from . import files, formats, losses, safety, settings
 from .formats import TRAJECTORY_LINE_KEYS, TURN_KEYS
 from .safety import raised_by_signal_handler
 from .trajectory_types import Turn, _json_default
@@ -303,7 +303,7 @@ class TrajectoryStore:
     def write(self, trajectory: Any) -> None:
         """Queue ``trajectory`` (a Trajectory or an equivalent dict) for writing."""
         if not safety.enter():
-            self._writer.count_drop("re-entrant call", report=False)
+            self._writer.count_drop(formats.LOST_REENTRANT, report=False)
             return
         try:
             try:
@@ -311,7 +311,7 @@ class TrajectoryStore:
             except Exception as exc:
                 if raised_by_signal_handler(exc):
                     raise
-                self._writer.count_drop("unserializable")
+                self._writer.count_drop(formats.LOST_UNSERIALIZABLE)
                 safety.warn_once("trajectory-serialize", "tracing: trajectory dropped, cannot serialize: %s", exc)
                 return
             self._writer.submit((data, 1, None))

@@ -27,7 +27,7 @@ import time
 import weakref
 from typing import Any, Protocol
 
-from . import losses, process, safety, settings, streams
+from . import formats, losses, process, safety, settings, streams
 
 # A chunk is (encoded bytes, records in them, layout the output may use to find record ends).
 Chunk = tuple[bytes, int, Any]
@@ -67,9 +67,9 @@ class _PendingBytes:
         size = len(chunk[0])
         with self._lock:
             if self._closed:
-                return "writer closed"
+                return formats.LOST_WRITER_CLOSED
             if self._bytes + size > self._max_bytes and not self._wait_for_room(size, wait_seconds):
-                return "writer closed" if self._closed else "queue full"
+                return formats.LOST_WRITER_CLOSED if self._closed else formats.LOST_QUEUE_FULL
             self._chunks.append(chunk)
             self._bytes += size
             self._accepted += chunk[1]
@@ -167,7 +167,7 @@ class BackgroundWriter:
         """Queue ``chunk`` (bytes, records, layout); False if it was dropped (and counted)."""
         process.ensure_current()
         if self._thread is None and not self._start_thread():
-            self.count_drop("no writer thread", chunk[1])
+            self.count_drop(formats.LOST_NO_WRITER, chunk[1])
             return False
         reason = self._pending.put(chunk, self.wait_seconds)
         if reason is not None:
@@ -248,7 +248,7 @@ class BackgroundWriter:
         counts = dict(self._drops.totals())
         unfinished = self.unfinished()
         if unfinished:
-            counts["not flushed at exit"] = counts.get("not flushed at exit", 0) + unfinished
+            counts[formats.LOST_AT_EXIT] = counts.get(formats.LOST_AT_EXIT, 0) + unfinished
         return counts
 
     def drop_report(self) -> str | None:
@@ -326,7 +326,7 @@ def _flush_and_report_at_exit() -> None:
         for writer in writers:
             unfinished = writer.unfinished()
             if unfinished:
-                losses.count_lost(writer.facility, "not flushed at exit", unfinished, report=False)
+                losses.count_lost(writer.facility, formats.LOST_AT_EXIT, unfinished, report=False)
         report = losses.finish(settings.EXIT_STATUS_SECONDS)
         if report:
             streams.write_stderr(report)
