@@ -157,9 +157,15 @@ def _commit(repository: Path, commit: str, work: Path) -> Path:
 # code: at 45632b5fa (2026-06-12, the unified trainer) `PPOTrainer._step_once` does not exist and `step` holds its
 # statements; `_pp`'s separate_async mode (`self.trainer_mode`) does not exist either, so the points that read it
 # have no place. Tests cannot fetch git history (CI reaches package registries only), so the pins live here.
+# The uid and dispatch traces fit `_add_batch_to_generate` and `_validate` alike; the seed silences validation, so
+# the training one is their place (tests/fixtures/port_trees/oracle/ has every tree's places, line by line).
+_TRAINING_BATCH = {
+    p: "PPOTrainer._add_batch_to_generate" for p in ("flow.v1.uid-generated", "flow.v1.dispatch-manager")
+}
 PINNED_COMMITS: dict[str, dict[str, str]] = {
-    "a5ca1290a": {},
-    "45632b5fa": {
+    "a5ca1290a": _TRAINING_BATCH,
+    "45632b5fa": _TRAINING_BATCH
+    | {
         point: "PPOTrainer.step"
         for point in (
             "progress.v1.rollout-window",
