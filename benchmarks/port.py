@@ -32,6 +32,8 @@ a place, those port puts there at the default confidence (`likely`: its default 
 only its `--min-confidence guess` run puts there, the wrong ones (placed elsewhere, or placed where the oracle says
 there is no place), the ones left; and port's whole-process time against apply's on that tree.
 
+Targets (issue 38, the real trees): >= 80% of the points with a place put there at `likely`; 0 wrong at `likely`
+and above; port <= 2x apply's time.
 Targets (issue 19): >= 90% of the points that need it ported exactly; 0 wrong at `likely` and
 above; port <= 2x apply's time.
 """

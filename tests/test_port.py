@@ -521,6 +521,47 @@ def test_an_anchor_deleted_or_replaced_between_its_neighbours_goes_where_they_ar
         assert lines[lines.index(f"        {line}") + 1] == "        log_progress('made')"
 
 
+ATTRIBUTE_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.tracker
+    facility: progress
+    title: a tracker per loop
+    scope: Loop.__init__
+    after: |
+      self.kwargs = self.config.get("kwargs", {})
+    code: |
+      self._tracker = Tracker()
+    marker: |
+      self._tracker = Tracker()
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "likely"),
+    [
+        # a new attribute from nothing of __init__'s: its place in __init__ does not matter
+        ("def __init__(self, config):\n    self.config = config\n    self.loop = get_loop()", True),
+        ("def __init__(self, config):\n    self.config = config\n    self.kw = self.config.get('kw', {})", True),
+        # decoys: the code reads a name of the def; the attribute is named elsewhere; not an __init__
+        ("def __init__(self, config, Tracker):\n    self.config = config\n    self.loop = get_loop()", False),
+        ("def __init__(self, config):\n    self.config = config\n\ndef reset(self):\n    self._tracker = None", False),
+    ],
+)
+def test_a_new_attribute_goes_anywhere_in_its_init(tmp_path: Path, source: str, likely: bool) -> None:
+    module = "from tracking import Tracker, get_loop\n\n\nclass Loop:\n" + textwrap.indent(source, "    ") + "\n"
+    tree, catalog, specs = _case(tmp_path, module, ATTRIBUTE_SPEC)
+    (found,) = port(tree, catalog, Selection(), _reload(specs)).suggestions
+    sure = found.status is PortStatus.PORTED and found.confidence is Confidence.LIKELY
+    assert sure is likely, found
+    if likely:
+        assert "only sets self._tracker" in found.evidence
+        assert exits.apply_exit(apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))) == exits.OK
+        lines = (tree / "verl" / "target.py").read_text(encoding="utf-8").splitlines()
+        init = lines.index("    def __init__(self, config):")
+        assert "        self._tracker = Tracker()" in lines[init + 1 :]
+
+
 def test_a_point_written_again_keeps_its_entry_in_place(tmp_path: Path) -> None:
     """A second run that finds only the first point again (the second one in place by then, say)
     rewrites the file line for line: the entry stays where it was, before the other."""
@@ -1070,6 +1111,8 @@ PINNED_OLDER = {
         "traj.c0.store": "AgentLoopWorkerBase.__init__",  # the base now holds __init__'s setup
         "flow.v0.validation-silence": "AgentLoopWorkerBase._run_agent_loop",
         "flow.v0.traj-uid-repeat": "RayPPOTrainer.fit",
+        # a new attribute, from nothing of __init__'s: anywhere in it (after the data config's line, the oracle's)
+        "traj.c0.tracker": "AgentLoopBase.__init__",
         # fit's, each at the line tests/fixtures/port_trees/oracle/0.7.0.yaml gives (tests/test_port_trees.py):
         # after the gen timer (no combined batch to slice), the reward call in its timer, the eval lines in their if
         **{
@@ -1089,6 +1132,8 @@ PINNED_OLDER = {
         # the worker env is built in _init_with_resource_pool before verl split out _create_worker
         "env.worker-group": "RayWorkerGroup._init_with_resource_pool",
         "flow.v0.traj-uid-repeat": "RayPPOTrainer.fit",
+        # this __init__ has no data config: the tracker goes after its last statement
+        "traj.c0.tracker": "AgentLoopBase.__init__",
         # as 0.7.0's, and the epoch loop's lines (its range starts at 0 here) and the log-prob call in its timer
         **{
             p: "RayPPOTrainer.fit"

@@ -149,6 +149,7 @@ class _Fit:
     set_aside: tuple[str, ...] = ()  # the scopes it fits as well that the tree shows are validation
     gained: str = ""  # for a fit whose enclosing `if` gained conditions: those, as evidence says them
     between: str = ""  # for a fit by the anchor's neighbours (deleted or replaced between them): how
+    free: str = ""  # for a point whose place in its __init__ does not matter: the new attribute it sets
 
 
 @dataclass
@@ -204,6 +205,9 @@ def _suggest(
                     or _aligned_fit(work, point, scope)
                     or _nearest_fit(work, point, scope)
                 )
+            free = _new_attribute(work, point, scope)
+            if free and (near is None or _top_level(work, near, scope)):
+                near = replace(near, free=free) if near is not None else _at_the_end(work, point, scope, free)
             fits[point.id] = [near] if near is not None else []
     decided = [
         _decide(point, result, fits[point.id], consensus.get(point.scope), _kept_scope(work, point.scope))
@@ -709,6 +713,44 @@ def _counterpart_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     return _Fit(scope, tuple(texts), placements, insides=tuple(insides), counterpart="; ".join(notes))
 
 
+def _new_attribute(work: FileWork, point: Point, scope: str) -> str:
+    """The attribute a point sets when its place in `scope`, an `__init__`, does not matter: its one edit's code
+    only assigns `self.<name>` that nothing in the file names, from names that are not the def's ("" else)."""
+    nodes = work.locator.index.scope_nodes(scope)
+    if not scope.endswith(".__init__") or len(point.edits) != 1 or len(nodes) != 1:
+        return ""
+    stmts = point.edits[0].template.stmts
+    if len(stmts) != 1 or not isinstance(stmts[0], ast.Assign) or len(stmts[0].targets) != 1:
+        return ""
+    target = stmts[0].targets[0]
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+        return ""
+    own = {a.arg for a in ast.walk(nodes[0]) if isinstance(a, ast.arg)}
+    own |= {n.id for n in _own_nodes(nodes[0]) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    read = {n.id for n in ast.walk(stmts[0].value) if isinstance(n, ast.Name)}
+    named = any(isinstance(n, ast.Attribute) and n.attr == target.attr for n in ast.walk(work.locator.index.tree))
+    return "" if named or read & own else f"self.{target.attr}"
+
+
+def _top_level(work: FileWork, fit: _Fit, scope: str) -> bool:
+    """Are the fit's edits next to statements of the def's own body, not in a block inside it?"""
+    (node,) = work.locator.index.scope_nodes(scope)
+    neighbours = [p.neighbor for p in fit.placements]
+    return all(n is not None and work.locator.index.site(n).owner is node for n in neighbours)
+
+
+def _at_the_end(work: FileWork, point: Point, scope: str, attribute: str) -> _Fit | None:
+    """The point after the last statement of the def's body (none like its anchor: any is as good)."""
+    (node,) = work.locator.index.scope_nodes(scope)
+    body = getattr(node, "body", [])
+    last = body[-1] if body else None
+    if last is None or isinstance(last, (ast.Return, ast.Raise, *_BLOCKS)):
+        return None
+    text = ast.unparse(last)
+    placements = _placed_all(work, _with_anchors(replace(point, scope=scope), (text,)))
+    return _Fit(scope, (text,), placements, free=attribute) if placements is not None else None
+
+
 def _neighbour_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     """The point in `scope` with each edit whose anchor is not found placed by the anchor's neighbours in
     the validated release (neighbours.json), as a three-way merge places it: the statements before and
@@ -1032,6 +1074,13 @@ def _decide(
         evidence = f"fits {len(fits)} places; the other lost points of {point.scope} moved to {chosen.scope}"
         return _ported(point, chosen, Confidence.LIKELY, evidence, others)
     fit = fits[0]
+    if fit.free:
+        evidence = (
+            f"its code only sets {fit.free}, which nothing else names, from names {fit.scope} does not define:"
+            f" anywhere in {fit.scope}'s body is its place"
+            + (f"; the statements most like its anchor: {fit.nearest}" if fit.nearest else "")
+        )
+        return _ported(point, fit, Confidence.LIKELY, evidence, ())
     if fit.between:
         evidence = f"placed by its anchors' neighbours in the validated release, in {fit.scope}: {fit.between}"
         return _ported(point, fit, Confidence.LIKELY, evidence, ())
