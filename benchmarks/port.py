@@ -1,7 +1,7 @@
 """How well `port` carries the catalog to a verl it was not validated on, judged by an oracle.
 
     python benchmarks/port.py [--rounds 3] [--releases 0.7.1 0.7.0 0.6.1] [--verl-git DIR [--commits SHA...]]
-                              [--refactors WORD...]
+                              [--refactors WORD...] [--trees NAME...] [--no-corpus]
 
 The corpus (tests/refactors.py): refactors of verl 0.9.0 written as edits that apply alike to the
 pristine tree and to the instrumented one (rename a method, a class, a local a template reads, a
@@ -26,6 +26,14 @@ each judged against the places pinned in PINNED_COMMITS. And port's whole-proces
 apply's on the same tree (`--dry-run` both: each reads the tree and writes nothing), medians of
 `--rounds`.
 
+Then the real trees of issue 38 (tests/port_oracle.py: PyPI releases and vendored commits of verl's history, each with
+an oracle read off its code by hand): per tree, the points plain apply cannot place as shipped, those the oracle gives
+a place, those port puts there at the default confidence (`likely`: its default run, carried points included), those
+only its `--min-confidence guess` run puts there, the wrong ones (placed elsewhere, or placed where the oracle says
+there is no place), the ones left; and port's whole-process time against apply's on that tree.
+
+Targets (issue 38, the real trees): >= 80% of the points with a place put there at `likely`; 0 wrong at `likely`
+and above; port <= 2x apply's time.
 Targets (issue 19): >= 90% of the points that need it ported exactly; 0 wrong at `likely` and
 above; port <= 2x apply's time.
 """
@@ -48,6 +56,7 @@ from pathlib import Path
 from common import byte_compile_the_tool, timed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import port_oracle
 from refactors import CORPUS, Refactor
 
 from trace_instrument.engine.apply import apply
@@ -150,9 +159,15 @@ def _commit(repository: Path, commit: str, work: Path) -> Path:
 # code: at 45632b5fa (2026-06-12, the unified trainer) `PPOTrainer._step_once` does not exist and `step` holds its
 # statements; `_pp`'s separate_async mode (`self.trainer_mode`) does not exist either, so the points that read it
 # have no place. Tests cannot fetch git history (CI reaches package registries only), so the pins live here.
+# The uid and dispatch traces fit `_add_batch_to_generate` and `_validate` alike; the seed silences validation, so
+# the training one is their place (tests/fixtures/port_trees/oracle/ has every tree's places, line by line).
+_TRAINING_BATCH = {
+    p: "PPOTrainer._add_batch_to_generate" for p in ("flow.v1.uid-generated", "flow.v1.dispatch-manager")
+}
 PINNED_COMMITS: dict[str, dict[str, str]] = {
-    "a5ca1290a": {},
-    "45632b5fa": {
+    "a5ca1290a": _TRAINING_BATCH,
+    "45632b5fa": _TRAINING_BATCH
+    | {
         point: "PPOTrainer.step"
         for point in (
             "progress.v1.rollout-window",
@@ -218,6 +233,35 @@ def _timing(tree: Path, rounds: int) -> tuple[float, float]:
     return statistics.median(ports), statistics.median(applies)
 
 
+def _trees(names: list[str], catalog: Catalog, work: Path, rounds: int) -> None:
+    """Each real tree against its oracle (tests/port_oracle.py), and the sums."""
+    print(f"{'tree':<10} {'lost':>5} {'place':>6} {'likely':>7} {'guess':>6} {'wrong':>6} {'left':>5}  port / apply")
+    sums = [0, 0, 0, 0, 0, 0]
+    for name in names:
+        (work / name).mkdir()
+        judged = port_oracle.judge(name, catalog, work / name)
+        port_s, apply_s = _timing(work / name / f"verl-{name}", rounds)
+        row = [
+            judged.lost,
+            judged.with_place,
+            len(judged.likely),
+            len(judged.guesses),
+            len(judged.wrong),
+            len(judged.left),
+        ]
+        sums = [a + b for a, b in zip(sums, row)]
+        print(
+            f"{name:<10} {row[0]:>5} {row[1]:>6} {row[2]:>7} {row[3]:>6} {row[4]:>6} {row[5]:>5}  "
+            f"{port_s:.2f} s / {apply_s:.2f} s = {port_s / apply_s:.2f}x"
+            + (f"  wrong: {'; '.join(judged.wrong)}" if judged.wrong else "")
+        )
+    place = sums[1] or 1
+    print(
+        f"{'total':<10} {sums[0]:>5} {sums[1]:>6} {sums[2]:>7} {sums[3]:>6} {sums[4]:>6} {sums[5]:>5}  "
+        f"at likely {sums[2] / place:.0%} (target >= 80%), with guesses {(sums[2] + sums[3]) / place:.0%}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -227,11 +271,17 @@ def main() -> None:
         "--commits", nargs="*", default=["a5ca1290a", "45632b5fa"], help="verl commits (with --verl-git)"
     )
     parser.add_argument("--refactors", nargs="*", default=[], help="only the refactors whose name holds one of these")
+    parser.add_argument("--trees", nargs="*", default=list(port_oracle.TREES), help="real trees judged by the oracle")
+    parser.add_argument("--no-corpus", action="store_true", help="only the real trees (no corpus, releases, timing)")
     args = parser.parse_args()
     byte_compile_the_tool()
     catalog = load_catalog()
     with tempfile.TemporaryDirectory(prefix="trace-instrument-port-bench-") as scratch:
         work = Path(scratch)
+        _trees(args.trees, catalog, work, args.rounds)
+        print()
+        if args.no_corpus:
+            return
         pristine = verl_tree("0.9.0")
         instrumented = _copy(pristine, work / "instrumented")
         apply(instrumented, catalog)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
 AGENT_LOOP = "verl/experimental/agent_loop/agent_loop.py"
+V1_TRAINER = "verl/trainer/ppo/v1/trainer_base.py"
 Refactor = Callable[[Path], None]
 
 
@@ -24,6 +25,16 @@ def _sub(relative: str, pattern: str, replacement: str) -> Refactor:
         if not count:
             raise SystemExit(f"{relative}: {pattern!r} matches nothing in {tree}")
         path.write_text(new, encoding="utf-8")
+
+    return edit
+
+
+def _both(*edits: Refactor) -> Refactor:
+    """Several edits, in turn."""
+
+    def edit(tree: Path) -> None:
+        for each in edits:
+            each(tree)
 
     return edit
 
@@ -221,6 +232,44 @@ def _statement_range(
 
 CORPUS: dict[str, Refactor] = {
     "rename a method (RayPPOTrainer.fit)": _sub(RAY_TRAINER, r"^    def fit\(self", "    def fit_loop(self"),
+    # as verl did in June 2026 (`_step_once` -> `step`, a parameter dropped): here one is added, so the body stays
+    # valid; the point anchored at the header (its body start) follows, and the 8 that require it in the same run
+    "rename a method and change its parameters (PPOTrainer._step_once)": _both(
+        _sub(V1_TRAINER, r"\b_step_once\b", "sample_and_train"),
+        _sub(
+            V1_TRAINER,
+            r"sample_batch_size: int\) -> KVBatchMeta:",
+            'sample_batch_size: int, label: str = "") -> KVBatchMeta:',
+        ),
+    ),
+    # the uid trace's anchor is in the renamed method and in `_validate` alike: the runtime silences validation, so
+    # the training one is the place
+    "rename a method whose anchor validation repeats (PPOTrainer._fetch_one_gen_batch)": _sub(
+        V1_TRAINER, r"\b_fetch_one_gen_batch\b", "_draw_prompts"
+    ),
+    # as verl 0.6-0.7 have it: the eval lines' anchor statements are there word for word, only their `if` differs
+    "a condition added to an enclosing if (fit's test_freq check)": _sub(
+        RAY_TRAINER,
+        r"if self\.config\.trainer\.test_freq > 0 and \(",
+        "if self.val_reward_fn is not None and self.config.trainer.test_freq > 0 and (",
+    ),
+    # as verl 0.6-0.7 have them: the reward call named otherwise in the same timer; the epoch loop without its start
+    "rename a call (fit's extract_reward)": _sub(
+        RAY_TRAINER, r"= extract_reward\(batch\)", "= compute_reward(batch, self.reward_fn)"
+    ),
+    "change a loop's header (fit's epoch loop from 0)": _sub(
+        RAY_TRAINER,
+        r"for epoch in range\(current_epoch, self\.config\.trainer\.total_epochs\)",
+        "for epoch in range(self.config.trainer.total_epochs)",
+    ),
+    # as verl before 0.8 has it: no combined batch to slice after the rollout; what was anchored on the slice goes
+    # where its neighbours (the gen timer, the REMAX check) are together now
+    "delete an anchor's statements (fit's slice of the combined batch)": _sub(
+        RAY_TRAINER,
+        r"^ +gen_batch_output = combined_gen_output\.slice\(0, num_sampled_prompts\)\n"
+        r" +if \"__do_sample__\" in gen_batch_output\.non_tensor_batch:\n +gen_batch_output\.pop\(.*\)\n",
+        "",
+    ),
     "rename a class (AgentLoopWorker)": _sub(
         AGENT_LOOP, r"(?<=^class )AgentLoopWorker\b|(?<=ray\.remote\()AgentLoopWorker\b", "RolloutWorker"
     ),

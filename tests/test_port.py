@@ -24,6 +24,7 @@ from support import copy_tree, tree_bytes
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
+from trace_instrument.engine import port as port_module
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.manifest import MANIFEST_NAME
@@ -67,6 +68,14 @@ REFACTORS: dict[str, tuple[str, refactors.Refactor, int]] = {
     # the training loop's method renamed: its 24 points move with it, and the point anchored
     # before `def fit` is anchored before `def fit_loop`
     "rename-a-method": (RAY_TRAINER, _edit(RAY_TRAINER, r"^    def fit\(self", "    def fit_loop(self", 1), 25),
+    # the v1 trainer's `_step_once` renamed and given a parameter (verl renamed it `step` and dropped one): the
+    # point anchored at its header (body start) follows, its header's parameters kept, and the 8 points that
+    # require it are placed in the same run
+    "rename-a-method-and-its-parameters": (
+        refactors.V1_TRAINER,
+        refactors.CORPUS["rename a method and change its parameters (PPOTrainer._step_once)"],
+        16,
+    ),
     # the agent-loop worker's class renamed where the code names it (the tracing strings keep theirs)
     "rename-a-class": (
         AGENT_LOOP,
@@ -228,6 +237,57 @@ def test_two_places_that_fit_alike_are_a_tie_and_nothing_is_written(tmp_path: Pa
     assert exits.port_exit(result) == exits.FAILED
 
 
+FLOW_SPEC = SPEC.replace("facility: progress", "facility: sample_flow").replace(
+    "log_progress('made')",
+    "trace_flow(uid='u', traj_uid='t', from_module='A', to_module='B', stage='S', detail='made')",
+)
+
+
+@pytest.mark.parametrize(
+    ("marking", "broken"),
+    [
+        ('meta["validate"] = True', True),
+        ("assign(batch, 'validate', True)", True),
+        ("batch = make(data, validate=True)", True),
+        ('meta = {"validate": True}', True),
+        ('meta["validate"] = False', False),  # decoys: not marked validation, or only in a nested def
+        ("def inner():\n                    meta['validate'] = True", False),
+    ],
+)
+def test_a_sample_flow_tie_with_validation_code_goes_to_the_training_step(
+    tmp_path: Path, marking: str, broken: bool
+) -> None:
+    """The runtime silences a validation sample's traces: a sample-flow point that fits a training method
+    and one whose own code marks its batch validation belongs in the training one (`likely`)."""
+    tree, catalog, specs = _case(
+        tmp_path,
+        f"""
+        class Worker:
+            def train(self, data):
+                batch = make(data)
+                score = judge(batch)
+
+            def check(self, data):
+                {marking}
+                batch = make(data)
+                score = judge(batch)
+        """,
+        FLOW_SPEC,
+    )
+    result = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.LIKELY)
+    for first in result.suggestions:
+        if broken:
+            assert (first.status, first.confidence, first.new_scope) == (
+                PortStatus.PORTED,
+                Confidence.LIKELY,
+                "Worker.train",
+            )
+            assert first.runners_up == ("Worker.check",) and "validation" in first.evidence
+        else:
+            assert first.status is PortStatus.TIE
+    assert len(result.suggestions) == 2
+
+
 def test_the_other_lost_points_of_a_scope_break_a_tie(tmp_path: Path) -> None:
     tree, catalog, specs = _case(
         tmp_path,
@@ -251,6 +311,255 @@ def test_the_other_lost_points_of_a_scope_break_a_tie(tmp_path: Path) -> None:
     assert exits.apply_exit(placed) == exits.OK
     text = (tree / "verl" / "target.py").read_text(encoding="utf-8")
     assert text.index("log_progress('made')") < text.index("def validate")
+
+
+HEADER_SPEC = (
+    SPEC
+    + """\
+  - id: t.entry
+    facility: progress
+    title: at the start of run
+    scope: Worker.run
+    body_start: |
+      def run(self, data, step): ...
+    code: |
+      _tag = 'run'
+    marker: |
+      _tag = 'run'
+  - id: t.reads-entry
+    facility: progress
+    title: after scoring, with the tag
+    scope: Worker.run
+    requires: [t.entry]
+    after: |
+      score = judge(batch)
+    code: |
+      log_progress(_tag)
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("header", "carried"),
+    [
+        ("def go(self, data, step, retries=0):", True),  # a parameter added, the others kept: the rename is borne out
+        ("def go(self, data):", True),  # one dropped
+        ("def go(self, items, n):", False),  # a decoy: every parameter differs, nothing says it is the same def
+    ],
+)
+def test_a_point_at_a_renamed_defs_header_follows_its_scope_and_those_requiring_it_too(
+    tmp_path: Path, header: str, carried: bool
+) -> None:
+    first = "" if carried else "        data = items\n"
+    source = f"class Worker:\n    {header}\n{first}        batch = make(data)\n        score = judge(batch)\n"
+    tree, catalog, specs = _case(tmp_path, source, HEADER_SPEC)
+    result = port(tree, catalog, Selection(), _reload(specs))
+    by_id = {s.point_id: s for s in result.suggestions}
+    assert {by_id[p].new_scope for p in ("t.first", "t.second")} == {"Worker.go"}
+    entry, reads = by_id["t.entry"], by_id["t.reads-entry"]
+    if carried:
+        assert (entry.status, entry.confidence, entry.new_scope) == (PortStatus.PORTED, Confidence.LIKELY, "Worker.go")
+        assert entry.anchors == (header.replace(":", ": ..."),) and "header's parameters" in entry.evidence
+        assert (reads.status, reads.new_scope) == (PortStatus.PORTED, "Worker.go"), "ported in the same run"
+        placed = apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))
+        assert exits.apply_exit(placed) == exits.OK
+        lines = (tree / "verl" / "target.py").read_text(encoding="utf-8").splitlines()
+        assert lines[lines.index(f"    {header}") + 1] == "        _tag = 'run'"
+    else:
+        assert entry.status is PortStatus.NOT_FOUND
+        assert reads.status is PortStatus.REFUSED and "t.entry" in reads.message
+
+
+CONDITION_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.report
+    facility: progress
+    title: after the report, when ready
+    scope: Worker.run
+    after: |
+      report(score)
+    inside: |
+      if ready and (...): ...
+    code: |
+      log_progress('reported')
+"""
+
+
+@pytest.mark.parametrize(
+    ("conditions", "ported"),
+    [
+        (["enabled and ready and (n > 0)"], True),  # the enclosing if gained a condition: the statements are there
+        (["ready and (n > 0)", "enabled and ready and (n > 0)"], False),  # unchanged: apply places it, no port
+        (["ready or (n > 0)"], False),  # decoys: a condition that is not the old one's and more
+        (["enabled and ready and (n > 0)", "debug and ready and (n > 0)"], False),  # two ifs grew alike: which?
+    ],
+)
+def test_an_anchor_whose_enclosing_if_gained_a_condition_is_ported(
+    tmp_path: Path, conditions: list[str], ported: bool
+) -> None:
+    blocks = "".join(f"        if {c}:\n            report(score)\n" for c in conditions)
+    tree, catalog, specs = _case(tmp_path, f"class Worker:\n    def run(self, score):\n{blocks}", CONDITION_SPEC)
+    result = port(tree, catalog, Selection(), _reload(specs))
+    found = {s.point_id: s for s in result.suggestions}.get("t.report")
+    if ported:
+        assert found is not None and (found.status, found.confidence) == (PortStatus.PORTED, Confidence.LIKELY)
+        assert found.insides == ("if enabled and ready and (n > 0): ...",)
+        assert "gained `enabled and`" in found.evidence
+        placed = apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))
+        assert exits.apply_exit(placed) == exits.OK
+        lines = (tree / "verl" / "target.py").read_text(encoding="utf-8").splitlines()
+        assert lines[lines.index("            report(score)") + 1] == "            log_progress('reported')"
+    else:
+        assert found is None or found.status is not PortStatus.PORTED or found.confidence is Confidence.GUESS
+
+
+COUNTERPART_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.scored
+    facility: progress
+    title: after the score, in its timer
+    scope: Worker.run
+    after: |
+      score, extra = judge(batch)
+    inside: |
+      with timer("score"): ...
+    code: |
+      log_progress('scored')
+  - id: t.epoch
+    facility: progress
+    title: at each epoch
+    scope: Worker.run
+    body_start: |
+      for epoch in range(start, total): ...
+    code: |
+      log_progress('epoch')
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "scored", "epoch"),
+    [
+        # the call renamed, its targets kept (or one dropped); the loop over the same call, an argument dropped
+        (
+            "for epoch in range(total):\n    with timer('score'):\n        score, extra = grade(batch, strict=True)",
+            True,
+            True,
+        ),
+        ("for epoch in range(0, start, total):\n    with timer('score'):\n        score = grade(batch)", True, True),
+        # decoys: two statements could be it; the loop over another call; the statement outside its block
+        (
+            "for epoch in enumerate(total):\n    with timer('score'):\n        score = grade(batch)\n        score = rescale(score)",
+            False,
+            False,
+        ),
+        ("for epoch in range(start, total, step):\n    score, extra = grade(batch)", False, True),
+    ],
+)
+def test_a_statement_doing_the_anchors_work_otherwise_is_its_counterpart(
+    tmp_path: Path, body: str, scored: bool, epoch: bool
+) -> None:
+    source = "class Worker:\n    def run(self, batch, start, total):\n" + textwrap.indent(body, " " * 8) + "\n"
+    tree, catalog, specs = _case(tmp_path, source, COUNTERPART_SPEC)
+    by_id = {s.point_id: s for s in port(tree, catalog, Selection(), _reload(specs)).suggestions}
+    for point_id, expected in (("t.scored", scored), ("t.epoch", epoch)):
+        found = by_id[point_id]
+        sure = found.status is PortStatus.PORTED and found.confidence in (Confidence.LIKELY, Confidence.EXACT)
+        assert sure is expected, (point_id, found)
+        if expected:
+            assert "work" in found.evidence
+    if scored and epoch:
+        placed = apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))
+        assert exits.apply_exit(placed) == exits.OK
+        lines = (tree / "verl" / "target.py").read_text(encoding="utf-8").splitlines()
+        first = next(i for i, line in enumerate(lines) if "for epoch" in line)
+        assert lines[first + 1].strip() == "log_progress('epoch')"
+        assert (
+            lines[next(i for i, line in enumerate(lines) if "grade(" in line) + 1].strip() == "log_progress('scored')"
+        )
+
+
+NEIGHBOUR_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.made
+    facility: progress
+    title: after the batch is made
+    scope: Worker.run
+    after: |
+      batch = make(data)
+    code: |
+      log_progress('made')
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "line"),
+    [
+        ("prepare(data)\nfinish(data)", "prepare(data)"),  # the anchor deleted, its neighbours together
+        ("prepare(data)\nbatch = make(data, fast=True)\nfinish(data)", "batch = make(data, fast=True)"),  # replaced
+        # decoys: a statement between them that calls something else; the neighbours together twice
+        ("prepare(data)\nbatch = build(data)\nfinish(data)", ""),
+        ("prepare(data)\nfinish(data)\nif again:\n    prepare(data)\n    finish(data)", ""),
+    ],
+)
+def test_an_anchor_deleted_or_replaced_between_its_neighbours_goes_where_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, line: str
+) -> None:
+    """The validated release's neighbours of the anchor (neighbours.json) place it, as a three-way merge does."""
+    monkeypatch.setattr(port_module, "shipped_neighbours", lambda: {"t.made": [("prepare(data)", "finish(data)")]})
+    source = "class Worker:\n    def run(self, data, again):\n" + textwrap.indent(body, " " * 8) + "\n"
+    tree, catalog, specs = _case(tmp_path, source, NEIGHBOUR_SPEC)
+    (found,) = port(tree, catalog, Selection(), _reload(specs)).suggestions
+    sure = found.status is PortStatus.PORTED and found.confidence is Confidence.LIKELY
+    assert sure is bool(line), found
+    if line:
+        assert "neighbours" in found.evidence
+        assert exits.apply_exit(apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))) == exits.OK
+        lines = (tree / "verl" / "target.py").read_text(encoding="utf-8").splitlines()
+        assert lines[lines.index(f"        {line}") + 1] == "        log_progress('made')"
+
+
+ATTRIBUTE_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.tracker
+    facility: progress
+    title: a tracker per loop
+    scope: Loop.__init__
+    after: |
+      self.kwargs = self.config.get("kwargs", {})
+    code: |
+      self._tracker = Tracker()
+    marker: |
+      self._tracker = Tracker()
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "likely"),
+    [
+        # a new attribute from nothing of __init__'s: its place in __init__ does not matter
+        ("def __init__(self, config):\n    self.config = config\n    self.loop = get_loop()", True),
+        ("def __init__(self, config):\n    self.config = config\n    self.kw = self.config.get('kw', {})", True),
+        # decoys: the code reads a name of the def; the attribute is named elsewhere; not an __init__
+        ("def __init__(self, config, Tracker):\n    self.config = config\n    self.loop = get_loop()", False),
+        ("def __init__(self, config):\n    self.config = config\n\ndef reset(self):\n    self._tracker = None", False),
+    ],
+)
+def test_a_new_attribute_goes_anywhere_in_its_init(tmp_path: Path, source: str, likely: bool) -> None:
+    module = "from tracking import Tracker, get_loop\n\n\nclass Loop:\n" + textwrap.indent(source, "    ") + "\n"
+    tree, catalog, specs = _case(tmp_path, module, ATTRIBUTE_SPEC)
+    (found,) = port(tree, catalog, Selection(), _reload(specs)).suggestions
+    sure = found.status is PortStatus.PORTED and found.confidence is Confidence.LIKELY
+    assert sure is likely, found
+    if likely:
+        assert "only sets self._tracker" in found.evidence
+        assert exits.apply_exit(apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))) == exits.OK
+        lines = (tree / "verl" / "target.py").read_text(encoding="utf-8").splitlines()
+        init = lines.index("    def __init__(self, config):")
+        assert "        self._tracker = Tracker()" in lines[init + 1 :]
 
 
 def test_a_point_written_again_keeps_its_entry_in_place(tmp_path: Path) -> None:
@@ -600,14 +909,23 @@ INSIDES_071 = {
     "traj.c3.tool-record": [""] * 4
     + ["async def _handle_processing_tools_state(self, agent_data: AgentData) -> AgentState: ..."],
 }
-# anchored on the combined batch's slice, which 0.7.1 does not have
-NO_PLACE_071 = {
-    "progress.v0.rollout-window",
-    "progress.v0.gen-throughput",
-    "flow.v0.traj-uid-reinject",
-    "progress.sep.rollout-window",
-    "progress.sep.gen-throughput",
+# anchored on the combined batch's slice, which 0.7.1 does not have: what followed the slice follows the `gen`
+# timer there (its neighbours in 0.9.0, the timer and the REMAX check, are together), and the rollout's generate
+# call is `gen_batch_output = ...generate_sequences(gen_batch_output)` between the same neighbours as 0.9.0's
+GEN_071 = "with marked_timer('gen', timing_raw, color='red'): ..."
+CALL_071 = "gen_batch_output = self.async_rollout_manager.generate_sequences(gen_batch_output)"
+PINNED_071 |= {
+    "progress.v0.rollout-window": ("RayPPOTrainer.fit", [CALL_071, GEN_071], {}),
+    "progress.v0.gen-throughput": ("RayPPOTrainer.fit", [GEN_071], {}),
+    "flow.v0.traj-uid-reinject": (
+        "RayPPOTrainer.fit",
+        [GEN_071],
+        {"rollout_n": "self.config.actor_rollout_ref.rollout.n"},
+    ),
+    "progress.sep.rollout-window": ("SeparateRayPPOTrainer._fit_generate", [CALL_071, GEN_071], {}),
+    "progress.sep.gen-throughput": ("SeparateRayPPOTrainer._fit_generate", [GEN_071], {}),
 }
+NO_PLACE_071: set[str] = set()
 
 
 def _same_code(left: str, right: str) -> bool:
@@ -793,6 +1111,20 @@ PINNED_OLDER = {
         "traj.c0.store": "AgentLoopWorkerBase.__init__",  # the base now holds __init__'s setup
         "flow.v0.validation-silence": "AgentLoopWorkerBase._run_agent_loop",
         "flow.v0.traj-uid-repeat": "RayPPOTrainer.fit",
+        # a new attribute, from nothing of __init__'s: anywhere in it (after the data config's line, the oracle's)
+        "traj.c0.tracker": "AgentLoopBase.__init__",
+        # fit's, each at the line tests/fixtures/port_trees/oracle/0.7.0.yaml gives (tests/test_port_trees.py):
+        # after the gen timer (no combined batch to slice), the reward call in its timer, the eval lines in their if
+        **{
+            p: "RayPPOTrainer.fit"
+            for p in (
+                "progress.v0.gen-throughput",
+                "flow.v0.traj-uid-reinject",
+                "flow.v0.train-reward",
+                "progress.v0.reward",
+                "progress.v0.eval",
+            )
+        },
     },
     "0.6.1": {
         "traj.c0.store": "AgentLoopWorkerBase.__init__",
@@ -800,6 +1132,22 @@ PINNED_OLDER = {
         # the worker env is built in _init_with_resource_pool before verl split out _create_worker
         "env.worker-group": "RayWorkerGroup._init_with_resource_pool",
         "flow.v0.traj-uid-repeat": "RayPPOTrainer.fit",
+        # this __init__ has no data config: the tracker goes after its last statement
+        "traj.c0.tracker": "AgentLoopBase.__init__",
+        # as 0.7.0's, and the epoch loop's lines (its range starts at 0 here) and the log-prob call in its timer
+        **{
+            p: "RayPPOTrainer.fit"
+            for p in (
+                "progress.v0.init-lines",
+                "progress.v0.step-banner",
+                "progress.v0.gen-throughput",
+                "flow.v0.traj-uid-reinject",
+                "flow.v0.train-reward",
+                "flow.v0.train-logprob",
+                "progress.v0.reward",
+                "progress.v0.eval",
+            )
+        },
     },
 }
 

@@ -31,9 +31,11 @@ from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
+from trace_instrument.engine.neighbours import first_line
+from trace_instrument.engine.neighbours import shipped as shipped_neighbours
 from trace_instrument.locate import Placement
 from trace_instrument.locate.align import aligned, pure_read, repeatable
-from trace_instrument.locate.index import header_only
+from trace_instrument.locate.index import Site, header_only
 from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import (
     Anchor,
@@ -138,11 +140,16 @@ class _Fit:
     anchors: tuple[str, ...]  # per edit: the new anchor text ("" where the point's own is kept)
     placements: tuple[Placement, ...]
     renamed: str = ""  # the renames its anchors were adapted to, as evidence says them
+    counterpart: str = ""  # for a fit by statements that do the anchors' work otherwise: what differs
     nearest: str = ""  # for a fit by similar statements: what differs, as evidence says it
     spelled: tuple[tuple[str, str], ...] = ()  # for a fit by aligned statements: how the tree spells names
     bindings: tuple[tuple[str, str], ...] = ()  # of those, the names the point's code reads (its `bind`)
     insides: tuple[str, ...] = ()  # per edit: the def its anchor must be inside ("" none), told by its neighbours
     confirmed: bool = False  # for a fit by aligned statements: its renames borne out (_confirmed)
+    set_aside: tuple[str, ...] = ()  # the scopes it fits as well that the tree shows are validation
+    gained: str = ""  # for a fit whose enclosing `if` gained conditions: those, as evidence says them
+    between: str = ""  # for a fit by the anchor's neighbours (deleted or replaced between them): how
+    free: str = ""  # for a point whose place in its __init__ does not matter: the new attribute it sets
 
 
 @dataclass
@@ -175,6 +182,10 @@ def _suggest(
     for point in points:
         if not fits[point.id] and renames:
             fits[point.id] = _fits(work, point, renames)
+        if not fits[point.id] and point.scope in renames:
+            header = _header_fit(work, point, renames[point.scope])
+            fits[point.id] = [header] if header is not None else []
+    fits = {p.id: _without_validation(work, p, fits[p.id]) for p in points}
     consensus = _consensus(points, fits)
     moved = _moved_scopes(work, consensus)
     for point in points:
@@ -187,7 +198,16 @@ def _suggest(
             )
             near = None
             if work.locator.index.scope_nodes(scope):
-                near = _aligned_fit(work, point, scope) or _nearest_fit(work, point, scope)
+                near = (
+                    _condition_fit(work, point, scope)
+                    or _counterpart_fit(work, point, scope)
+                    or _neighbour_fit(work, point, scope)
+                    or _aligned_fit(work, point, scope)
+                    or _nearest_fit(work, point, scope)
+                )
+            free = _new_attribute(work, point, scope)
+            if free and (near is None or _top_level(work, near, scope)):
+                near = replace(near, free=free) if near is not None else _at_the_end(work, point, scope, free)
             fits[point.id] = [near] if near is not None else []
     decided = [
         _decide(point, result, fits[point.id], consensus.get(point.scope), _kept_scope(work, point.scope))
@@ -580,6 +600,369 @@ def _renames(work: FileWork, points: list[Point], fits: dict[str, list[_Fit]]) -
     return renames
 
 
+def _without_validation(work: FileWork, point: Point, fits: list[_Fit]) -> list[_Fit]:
+    """A sample-flow point's places but those in validation code, when it fits both kinds: the runtime
+    silences every sample-flow trace a validation sample makes (flow.v0.validation-silence), so the
+    training step is where it belongs. The tree says which code is validation: its own code marks the
+    batch `validate` True. Fits of one kind only are kept as they are (a tie stays a tie)."""
+    if point.facility != "sample_flow" or len(fits) < 2:
+        return fits
+    aside = tuple(f.scope for f in fits if _marks_validation(work, f.scope))
+    kept = [f for f in fits if f.scope not in aside]
+    if not aside or not kept:
+        return fits
+    return [replace(f, set_aside=aside) for f in kept]
+
+
+def _marks_validation(work: FileWork, scope: str) -> bool:
+    """Does the def's own code set a `validate` key, keyword or argument to True (`meta_info["validate"] = True`,
+    `{"validate": True}`, `validate=True`, `assign(batch, "validate", True)`)?"""
+    for scope_node in work.locator.index.scope_nodes(scope):
+        for node in _own_nodes(scope_node):
+            if (
+                isinstance(node, ast.Assign)
+                and _is_true(node.value)
+                and any(isinstance(t, ast.Subscript) and _is_key(t.slice) for t in node.targets)
+            ):
+                return True
+            if isinstance(node, ast.Dict) and any(
+                k is not None and _is_key(k) and _is_true(v) for k, v in zip(node.keys, node.values)
+            ):
+                return True
+            if isinstance(node, ast.keyword) and node.arg == "validate" and _is_true(node.value):
+                return True
+            if isinstance(node, ast.Call) and any(_is_key(a) and _is_true(b) for a, b in zip(node.args, node.args[1:])):
+                return True
+    return False
+
+
+def _is_key(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == "validate"
+
+
+def _is_true(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _condition_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
+    """The point's anchors verbatim in `scope`, but an edit's enclosing `if` (its `inside`) gained
+    conditions: the one `if` of the scope whose condition is the old one's conjuncts and more
+    (`if self.val_reward_fn is not None and self.config.trainer.test_freq > 0 and (...)` for
+    `if self.config.trainer.test_freq > 0 and (...)`) becomes the edit's `inside`."""
+    nodes = work.locator.index.scope_nodes(scope)
+    if len(nodes) != 1:
+        return None
+    ifs = [n for n in _own_nodes(nodes[0]) if isinstance(n, ast.If)]
+    insides: list[str] = []
+    gained: list[str] = []
+    for edit in point.edits:
+        inside = edit.anchors[0].inside
+        old = inside.stmts[0] if inside is not None and len(inside.stmts) == 1 else None
+        grown = [(n, more) for n in ifs if isinstance(old, ast.If) for more in [_gained(old.test, n.test)] if more]
+        if len(grown) != 1:
+            insides.append("")
+            continue
+        insides.append(f"if {ast.unparse(grown[0][0].test)}: ...")
+        gained += grown[0][1]
+    if not gained:
+        return None
+    texts = ("",) * len(point.edits)
+    placements = _placed_all(work, replace(_with_anchors(point, texts, insides), scope=scope))
+    if placements is None:
+        return None
+    return _Fit(scope, texts, placements, insides=tuple(insides), gained=" and ".join(gained))
+
+
+def _counterpart_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
+    """The point in `scope` with each edit whose anchor is not found anchored at the anchor's counterpart
+    (`_counterparts`, of its statement or of its `inside` block): the one statement of the scope that does
+    the anchor's work under another call or header, where no other could take the edit."""
+    moved = replace(point, scope=scope)
+    nodes = work.locator.index.scope_nodes(scope)
+    if len(nodes) != 1:
+        return None
+    texts: list[str] = []
+    insides: list[str] = []
+    notes: list[str] = []
+    for edit in moved.edits:
+        if isinstance(work.locator.place(moved, edit), Placement):
+            texts.append("")
+            insides.append("")
+            continue
+        anchor = edit.anchors[0]
+        # an assignment's counterpart needs the edit's block as evidence too (the same timer): alone, a statement
+        # assigning the same names is only like the anchor (a guess, `_nearest_fit`)
+        boxed = anchor.inside is not None or not all(isinstance(t, ast.Assign) for t in anchor.target.stmts)
+        targets = [("", "")] + (_counterpart_texts(anchor.target.stmts, nodes[0]) if boxed else [])
+        around = [("", "")] + (_counterpart_texts(anchor.inside.stmts, nodes[0]) if anchor.inside is not None else [])
+        placed = []
+        for (text, note), (inside, note_inside) in ((t, i) for t in targets for i in around if t[0] or i[0]):
+            single = replace(moved, edits=(edit,))
+            if _placed_all(work, _with_anchors(single, (text,), (inside,))) is not None:
+                placed.append((text, inside, "; ".join(n for n in (note, note_inside) if n)))
+        if len(placed) != 1:
+            return None
+        texts.append(placed[0][0])
+        insides.append(placed[0][1])
+        notes.append(placed[0][2])
+    if not notes:
+        return None
+    placements = _placed_all(work, _with_anchors(moved, texts, insides))
+    if placements is None:
+        return None
+    return _Fit(scope, tuple(texts), placements, insides=tuple(insides), counterpart="; ".join(notes))
+
+
+def _new_attribute(work: FileWork, point: Point, scope: str) -> str:
+    """The attribute a point sets when its place in `scope`, an `__init__`, does not matter: its one edit's code
+    only assigns `self.<name>` that nothing in the file names, from names that are not the def's ("" else)."""
+    nodes = work.locator.index.scope_nodes(scope)
+    if not scope.endswith(".__init__") or len(point.edits) != 1 or len(nodes) != 1:
+        return ""
+    stmts = point.edits[0].template.stmts
+    if len(stmts) != 1 or not isinstance(stmts[0], ast.Assign) or len(stmts[0].targets) != 1:
+        return ""
+    target = stmts[0].targets[0]
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+        return ""
+    own = {a.arg for a in ast.walk(nodes[0]) if isinstance(a, ast.arg)}
+    own |= {n.id for n in _own_nodes(nodes[0]) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    read = {n.id for n in ast.walk(stmts[0].value) if isinstance(n, ast.Name)}
+    named = any(isinstance(n, ast.Attribute) and n.attr == target.attr for n in ast.walk(work.locator.index.tree))
+    return "" if named or read & own else f"self.{target.attr}"
+
+
+def _top_level(work: FileWork, fit: _Fit, scope: str) -> bool:
+    """Are the fit's edits next to statements of the def's own body, not in a block inside it?"""
+    (node,) = work.locator.index.scope_nodes(scope)
+    neighbours = [p.neighbor for p in fit.placements]
+    return all(n is not None and work.locator.index.site(n).owner is node for n in neighbours)
+
+
+def _at_the_end(work: FileWork, point: Point, scope: str, attribute: str) -> _Fit | None:
+    """The point after the last statement of the def's body (none like its anchor: any is as good)."""
+    (node,) = work.locator.index.scope_nodes(scope)
+    body = getattr(node, "body", [])
+    last = body[-1] if body else None
+    if last is None or isinstance(last, (ast.Return, ast.Raise, *_BLOCKS)):
+        return None
+    text = ast.unparse(last)
+    placements = _placed_all(work, _with_anchors(replace(point, scope=scope), (text,)))
+    return _Fit(scope, (text,), placements, free=attribute) if placements is not None else None
+
+
+def _neighbour_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
+    """The point in `scope` with each edit whose anchor is not found placed by the anchor's neighbours in
+    the validated release (neighbours.json), as a three-way merge places it: the statements before and
+    after the anchor are still together (the anchor's statements deleted: the edit goes after the one
+    before, or before the one after), or with one statement between them that calls what the anchor
+    called (the anchor replaced: that statement is the new anchor). The neighbours must be found together
+    once, or once in or beside the block of the point's other edits (its edits go together)."""
+    known = shipped_neighbours().get(point.id)
+    nodes = work.locator.index.scope_nodes(scope)
+    if known is None or len(known) != len(point.edits) or len(nodes) != 1:
+        return None
+    moved = replace(point, scope=scope)
+    sites = list(work.locator.index.sites_in(nodes[0]))
+    placed = [work.locator.place(moved, edit) for edit in moved.edits]
+    options = [
+        [] if isinstance(p, Placement) or not (b and a) else _between(sites, b, a, e.anchors[0])
+        for e, p, (b, a) in zip(moved.edits, placed, known)
+    ]
+    near = [p.neighbor for p in placed if isinstance(p, Placement) and p.neighbor is not None]
+    near += [o[0][2] for o in options if len(o) == 1]
+    texts: list[str] = []
+    notes: list[str] = []
+    for place, found in zip(placed, options):
+        if isinstance(place, Placement):
+            texts.append("")
+            continue
+        if len(found) > 1:
+            found = [f for f in found if _beside(work, f[2], near)]
+        if len(found) != 1:
+            return None
+        texts.append(found[0][0])
+        notes.append(found[0][1])
+    if not notes:
+        return None
+    placements = _placed_all(work, _with_anchors(moved, texts))
+    if placements is None:
+        return None
+    return _Fit(scope, tuple(texts), placements, between="; ".join(notes))
+
+
+def _beside(work: FileWork, stmt: ast.stmt, others: list[ast.stmt]) -> bool:
+    """Is the statement in the block of one of `others`, or inside one of them?"""
+    site = work.locator.index.site(stmt)
+    return any(o in site.siblings or o in site.ancestors for o in others if o is not stmt)
+
+
+def _between(sites: list[Site], before: str, after: str, anchor: Anchor) -> list[tuple[str, str, ast.stmt]]:
+    """Where an edit whose anchor was between `before` and `after` may go: the new anchor text, why, and
+    the statement it names; where the two are together, or one statement calling what the anchor called
+    apart."""
+    found = []
+    for site in (s for s in sites if first_line(s.node) == before):
+        rest = site.siblings[site.index + 1 : site.index + 3]
+        gone = f"its statements are gone from between `{before}` and `{after}`"
+        if rest and first_line(rest[0]) == after and anchor.kind in (EditKind.AFTER, EditKind.BEFORE):
+            node = site.node if anchor.kind is EditKind.AFTER else rest[0]
+            found.append((_as_anchor(node), gone, node))
+        elif len(rest) == 2 and first_line(rest[1]) == after and _same_call(anchor.target.stmts, rest[0]):
+            why = f"`{first_line(rest[0])}` replaced it between `{before}` and `{after}`"
+            found.append((_as_anchor(rest[0]), why, rest[0]))
+    return found
+
+
+def _same_call(pattern: tuple[ast.stmt, ...] | list[ast.stmt], stmt: ast.stmt) -> bool:
+    """Is `stmt` a call (or an assignment of one) of what the one-statement pattern calls?"""
+    if len(pattern) != 1:
+        return False
+    calls = [getattr(s, "value", None) for s in (pattern[0], stmt)]
+    return all(isinstance(c, ast.Call) for c in calls) and ast.dump(calls[0].func) == ast.dump(calls[1].func)  # type: ignore[union-attr]
+
+
+def _as_anchor(stmt: ast.stmt) -> str:
+    """A statement as an anchor text: a block by its header (`with x: ...`), a simple statement whole."""
+    return first_line(stmt) + " ..." if isinstance(stmt, _BLOCKS) else ast.unparse(stmt)
+
+
+_BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)
+
+
+def _counterpart_texts(stmts: tuple[ast.stmt, ...] | list[ast.stmt], scope_node: ast.AST) -> list[tuple[str, str]]:
+    """A one-statement pattern's counterparts in the def, as anchor texts, with what differs."""
+    if len(stmts) != 1:
+        return []
+    return [
+        (_header_pattern(stmt) if isinstance(stmt, ast.For) else ast.unparse(stmt), note)
+        for stmt, note in _counterparts(stmts[0], scope_node)
+    ]
+
+
+def _counterparts(pattern: ast.stmt, scope_node: ast.AST) -> list[tuple[ast.stmt, str]]:
+    """The statements of a def's own code that do what `pattern` does otherwise, with what differs: an
+    assignment to the same names (all of them, or, when none does, some and no others) from another call
+    (`old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)` for `old_log_prob, old_log_prob_mfu =
+    self._compute_old_log_prob(batch)`); a loop over the same call with arguments dropped or added
+    (`for epoch in range(self.config.trainer.total_epochs)` for `range(current_epoch, ...)`)."""
+    own = [n for n in _own_nodes(scope_node) if isinstance(n, ast.stmt)]
+    if isinstance(pattern, ast.Assign) and isinstance(pattern.value, ast.Call):
+        ours = _assigned(pattern)
+        calls = [(n, n.value) for n in own if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)]
+        same = [(n, c) for n, c in calls if _assigned(n) and _assigned(n) == ours]
+        some = [(n, c) for n, c in calls if _assigned(n) and set(_assigned(n)) ^ set(ours) and _nested(n, ours)]
+        old = ast.unparse(pattern.value.func)
+        return [(n, f"`{ast.unparse(c.func)}` does `{old}`'s work") for n, c in same or some]
+    if isinstance(pattern, ast.For) and isinstance(pattern.iter, ast.Call):
+        found: list[tuple[ast.stmt, str]] = []
+        for n in own:
+            if (
+                isinstance(n, ast.For)
+                and ast.dump(n.target) == ast.dump(pattern.target)
+                and isinstance(n.iter, ast.Call)
+            ):
+                ours_args = {ast.dump(a) for a in pattern.iter.args if not _is_ellipsis(a)}
+                theirs = {ast.dump(a) for a in n.iter.args}
+                same_call = ast.dump(n.iter.func) == ast.dump(pattern.iter.func)
+                if same_call and theirs != ours_args and (theirs < ours_args or ours_args < theirs):
+                    found.append((n, f"the loop's header is `{_header_pattern(n)[:-5]}`"))
+        return found
+    return []
+
+
+def _nested(node: ast.Assign, names: tuple[str, ...]) -> bool:
+    """Are the names the assignment binds all of `names` or among them, or `names` among its?"""
+    theirs = set(_assigned(node))
+    return theirs < set(names) or set(names) < theirs
+
+
+def _assigned(node: ast.Assign) -> tuple[str, ...]:
+    """The names an assignment binds, in order ("" for a target that is not a name: none then)."""
+    names: list[str] = []
+    for target in node.targets:
+        for t in target.elts if isinstance(target, ast.Tuple) else [target]:
+            if not isinstance(t, ast.Name):
+                return ()
+            names.append(t.id)
+    return tuple(names)
+
+
+def _is_ellipsis(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is Ellipsis
+
+
+def _header_pattern(node: ast.For) -> str:
+    """A loop's header as an anchor (its body any): `for x in y: ...`."""
+    return f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}: ..."
+
+
+def _gained(old: ast.expr, new: ast.expr) -> list[str]:
+    """The conjuncts `new` adds to `old` when it has every one of old's (a `(...)` of old's stands for
+    one of new's), in their order; [] when it does not, or adds none."""
+    theirs = new.values if isinstance(new, ast.BoolOp) and isinstance(new.op, ast.And) else [new]
+    ours = old.values if isinstance(old, ast.BoolOp) and isinstance(old.op, ast.And) else [old]
+    wild = sum(1 for v in ours if isinstance(v, ast.Constant) and v.value is Ellipsis)
+    kept = [ast.dump(v) for v in ours if not (isinstance(v, ast.Constant) and v.value is Ellipsis)]
+    dumps = [ast.dump(v) for v in theirs]
+    if any(dumps.count(k) < kept.count(k) for k in kept):
+        return []
+    rest = [v for v, d in zip(theirs, dumps) if d not in kept]
+    if len(rest) <= wild:
+        return []
+    # the wildcards stand for the last of the rest (the catalog writes `(...)` for a trailing clause)
+    return [ast.unparse(v) for v in rest[: len(rest) - wild]]
+
+
+def _header_fit(work: FileWork, point: Point, new_scope: str) -> _Fit | None:
+    """A point anchored at its own def's header (`body_start: def _step_once(self, metrics, ...): ...`)
+    in the def its scope's other points show it was renamed (`new_scope`), when the header's
+    parameters bear the rename out: the parameters the two headers share, and all of one's are the
+    other's (a parameter dropped or added, none renamed). The new anchor is the header as this tree
+    writes it."""
+    nodes = work.locator.index.scope_nodes(new_scope)
+    if len(nodes) != 1 or not isinstance(nodes[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    new = nodes[0]
+    old_name = point.scope.rpartition(".")[2]
+    texts = []
+    for edit in point.edits:
+        stmts = edit.anchors[0].target.stmts
+        old = stmts[0] if len(stmts) == 1 else None
+        if not isinstance(old, (ast.FunctionDef, ast.AsyncFunctionDef)) or old.name != old_name:
+            return None
+        kept, theirs = _parameters(old), _parameters(new)
+        shared = [name for name in theirs if name in kept]
+        if not shared or not (set(theirs) <= set(kept) or set(kept) <= set(theirs)):
+            return None
+        texts.append(_header_text(new))
+    placements = _placed_all(work, replace(_with_anchors(point, texts), scope=new_scope))
+    if placements is None:
+        return None
+    note = f"{point.scope} was renamed {new_scope}, its header's parameters {', '.join(shared)} kept"
+    return _Fit(new_scope, tuple(texts), placements, renamed=note)
+
+
+def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """A def's parameter names but the bound first one (self, cls)."""
+    args = node.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    names += [f"*{a.arg}" for a in (args.vararg, args.kwarg) if a is not None]
+    return names[1:] if names and names[0] in ("self", "cls") else names
+
+
+def _header_text(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A def's header as an anchor: its name and parameters, without annotations (as the catalog writes one)."""
+    copy = ast.parse(f"def _({ast.unparse(node.args)}): ...").body[0]
+    assert isinstance(copy, ast.FunctionDef)
+    args = copy.args
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+        if arg is not None:
+            arg.annotation = None
+    prefix = "async def" if isinstance(node, ast.AsyncFunctionDef) else "def"
+    return f"{prefix} {node.name}({ast.unparse(args)}): ..."
+
+
 _DEF_NAME = re.compile(r"^(\s*(?:async\s+)?(?:def|class)\s+)([A-Za-z_][A-Za-z0-9_]*)\b", re.MULTILINE)
 
 
@@ -691,6 +1074,29 @@ def _decide(
         evidence = f"fits {len(fits)} places; the other lost points of {point.scope} moved to {chosen.scope}"
         return _ported(point, chosen, Confidence.LIKELY, evidence, others)
     fit = fits[0]
+    if fit.free:
+        evidence = (
+            f"its code only sets {fit.free}, which nothing else names, from names {fit.scope} does not define:"
+            f" anywhere in {fit.scope}'s body is its place"
+            + (f"; the statements most like its anchor: {fit.nearest}" if fit.nearest else "")
+        )
+        return _ported(point, fit, Confidence.LIKELY, evidence, ())
+    if fit.between:
+        evidence = f"placed by its anchors' neighbours in the validated release, in {fit.scope}: {fit.between}"
+        return _ported(point, fit, Confidence.LIKELY, evidence, ())
+    if fit.counterpart:
+        evidence = f"its anchors' work, found in {fit.scope} alone: {fit.counterpart}"
+        return _ported(point, fit, Confidence.LIKELY, evidence, ())
+    if fit.gained:
+        evidence = f"its anchors' statements, found in {fit.scope}, whose enclosing `if` gained `{fit.gained} and`"
+        return _ported(point, fit, Confidence.LIKELY, evidence, ())
+    if fit.set_aside:
+        aside = ", ".join(fit.set_aside)
+        evidence = (
+            f"fits {fit.scope} and {aside}, which marks its batch as validation (`validate` True): the runtime"
+            f" silences a validation sample's traces, so the training step {fit.scope} is the place"
+        )
+        return _ported(point, fit, Confidence.LIKELY, evidence, fit.set_aside)
     if fit.insides:
         methods = ", ".join(inside.split("(")[0].split()[-1] for inside in fit.insides if inside)
         evidence = f"its anchor matches in several methods of {fit.scope}; its other edits are found in {methods}"

@@ -1,0 +1,25 @@
+"""Writes trace_instrument/engine/neighbours.json: each shipped anchor's neighbourhood in verl 0.9.0,
+the release the corpus of refactors starts from (one of the catalog's validated releases).
+
+    python tools/anchor_neighbours.py        # after changing an anchor of anchors/*.yaml
+"""
+
+from __future__ import annotations
+
+import json
+
+from trace_instrument.engine.neighbours import DATA, measured
+from trace_instrument.spec import load_catalog
+from trace_instrument.wheels import verl_tree
+
+RELEASE = "0.9.0"
+
+
+def main() -> None:
+    found = measured(verl_tree(RELEASE), load_catalog())
+    DATA.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{DATA}: {len(found)} points")
+
+
+if __name__ == "__main__":
+    main()
