@@ -23,11 +23,12 @@ TEMP_SUFFIX = ".ti-tmp"
 # "before-writes", "staging" (after each staged file) or "renames" (after each rename)
 PAUSE_AT_ENV = "TRACE_INSTRUMENT_PAUSE_AT"
 PAUSE_ENV = "TRACE_INSTRUMENT_PAUSE_SECONDS"
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# what ends a run cleanly (the command line raises Interrupted for each): Ctrl-C, kill, a closed terminal
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM, raised by the handlers the command line installs."""
+    """SIGINT, SIGTERM or SIGHUP, raised by the handlers the command line installs."""
 
     def __init__(self, signal_name: str):
         super().__init__(signal_name)
@@ -95,35 +96,139 @@ class PendingWrite:
     kind: ChangeKind = ChangeKind.SOURCE  # whose file it is (the runtime package's and the manifest's say so)
 
 
+# the fds of the checkout locks this process holds: a forked child closes its copies, so that the
+# lock goes with the run that took it (flock's lock lives while any copy of its fd is open)
+_HELD_LOCKS: set[int] = set()
+
+
 @contextlib.contextmanager
 def checkout_lock(root: Path) -> Iterator[None]:
     """An exclusive lock so two runs on one checkout cannot interleave.
 
-    The lock file is removed by its holder only, while holding it; a run that
-    locked a file another run had just removed tries again on the new one.
+    The kernel releases it when its holder ends, however it ends. The holder writes its pid,
+    start time and command into the lock file: a run that finds the lock taken names them, and
+    takes over a lock whose recorded holder is gone (its orphaned children still hold it).
+    The lock file is removed by its holder only, while holding it; a run that locked a file
+    another run had just removed tries again on the new one.
     """
     lock_path = root / LOCK_NAME
-    for _attempt in range(3):
+    for _attempt in range(4):
         handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(handle)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                message = f"{root}: another trace-instrument run holds {LOCK_NAME}"
-                raise CheckoutError(message, run_kind=RunErrorKind.LOCKED) from None
-            raise
-        if _same_file(handle, lock_path):
-            break
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            holder = _holder(lock_path)
+            if holder is None or holder.alive() or not _break_stale(root, lock_path, holder):
+                raise CheckoutError(_held_message(root, holder), run_kind=RunErrorKind.LOCKED) from None
+            continue
+        with _folder_locked(root):  # a run breaking a stale lock checks and unlinks under it too
+            if _same_file(handle, lock_path):
+                _record_holder(handle)
+                break
         os.close(handle)  # we locked a file the previous holder unlinked
     else:
         raise CheckoutError(f"{root}: could not take {LOCK_NAME}", run_kind=RunErrorKind.LOCKED)
+    _HELD_LOCKS.add(handle)
     try:
         yield
     finally:
         with contextlib.suppress(OSError):
             lock_path.unlink()
+        _HELD_LOCKS.discard(handle)
         os.close(handle)
+
+
+def forget_inherited_locks() -> None:
+    """In a forked child: close its copies of the parent's lock fds (the parent keeps its lock)."""
+    for handle in list(_HELD_LOCKS):
+        with contextlib.suppress(OSError):
+            os.close(handle)
+    _HELD_LOCKS.clear()
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """The run a lock file names: its pid, its start time (clock ticks since boot; 0 unknown), its command."""
+
+    pid: int
+    started: int
+    command: str
+
+    def alive(self) -> bool:
+        """Is that very process still running (a pid reused since by another process is not it)?"""
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # someone else's process by that pid
+        return not self.started or _start_time(self.pid) in (self.started, 0)
+
+
+def _record_holder(handle: int) -> None:
+    command = " ".join(getattr(sys, "orig_argv", sys.argv))[:300].replace("\n", " ")
+    record = f"{os.getpid()} {_start_time(os.getpid())} {command}\n".encode(errors="replace")
+    with contextlib.suppress(OSError):
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, record, 0)
+
+
+def _holder(lock_path: Path) -> LockHolder | None:
+    """Who holds the lock, as its file says (None: it does not say: a holder from before the
+    tool recorded itself, or one that has not written its record yet)."""
+    for _try in range(3):
+        try:
+            text = lock_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        pid, started, command = (text.strip().split(" ", 2) + ["", "", ""])[:3]
+        if pid.isdigit() and started.isdigit():
+            return LockHolder(int(pid), int(started), command)
+        time.sleep(0.05)  # the holder locks first, then writes
+    return None
+
+
+def _start_time(pid: int) -> int:
+    """When the process started, in clock ticks since boot (Linux; 0 elsewhere or when unknown)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _break_stale(root: Path, lock_path: Path, holder: LockHolder) -> bool:
+    """Unlink a lock file whose recorded holder is gone, so the next try locks a new one; False
+    when it cannot. Under the folder's lock, as a run records itself, and only while the file
+    still names that holder: a run that took the lock meanwhile keeps it."""
+    try:
+        with _folder_locked(root):
+            if _holder(lock_path) == holder:
+                lock_path.unlink()
+    except OSError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _folder_locked(root: Path) -> Iterator[None]:
+    """A short exclusive lock on the checkout folder itself, for the moves of the lock file's life."""
+    folder = os.open(root, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(folder)
+
+
+def _held_message(root: Path, holder: LockHolder | None) -> str:
+    message = f"{root}: another trace-instrument run holds {LOCK_NAME}"
+    if holder is None:
+        return message + " (it does not say which: if no run is under way, delete the file)"
+    return f"{message}: pid {holder.pid} ({holder.command}); wait for it to end, or end it"
 
 
 def _same_file(handle: int, path: Path) -> bool:
@@ -269,7 +374,7 @@ def _drop_staged(staged: list[_Staged]) -> None:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back while the block runs (main thread; elsewhere a no-op)."""
+    """Hold the stop signals back while the block runs (main thread; elsewhere a no-op)."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
         yield
         return
