@@ -20,7 +20,8 @@ from trace_instrument.model import ChangeKind, FileChange, FileProblemKind, RunE
 LOCK_NAME = ".trace-instrument.lock"
 TEMP_SUFFIX = ".ti-tmp"
 # fault injection for the interruption tests: at which stage of the writes to pause, for how long
-# "before-writes", "staging" (after each staged file) or "renames" (after each rename)
+# "before-writes", "staging" (after each staged file), "before-renames" (all staged, none renamed)
+# or "renames" (after each rename)
 PAUSE_AT_ENV = "TRACE_INSTRUMENT_PAUSE_AT"
 PAUSE_ENV = "TRACE_INSTRUMENT_PAUSE_SECONDS"
 # what ends a run cleanly (the command line raises Interrupted for each): Ctrl-C, kill, a closed terminal
@@ -260,15 +261,16 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
                 # two paths, one file (a link): each was edited on its own, neither edit holds the other
                 raise CheckoutError(f"{write.path} and {seen[target]} are one file (a link); edit the file itself")
             seen[target] = write.path
-            previous = _current(target)
+            previous, stamp = _current(target), _stamp(target)
             if write.expected is not None and previous != write.expected:
-                raise CheckoutError(f"{write.path}: changed while this run was working on it; run again")
+                raise ChangedMeanwhile(write.path)
             if write.data is None:
-                staged.append(_Staged(write.path, target, None, previous))
+                staged.append(_Staged(write.path, target, None, previous, stamp))
                 continue
             created += _make_folders(target.parent)
-            staged.append(_Staged(write.path, target, _stage(target, write.data), previous))
+            staged.append(_Staged(write.path, target, _stage(target, write.data), previous, stamp))
             _fault_pause("staging")
+        _fault_pause("before-renames")
     except BaseException:
         _drop_staged(staged)
         _remove_empty(created)
@@ -287,6 +289,24 @@ class _Staged:
     target: Path
     temp: Path | None  # the staged new content (None: the file is deleted)
     previous: bytes | None  # what the file held (None: it did not exist)
+    stamp: tuple[int, int] | None  # its size and mtime_ns as it was read (None: it did not exist)
+
+    def changed(self) -> bool:
+        """Has the file changed since it was read (an editor's autosave, a `git pull`)?"""
+        if _stamp(self.target) != self.stamp:
+            return True
+        return self.previous is not None and _current(self.target) != self.previous
+
+
+class ChangedMeanwhile(CheckoutError):
+    """A file changed after this run read it: what the run made of it would replace that edit."""
+
+    def __init__(self, path: str):
+        super().__init__(f"{path}: changed while this run was working on it; run again", run_kind=RunErrorKind.CHANGED)
+        self.path = path
+
+    def as_run_error(self) -> RunError:
+        return RunError(self.run_kind, f"nothing written: {self}", path=self.path)
 
 
 class PartlyWritten(CheckoutError):
@@ -295,6 +315,10 @@ class PartlyWritten(CheckoutError):
 
 def _rename_all(staged: list[_Staged], created: list[Path]) -> None:
     for done, item in enumerate(staged):
+        if item.changed():  # checked at the last moment: the edit is kept, the run undone
+            _drop_staged(staged[done:])
+            _roll_back(staged[:done], created, ChangedMeanwhile(item.path))
+            raise ChangedMeanwhile(item.path)
         try:
             if item.temp is None:
                 _delete(item.target)
@@ -310,7 +334,7 @@ def _rename_all(staged: list[_Staged], created: list[Path]) -> None:
             directory.rmdir()  # only when now empty
 
 
-def _roll_back(renamed: list[_Staged], created: list[Path], cause: OSError) -> None:
+def _roll_back(renamed: list[_Staged], created: list[Path], cause: Exception) -> None:
     """Put back what the files renamed before a failed rename held: the run writes all or nothing
     (an immutable file, a bind mount or a full disk can refuse a rename half-way)."""
     failed: list[str] = []
@@ -394,6 +418,15 @@ def _fault_pause(stage: str) -> None:
     time.sleep(float(os.environ.get(PAUSE_ENV, "0") or 0))
 
 
+def _stamp(target: Path) -> tuple[int, int] | None:
+    """A file's size and modification time in nanoseconds (None: it does not exist)."""
+    try:
+        status = target.stat()
+    except FileNotFoundError:
+        return None
+    return status.st_size, status.st_mtime_ns
+
+
 def _current(target: Path) -> bytes | None:
     try:
         return target.read_bytes()
@@ -468,6 +501,8 @@ def commit(root: Path, result: RunResult, writes: list[PendingWrite], write: boo
         write_all(root, writes)
     except PartlyWritten as exc:
         return replace(result, written=False, error=RunError(RunErrorKind.WRITE_FAILED, str(exc)))
+    except ChangedMeanwhile as exc:
+        return replace(result, written=False, error=exc.as_run_error())
     except (CheckoutError, OSError) as exc:
         return replace(result, written=False, error=RunError(RunErrorKind.WRITE_FAILED, f"nothing written: {exc}"))
     return replace(result, written=True)
