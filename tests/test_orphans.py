@@ -1,4 +1,4 @@
-"""A run ends whole: killed (SIGKILL, SIGHUP) or interrupted (SIGINT) at any moment, it leaves no
+"""A run ends whole: killed (SIGKILL, SIGHUP) or interrupted (SIGINT, SIGTERM) at any moment, it leaves no
 worker process behind and no lock that blocks the next run. Real command-line runs on verl 0.9.0,
 real signals at random delays; the processes of a run are found by a marker in their command line
 (the checkout's path: forked workers keep their parent's)."""
@@ -27,6 +27,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 ROUNDS = 20
 ENDS_WITHIN = 3.0  # seconds from an interrupt to the end of the run, its workers included
+# the earliest signal: the interpreter has started the tool's entry point (tens of milliseconds), which
+# catches the stop signals before it loads the command line
+EARLIEST = 0.3
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -98,7 +101,7 @@ def _delay(phase: tuple[float, float]) -> float:
     first, length = phase
     if random.random() < 0.75:
         return first + random.uniform(0, length)
-    return random.uniform(0.05, first + length + 0.5)
+    return random.uniform(EARLIEST, first + length + 0.5)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGHUP])
@@ -130,32 +133,34 @@ def test_a_killed_run_leaves_no_workers_and_no_lock(verl_090, tmp_path, catalog,
     assert not (root / LOCK_NAME).exists()
 
 
-def test_every_interrupt_ends_the_run_and_its_workers_within_seconds(verl_090, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_every_interrupt_ends_the_run_and_its_workers_within_seconds(verl_090, tmp_path, signum):
     marker = f"interrupts-{uuid.uuid4().hex[:12]}"
     root = copy_tree(verl_090, tmp_path / marker)
     phase = _pool_phase(root, marker)
-    random.seed(2)
+    random.seed(signum + 100)
+    code = 128 + signum
     with_workers = 0
     for round_number in range(ROUNDS):
         _pristine_again(root, verl_090)
         process = _start(root)
         time.sleep(_delay(phase))
         with_workers += len(_processes_with(marker)) > 1
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         sent = time.monotonic()
         try:
             _, stderr = process.communicate(timeout=ENDS_WITHIN)
         except subprocess.TimeoutExpired:
             process.kill()
             _kill_all(_processes_with(marker))
-            pytest.fail(f"round {round_number}: still running {ENDS_WITHIN}s after SIGINT")
+            pytest.fail(f"round {round_number}: still running {ENDS_WITHIN}s after {signum.name}")
         left = _gone_within(marker, max(0.0, ENDS_WITHIN - (time.monotonic() - sent)))
         _kill_all(left)
         assert not left, f"round {round_number}: {len(left)} workers outlived the interrupted run"
-        assert process.returncode in (130, 0), stderr  # 0: the run was over before the signal came
+        assert process.returncode in (code, 0), stderr  # 0: the run was over before the signal came
         assert "Traceback" not in stderr, stderr
-        if process.returncode == 130:
-            assert stderr.startswith("trace-instrument: interrupted (SIGINT); "), stderr
+        if process.returncode == code:
+            assert stderr.startswith(f"trace-instrument: interrupted ({signum.name}); "), stderr
     assert with_workers >= ROUNDS // 2, f"only {with_workers} of {ROUNDS} interrupts landed while workers ran"
 
 
@@ -240,3 +245,24 @@ def test_an_interrupt_inside_the_pool_ends_the_run_and_its_workers(tmp_path):
     _kill_all(left)
     assert stdout == "interrupted\n"
     assert not left, "the workers outlived the interrupted run"
+
+
+def test_the_entry_point_catches_the_stop_signals_early():
+    from trace_instrument.__main__ import EARLY_SIGNALS
+    from trace_instrument.engine.files import STOP_SIGNALS
+
+    assert EARLY_SIGNALS == tuple(signal.Signals(s).name for s in STOP_SIGNALS)
+
+
+def test_an_interrupt_while_the_command_line_loads_ends_the_run_in_a_line(tmp_path):
+    """A signal at once: the command line has not loaded yet (its imports take a while)."""
+    marker = f"early-{uuid.uuid4().hex[:12]}"
+    root = tmp_path / marker
+    (root / "verl").mkdir(parents=True)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        process = _start(root)
+        time.sleep(EARLIEST / 3)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=ENDS_WITHIN * 3)
+        assert process.returncode == 128 + signum, stderr
+        assert stderr == f"trace-instrument: interrupted ({signum.name}); nothing was written\n"

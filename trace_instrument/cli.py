@@ -132,11 +132,15 @@ FullOpt = Annotated[
 ]
 
 
-def main() -> None:
-    """The console entry point: Ctrl-C, SIGTERM and SIGHUP end a run cleanly, with one line and 130 / 143 / 129."""
+def main(early: list[int] | None = None) -> None:
+    """The command line: Ctrl-C, SIGTERM and SIGHUP end a run cleanly, with one line and 130 / 143 / 129.
+
+    `early`: the stop signals that came while the command line loaded (see __main__)."""
     for signum in STOP_SIGNALS:
         if signal.getsignal(signum) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
             signal.signal(signum, _on_signal)
+    if early:
+        _interrupted(Interrupted(signal.Signals(early[0]).name))
     # LibCST's trees are millions of short-lived objects with few cycles: the cyclic collector's
     # default pace costs an edit about a tenth of its time and frees little (a run lasts seconds)
     gc.set_threshold(100_000, 50, 100)
