@@ -148,6 +148,7 @@ class _Pool:
 
     def kill(self) -> None:
         """End the workers now (they only compute: nothing of theirs needs finishing) and drop the pool."""
+        # the executor names its workers only in `_processes` (pid -> Process); shutdown() would wait for them
         processes = dict(getattr(self.executor, "_processes", None) or {}) if hasattr(self, "executor") else {}
         for pid in processes:
             with contextlib.suppress(OSError):
