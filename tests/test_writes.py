@@ -74,7 +74,11 @@ def test_a_run_refuses_while_another_holds_the_lock(checkout_090, catalog):
         result = apply(checkout_090, catalog)
         assert not result.written
         assert result.error is not None
-        assert result.error.message == f"{checkout_090}: another trace-instrument run holds .trace-instrument.lock"
+        command = " ".join(sys.orig_argv)[:300]
+        assert result.error.message == (
+            f"{checkout_090}: another trace-instrument run holds .trace-instrument.lock: "
+            f"pid {os.getpid()} ({command}); wait for it to end, or end it"
+        )
         assert tree_bytes(checkout_090) == before
         assert not (checkout_090 / ".trace-instrument.json").exists()
     assert not (checkout_090 / ".trace-instrument.lock").exists(), "releasing the lock removes its file"
@@ -138,7 +142,7 @@ def _runtime_first(tree: dict[str, bytes]) -> bool:
 
 
 @pytest.mark.parametrize("stage", ["before-writes", "staging", "renames"])
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_an_interrupted_run_ends_cleanly_at_every_stage_of_the_writes(
     checkout_090, verl_090, tmp_path, catalog, stage, signum, code
 ):
@@ -160,7 +164,7 @@ def test_an_interrupted_run_ends_cleanly_at_every_stage_of_the_writes(
     rest = process.stderr.read()
     assert process.wait(timeout=120) == code
     lines = [line for line in rest.splitlines() if not line.startswith("trace-instrument: paused")]
-    name = "SIGINT" if signum == signal.SIGINT else "SIGTERM"
+    name = signal.Signals(signum).name
     assert len(lines) == 1 and lines[0].startswith(f"trace-instrument: interrupted ({name}); "), rest
     now = tree_bytes(checkout_090)
     assert not [p for p in now if p.endswith(".ti-tmp")], "staged copies are cleared"

@@ -1,3 +1,5 @@
 """trace_instrument: instrument a verl checkout with sample-flow, progress and trajectory tracing."""
 
-__version__ = "0.1.0"
+# the one definition of the release (pyproject.toml reads it); bump it whenever anchors/ or templates/
+# change, with the runtime's copy (templates/runtime/__init__.py): tests/test_release.py says how
+__version__ = "0.2.0"

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from enum import Enum
 from pathlib import Path
 from types import FrameType
@@ -27,7 +27,7 @@ from rich.text import Text
 
 from trace_instrument import __version__
 from trace_instrument.engine.check import check as run_check
-from trace_instrument.engine.files import Interrupted, InterruptedAfterWrite
+from trace_instrument.engine.files import STOP_SIGNALS, Interrupted, InterruptedAfterWrite
 from trace_instrument.engine.patch import patch_bytes, unified_patch
 from trace_instrument.model import EXTRAS, FACILITIES, Catalog, Confidence, RunResult, Selection, Status, VerifyResult
 from trace_instrument.render import exits, text  # (ci and jsonout: where their formats are asked for)
@@ -132,11 +132,15 @@ FullOpt = Annotated[
 ]
 
 
-def main() -> None:
-    """The console entry point: Ctrl-C and SIGTERM end a run cleanly, with one line and 130 / 143."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
+def main(early: list[int] | None = None) -> None:
+    """The command line: Ctrl-C, SIGTERM and SIGHUP end a run cleanly, with one line and 130 / 143 / 129.
+
+    `early`: the stop signals that came while the command line loaded (see __main__)."""
+    for signum in STOP_SIGNALS:
         if signal.getsignal(signum) is not signal.SIG_IGN:  # a background job's ignored SIGINT stays ignored
             signal.signal(signum, _on_signal)
+    if early:
+        _interrupted(Interrupted(signal.Signals(early[0]).name))
     # LibCST's trees are millions of short-lived objects with few cycles: the cyclic collector's
     # default pace costs an edit about a tenth of its time and frees little (a run lasts seconds)
     gc.set_threshold(100_000, 50, 100)
@@ -177,9 +181,11 @@ def _interrupted(exc: BaseException) -> NoReturn:
     cause = exc.interruption if isinstance(exc, InterruptedAfterWrite) else exc
     name = cause.signal_name if isinstance(cause, Interrupted) else "SIGINT"
     state = "the changes had been written completely" if written else "nothing was written"
-    sys.stderr.write(f"trace-instrument: interrupted ({name}); {state}\n")
-    sys.stderr.flush()
-    sys.exit(exits.INTERRUPTED[name])
+    with suppress(OSError, ValueError):  # a closed terminal (SIGHUP) takes stderr with it
+        sys.stderr.write(f"trace-instrument: interrupted ({name}); {state}\n")
+    # no interpreter teardown: the workers are dead already, and nothing may wait on the threads
+    # that served them (an interrupted run ends within moments, whatever it was doing)
+    _end_process(exits.INTERRUPTED[name])
 
 
 # -- shared helpers --------------------------------------------------------------------------------

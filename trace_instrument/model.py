@@ -567,6 +567,8 @@ class RunErrorKind(str, enum.Enum):
     NOT_A_CHECKOUT = "not-a-checkout"
     LOCKED = "locked"
     WRITE_FAILED = "write-failed"
+    CHANGED = "changed-meanwhile"  # a file changed after the run read it; nothing written, the edit kept
+    NEWER_WRITER = "written-by-newer"  # a newer release of the tool wrote the tree: this one would downgrade it
     INTERRUPTED = "interrupted"
     RUNTIME_NOT_OURS = "runtime-not-ours"  # apply: the runtime package's place holds what the tool did not write
     MANIFEST_CONFLICT = "manifest-conflict"  # the manifest holds a merge's conflict markers

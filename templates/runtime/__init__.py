@@ -37,6 +37,9 @@ from .trajectory_tracker import TrajectoryTracker, trace_agent_stop
 from .trajectory_types import Trajectory, Turn, TurnRecord
 from .writer import flush
 
+# the trace-instrument release that wrote this package: an older release refuses to write over it
+__version__ = "0.2.0"
+
 __all__ = [
     "Trajectory",
     "TrajectoryStore",

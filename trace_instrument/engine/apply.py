@@ -20,7 +20,7 @@ from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.modules import parse_file
 from trace_instrument.edit.transform import EditError, edit_module
-from trace_instrument.engine import runtime
+from trace_instrument.engine import releases, runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
 from trace_instrument.engine.assess import (
     Assessment,
@@ -91,6 +91,9 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     jobs = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     manifest = Manifest.load(base)
+    newer = releases.newer_writer(base, catalog, manifest)
+    if newer is not None:  # nothing is analysed: this release's view of the tree is out of date
+        return RunResult(str(base), (), error=newer, verl_version=verl_version(base))
     found = runtime.inspect(base, catalog, manifest)
     refused = runtime.refusal(found)
     if refused is not None:
@@ -150,7 +153,9 @@ def _manifest_write(
     updated = manifest.updated(
         in_place, gone=[], baselines=baselines, imports=imports, runtime=installed, replaced=replaced
     )
-    return updated.write(f"trace-instrument {__version__}") if updated != manifest else None
+    tool = f"trace-instrument {__version__}"
+    # an older release's manifest is written again, to say which release the tree now holds
+    return updated.write(tool) if updated != manifest or manifest.tool != tool else None
 
 
 def _runtime_record(catalog: Catalog, manifest: Manifest, plans: list[runtime.RuntimePlan]) -> dict[str, str]:

@@ -20,14 +20,16 @@ from trace_instrument.model import ChangeKind, FileChange, FileProblemKind, RunE
 LOCK_NAME = ".trace-instrument.lock"
 TEMP_SUFFIX = ".ti-tmp"
 # fault injection for the interruption tests: at which stage of the writes to pause, for how long
-# "before-writes", "staging" (after each staged file) or "renames" (after each rename)
+# "before-writes", "staging" (after each staged file), "before-renames" (all staged, none renamed)
+# or "renames" (after each rename)
 PAUSE_AT_ENV = "TRACE_INSTRUMENT_PAUSE_AT"
 PAUSE_ENV = "TRACE_INSTRUMENT_PAUSE_SECONDS"
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# what ends a run cleanly (the command line raises Interrupted for each): Ctrl-C, kill, a closed terminal
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM, raised by the handlers the command line installs."""
+    """SIGINT, SIGTERM or SIGHUP, raised by the handlers the command line installs."""
 
     def __init__(self, signal_name: str):
         super().__init__(signal_name)
@@ -95,35 +97,139 @@ class PendingWrite:
     kind: ChangeKind = ChangeKind.SOURCE  # whose file it is (the runtime package's and the manifest's say so)
 
 
+# the fds of the checkout locks this process holds: a forked child closes its copies, so that the
+# lock goes with the run that took it (flock's lock lives while any copy of its fd is open)
+_HELD_LOCKS: set[int] = set()
+
+
 @contextlib.contextmanager
 def checkout_lock(root: Path) -> Iterator[None]:
     """An exclusive lock so two runs on one checkout cannot interleave.
 
-    The lock file is removed by its holder only, while holding it; a run that
-    locked a file another run had just removed tries again on the new one.
+    The kernel releases it when its holder ends, however it ends. The holder writes its pid,
+    start time and command into the lock file: a run that finds the lock taken names them, and
+    takes over a lock whose recorded holder is gone (its orphaned children still hold it).
+    The lock file is removed by its holder only, while holding it; a run that locked a file
+    another run had just removed tries again on the new one.
     """
     lock_path = root / LOCK_NAME
-    for _attempt in range(3):
+    for _attempt in range(4):
         handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(handle)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                message = f"{root}: another trace-instrument run holds {LOCK_NAME}"
-                raise CheckoutError(message, run_kind=RunErrorKind.LOCKED) from None
-            raise
-        if _same_file(handle, lock_path):
-            break
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            holder = _holder(lock_path)
+            if holder is None or holder.alive() or not _break_stale(root, lock_path, holder):
+                raise CheckoutError(_held_message(root, holder), run_kind=RunErrorKind.LOCKED) from None
+            continue
+        with _folder_locked(root):  # a run breaking a stale lock checks and unlinks under it too
+            if _same_file(handle, lock_path):
+                _record_holder(handle)
+                break
         os.close(handle)  # we locked a file the previous holder unlinked
     else:
         raise CheckoutError(f"{root}: could not take {LOCK_NAME}", run_kind=RunErrorKind.LOCKED)
+    _HELD_LOCKS.add(handle)
     try:
         yield
     finally:
         with contextlib.suppress(OSError):
             lock_path.unlink()
+        _HELD_LOCKS.discard(handle)
         os.close(handle)
+
+
+def forget_inherited_locks() -> None:
+    """In a forked child: close its copies of the parent's lock fds (the parent keeps its lock)."""
+    for handle in list(_HELD_LOCKS):
+        with contextlib.suppress(OSError):
+            os.close(handle)
+    _HELD_LOCKS.clear()
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """The run a lock file names: its pid, its start time (clock ticks since boot; 0 unknown), its command."""
+
+    pid: int
+    started: int
+    command: str
+
+    def alive(self) -> bool:
+        """Is that very process still running (a pid reused since by another process is not it)?"""
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # someone else's process by that pid
+        return not self.started or _start_time(self.pid) in (self.started, 0)
+
+
+def _record_holder(handle: int) -> None:
+    command = " ".join(getattr(sys, "orig_argv", sys.argv))[:300].replace("\n", " ")
+    record = f"{os.getpid()} {_start_time(os.getpid())} {command}\n".encode(errors="replace")
+    with contextlib.suppress(OSError):
+        os.ftruncate(handle, 0)
+        os.pwrite(handle, record, 0)
+
+
+def _holder(lock_path: Path) -> LockHolder | None:
+    """Who holds the lock, as its file says (None: it does not say: a holder from before the
+    tool recorded itself, or one that has not written its record yet)."""
+    for _try in range(3):
+        try:
+            text = lock_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        pid, started, command = (text.strip().split(" ", 2) + ["", "", ""])[:3]
+        if pid.isdigit() and started.isdigit():
+            return LockHolder(int(pid), int(started), command)
+        time.sleep(0.05)  # the holder locks first, then writes
+    return None
+
+
+def _start_time(pid: int) -> int:
+    """When the process started, in clock ticks since boot (Linux; 0 elsewhere or when unknown)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rpartition(")")[2].split()[19])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _break_stale(root: Path, lock_path: Path, holder: LockHolder) -> bool:
+    """Unlink a lock file whose recorded holder is gone, so the next try locks a new one; False
+    when it cannot. Under the folder's lock, as a run records itself, and only while the file
+    still names that holder: a run that took the lock meanwhile keeps it."""
+    try:
+        with _folder_locked(root):
+            if _holder(lock_path) == holder:
+                lock_path.unlink()
+    except OSError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _folder_locked(root: Path) -> Iterator[None]:
+    """A short exclusive lock on the checkout folder itself, for the moves of the lock file's life."""
+    folder = os.open(root, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(folder)
+
+
+def _held_message(root: Path, holder: LockHolder | None) -> str:
+    message = f"{root}: another trace-instrument run holds {LOCK_NAME}"
+    if holder is None:
+        return message + " (it does not say which: if no run is under way, delete the file)"
+    return f"{message}: pid {holder.pid} ({holder.command}); wait for it to end, or end it"
 
 
 def _same_file(handle: int, path: Path) -> bool:
@@ -155,15 +261,16 @@ def write_all(root: Path, writes: list[PendingWrite]) -> None:
                 # two paths, one file (a link): each was edited on its own, neither edit holds the other
                 raise CheckoutError(f"{write.path} and {seen[target]} are one file (a link); edit the file itself")
             seen[target] = write.path
-            previous = _current(target)
+            previous, stamp = _current(target), _stamp(target)
             if write.expected is not None and previous != write.expected:
-                raise CheckoutError(f"{write.path}: changed while this run was working on it; run again")
+                raise ChangedMeanwhile(write.path)
             if write.data is None:
-                staged.append(_Staged(write.path, target, None, previous))
+                staged.append(_Staged(write.path, target, None, previous, stamp))
                 continue
             created += _make_folders(target.parent)
-            staged.append(_Staged(write.path, target, _stage(target, write.data), previous))
+            staged.append(_Staged(write.path, target, _stage(target, write.data), previous, stamp))
             _fault_pause("staging")
+        _fault_pause("before-renames")
     except BaseException:
         _drop_staged(staged)
         _remove_empty(created)
@@ -182,6 +289,24 @@ class _Staged:
     target: Path
     temp: Path | None  # the staged new content (None: the file is deleted)
     previous: bytes | None  # what the file held (None: it did not exist)
+    stamp: tuple[int, int] | None  # its size and mtime_ns as it was read (None: it did not exist)
+
+    def changed(self) -> bool:
+        """Has the file changed since it was read (an editor's autosave, a `git pull`)?"""
+        if _stamp(self.target) != self.stamp:
+            return True
+        return self.previous is not None and _current(self.target) != self.previous
+
+
+class ChangedMeanwhile(CheckoutError):
+    """A file changed after this run read it: what the run made of it would replace that edit."""
+
+    def __init__(self, path: str):
+        super().__init__(f"{path}: changed while this run was working on it; run again", run_kind=RunErrorKind.CHANGED)
+        self.path = path
+
+    def as_run_error(self) -> RunError:
+        return RunError(self.run_kind, f"nothing written: {self}", path=self.path)
 
 
 class PartlyWritten(CheckoutError):
@@ -190,6 +315,10 @@ class PartlyWritten(CheckoutError):
 
 def _rename_all(staged: list[_Staged], created: list[Path]) -> None:
     for done, item in enumerate(staged):
+        if item.changed():  # checked at the last moment: the edit is kept, the run undone
+            _drop_staged(staged[done:])
+            _roll_back(staged[:done], created, ChangedMeanwhile(item.path))
+            raise ChangedMeanwhile(item.path)
         try:
             if item.temp is None:
                 _delete(item.target)
@@ -205,7 +334,7 @@ def _rename_all(staged: list[_Staged], created: list[Path]) -> None:
             directory.rmdir()  # only when now empty
 
 
-def _roll_back(renamed: list[_Staged], created: list[Path], cause: OSError) -> None:
+def _roll_back(renamed: list[_Staged], created: list[Path], cause: Exception) -> None:
     """Put back what the files renamed before a failed rename held: the run writes all or nothing
     (an immutable file, a bind mount or a full disk can refuse a rename half-way)."""
     failed: list[str] = []
@@ -269,7 +398,7 @@ def _drop_staged(staged: list[_Staged]) -> None:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back while the block runs (main thread; elsewhere a no-op)."""
+    """Hold the stop signals back while the block runs (main thread; elsewhere a no-op)."""
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
         yield
         return
@@ -287,6 +416,15 @@ def _fault_pause(stage: str) -> None:
     sys.stderr.write(f"trace-instrument: paused at {stage}\n")
     sys.stderr.flush()
     time.sleep(float(os.environ.get(PAUSE_ENV, "0") or 0))
+
+
+def _stamp(target: Path) -> tuple[int, int] | None:
+    """A file's size and modification time in nanoseconds (None: it does not exist)."""
+    try:
+        status = target.stat()
+    except FileNotFoundError:
+        return None
+    return status.st_size, status.st_mtime_ns
 
 
 def _current(target: Path) -> bytes | None:
@@ -363,6 +501,8 @@ def commit(root: Path, result: RunResult, writes: list[PendingWrite], write: boo
         write_all(root, writes)
     except PartlyWritten as exc:
         return replace(result, written=False, error=RunError(RunErrorKind.WRITE_FAILED, str(exc)))
+    except ChangedMeanwhile as exc:
+        return replace(result, written=False, error=exc.as_run_error())
     except (CheckoutError, OSError) as exc:
         return replace(result, written=False, error=RunError(RunErrorKind.WRITE_FAILED, f"nothing written: {exc}"))
     return replace(result, written=True)

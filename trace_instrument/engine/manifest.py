@@ -132,7 +132,8 @@ def _from_json(body: object) -> Manifest:
     imports = {key: tuple(_strings(value, f"imports.{key}")) for key, value in _section(top, "imports").items()}
     runtime = {key: _string(value, f"runtime.{key}") for key, value in _section(top, "runtime").items()}
     replaced = {key: _replacements(value, key) for key, value in _section(top, "replaced").items()}
-    return Manifest(points, baselines, imports, runtime, replaced)
+    tool = top.get("tool")
+    return Manifest(points, baselines, imports, runtime, replaced, tool if isinstance(tool, str) else "")
 
 
 def _object(value: object, where: str) -> dict[str, object]:
@@ -223,6 +224,8 @@ class Manifest:
     imports: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> plain imports apply added
     runtime: dict[str, str] = field(default_factory=dict)  # runtime file name -> hash of what apply installed
     replaced: dict[str, Replacements] = field(default_factory=dict)  # point id -> its edits' originals
+    # who wrote it ("trace-instrument 0.2.0"; "" when unknown): not a record of the tree, so left out of ==
+    tool: str = field(default="", compare=False)
 
     @classmethod
     def load(cls, root: Path) -> Manifest:

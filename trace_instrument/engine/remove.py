@@ -25,7 +25,7 @@ from trace_instrument.edit.imports import ImportChanges, prune_imports
 from trace_instrument.edit.modules import parse_file
 from trace_instrument.edit.regions import Original
 from trace_instrument.edit.transform import EditError, edit_module
-from trace_instrument.engine import runtime
+from trace_instrument.engine import releases, runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
 from trace_instrument.engine.assess import drift_message, stale_state, unbounded_message
 from trace_instrument.engine.check import unexpected_calls, unexpected_elsewhere
@@ -91,6 +91,9 @@ def _remove(
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     paths = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     manifest = Manifest.load(base)
+    newer = releases.newer_writer(base, catalog, manifest)
+    if newer is not None:  # its points and runtime may be ones this release does not know
+        return RunResult(str(base), (), error=newer, verl_version=verl_version(base))
     context = _RemoveRun(catalog, manifest, force)
     items = [(str(base), path, selected, ()) for path in paths]
     outcomes: list[_Removal] = map_in_order(_file_job, items, [file_size(base / p) for p in paths], context)

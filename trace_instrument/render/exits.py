@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from trace_instrument.engine.report import Report
 
 OK, FAILED, ERROR = 0, 1, 2
-INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
+INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129}  # 128 + the signal, as a shell says
 
 PLACED = frozenset({Status.APPLIED, Status.PRESENT, Status.REPAIRED, Status.UPDATED, Status.NOT_APPLICABLE})
 
