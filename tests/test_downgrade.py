@@ -64,6 +64,9 @@ def _hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
+RUNTIME_0_1_0_INIT = Path(__file__).resolve().parent / "fixtures" / "runtime-0.1.0" / "__init__.py"
+
+
 def _as_written_by(root: Path, version: str | None, tool: str | None) -> None:
     """Make the tree as another release wrote it: its runtime's __version__ (None: no line, as 0.1.0
     wrote it), one more line in a runtime module (a newer runtime's own code), the manifest's
@@ -75,6 +78,11 @@ def _as_written_by(root: Path, version: str | None, tool: str | None) -> None:
     if version is not None:
         with (root / RUNTIME / "trace.py").open("a", encoding="utf-8") as handle:
             handle.write("\n\ndef newer_helper():\n    return None\n")
+    _record_in_manifest(root, tool)
+
+
+def _record_in_manifest(root: Path, tool: str | None) -> None:
+    """The manifest's "tool" (None: as is) and its records of the runtime files as they are now."""
     body = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
     if tool is not None:
         body["tool"] = tool
@@ -131,8 +139,10 @@ def test_a_tree_from_0_1_0_is_upgraded(tmp_path):
     catalog = _catalog(tmp_path)
     root = _applied(tmp_path, catalog)
     current = _tree(root)
-    _as_written_by(root, None, "trace-instrument 0.1.0")
-    old_init = (root / RUNTIME / "__init__.py").read_bytes()
+    # the runtime's __init__.py as the last 0.1.0 shipped it (tests/fixtures/runtime-0.1.0)
+    old_init = RUNTIME_0_1_0_INIT.read_bytes()
+    (root / RUNTIME / "__init__.py").write_bytes(old_init)
+    _record_in_manifest(root, "trace-instrument 0.1.0")
     shipped_earlier = (Path(__file__).resolve().parents[1] / "templates/runtime.earlier").read_text()
     assert f"__init__.py {_hash(old_init)}" in shipped_earlier.splitlines(), "0.1.0's runtime is a known release"
     assert check(root, catalog).error is None
