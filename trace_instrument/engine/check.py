@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_instrument.caches import PickleCache, digest, file_digest
-from trace_instrument.engine import runtime
+from trace_instrument.engine import runtime, unfinished
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.parallel import file_size, map_in_order
@@ -66,6 +66,7 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
         runtime_files=tuple(shown),
         verl_version=verl_version(base),
         validated_on=catalog.validated_on,
+        unfinished=unfinished.problems(base, catalog, files),
     )
 
 

@@ -25,7 +25,7 @@ from trace_instrument.edit.imports import ImportChanges, prune_imports
 from trace_instrument.edit.modules import parse_file
 from trace_instrument.edit.regions import Original
 from trace_instrument.edit.transform import EditError, edit_module
-from trace_instrument.engine import runtime
+from trace_instrument.engine import runtime, unfinished
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
 from trace_instrument.engine.assess import drift_message, stale_state, unbounded_message
 from trace_instrument.engine.check import unexpected_calls, unexpected_elsewhere
@@ -42,6 +42,7 @@ from trace_instrument.locate.names import BUILTINS, NameTable, one_line
 from trace_instrument.model import (
     TRACING_MODULE,
     Catalog,
+    ChangeKind,
     FileError,
     FileProblemKind,
     FileResult,
@@ -130,6 +131,8 @@ def _remove(
     updated = manifest.updated([], gone=gone, baselines={}, runtime={} if runtime_gone else None, replaced=replaced)
     if updated != manifest or (not updated.points and (base / MANIFEST_NAME).exists()):
         writes.append(updated.write(f"trace-instrument {__version__}"))
+    # a killed run's staged copies go too (those next to a file written now went when it was staged)
+    writes += [PendingWrite(path, None, kind=ChangeKind.LEFTOVER) for path in unfinished.leftovers(base, catalog)]
     return commit(base, result, writes, write=write)
 
 
