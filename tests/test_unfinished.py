@@ -31,6 +31,7 @@ from trace_instrument.engine.check import check
 from trace_instrument.engine.files import PAUSE_AT_ENV, PAUSE_ENV, checkout_lock
 from trace_instrument.engine.manifest import MANIFEST_NAME
 from trace_instrument.engine.remove import remove
+from trace_instrument.engine.report import report
 from trace_instrument.model import Catalog, Reason, Selection, Status
 from trace_instrument.render import exits, jsonout
 from trace_instrument.spec import load_catalog
@@ -151,6 +152,16 @@ def test_staging_leftovers_are_unfinished_and_apply_removes_them(tmp_path: Path)
     assert not [p for p in tree_bytes(root) if p.endswith(".ti-tmp")] and not (root / STAGED).exists()
     assert tree_bytes(root) == {**complete, "verl/.cache.ti-tmp.bak": b"not ours: another name"}
     assert _unfinished(root, catalog) == []
+
+
+def test_the_report_does_not_vouch_for_a_tree_a_killed_run_left(tmp_path: Path) -> None:
+    catalog = _catalog(tmp_path)
+    root = _checkout(tmp_path)
+    apply(root, catalog)
+    (root / STAGED).write_text("{", encoding="utf-8")
+    rep = report(root, catalog)
+    assert [(p.status, p.reason) for p in rep.not_in_place] == [(Status.UNFINISHED, Reason.STAGING_LEFTOVERS)]
+    assert not rep.ok
 
 
 def test_remove_takes_the_leftovers_out_with_the_code(tmp_path: Path) -> None:
