@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import jsonschema
 import pytest
@@ -34,6 +35,7 @@ from trace_instrument.engine.remove import remove
 from trace_instrument.engine.report import report
 from trace_instrument.model import Catalog, Reason, Selection, Status
 from trace_instrument.render import exits, jsonout
+from trace_instrument.render.ci import github_annotations, junit_xml
 from trace_instrument.spec import load_catalog
 
 # a rewrite (the manifest records the exact text it replaced) and an insert that imports `time`
@@ -194,6 +196,14 @@ def test_check_json_names_the_problem_and_validates(tmp_path: Path) -> None:
     assert body["summary"]["by_status"]["unfinished"] == 2 and not body["summary"]["clean"]
     text = CliRunner().invoke(app, ["check", "--quiet", "--anchors", str(catalog_dir), str(root)])
     assert "unfinished" in text.output and "tree: 2 unfinished" in text.output
+    checked = check(root, load_catalog([catalog_dir], shipped=False))
+    annotations = [line for line in github_annotations(checked).splitlines() if "title=unfinished%3A tree" in line]
+    assert [line.split(",", 1)[0] for line in annotations] == [
+        f"::error file={MANIFEST_NAME}",
+        f"::error file={STAGED}",
+    ]
+    failing = ElementTree.fromstring(junit_xml(checked)).findall(".//testcase[@classname='tree']/failure")
+    assert [f.get("type") for f in failing] == ["unfinished", "unfinished"]
 
 
 def test_without_a_clean_apply_that_gives_the_tree_back_apply_records_what_the_tree_tells(tmp_path: Path) -> None:
