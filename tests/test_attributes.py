@@ -9,6 +9,7 @@ of the subclass's file is not used once that file changed); an unknown base mean
 from __future__ import annotations
 
 import ast
+import json
 import shutil
 from pathlib import Path
 
@@ -18,7 +19,8 @@ from trace_instrument.caches import PickleCache
 from trace_instrument.engine import check as check_module
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
-from trace_instrument.model import Catalog, Reason, Status
+from trace_instrument.engine.verify import verify
+from trace_instrument.model import Catalog, Check, Reason, Status
 from trace_instrument.render import exits
 from trace_instrument.spec import load_catalog
 
@@ -66,17 +68,13 @@ def _checkout(tmp_path: Path, base: str = BASE, trainer: str = TRAINER) -> Path:
     return root
 
 
-def _reads_where_placed(stmts: tuple[ast.stmt, ...], name: str) -> bool:
-    """Does the code read `self.<name>` outside the defs it defines?"""
-    pending: list[ast.AST] = list(stmts)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        if isinstance(node, ast.Attribute) and node.attr == name and getattr(node.value, "id", "") == "self":
-            return True
-        pending.extend(ast.iter_child_nodes(node))
-    return False
+def _reads(stmts: tuple[ast.stmt, ...], name: str) -> bool:
+    """Does the code read `self.<name>`, where it is placed or in a method it defines?"""
+    return any(
+        isinstance(node, ast.Attribute) and node.attr == name and getattr(node.value, "id", "") == "self"
+        for stmt in stmts
+        for node in ast.walk(stmt)
+    )
 
 
 def _banner(result):  # type: ignore[no-untyped-def]
@@ -137,12 +135,96 @@ def test_a_fork_that_renames_global_steps_gets_no_point_reading_it(
         for p in catalog.points
         if p.file == "verl/trainer/ppo/ray_trainer.py"
         and p.scope.startswith("RayPPOTrainer")
-        and any(_reads_where_placed(e.template.stmts, "global_steps") for e in p.edits)
+        and any(_reads(e.template.stmts, "global_steps") for e in p.edits)
     }
-    # every point of RayPPOTrainer whose code reads self.global_steps where it is placed (a method it
-    # defines reads it when called), but those whose anchor went with the rename (the record-metrics
-    # anchor names self.global_steps itself)
+    # every point of RayPPOTrainer whose code reads self.global_steps, where it is placed or in a
+    # method it defines (progress.v0.fetch-method: it raises when called as surely), but those whose
+    # anchor went with the rename (the record-metrics anchor names self.global_steps itself)
     lost = {p.point_id for p in result.points if p.status is Status.ANCHOR_LOST}
     assert refused == readers - lost and refused
     statuses = {p.point_id: p.status for p in check(tree, catalog).points}
     assert {statuses[point_id] for point_id in refused} == {Status.REFUSED}  # nothing of them was written
+
+
+# -- a method a point inserts: the fork renames global_steps in both trainers ------------------------
+
+TRAINERS = ("verl/trainer/ppo/ray_trainer.py", "verl/experimental/separation/ray_trainer.py")
+FETCH_METHOD, FETCH_WRAPPER = "progress.v0.fetch-method", "progress.sep.fetch-wrapper"
+
+
+def _rename_global_steps(root: Path, pristine: Path) -> None:
+    """The fork renames self.global_steps in its own code: the lines verl has (tracing code's stay)."""
+    for relative in TRAINERS:
+        verl_lines = {line for line in (pristine / relative).read_text(encoding="utf-8").splitlines()}
+        path = root / relative
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        renamed = [
+            line.replace("self.global_steps", "self.global_step") if line.rstrip("\r\n") in verl_lines else line
+            for line in lines
+        ]
+        assert renamed != lines, relative
+        path.write_text("".join(renamed), encoding="utf-8")
+
+
+def _cli(*args: object):  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from trace_instrument.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.mark.e2e
+def test_the_fetch_method_of_a_fork_renaming_global_steps_is_refused_and_its_loop_with_it(
+    checkout_090: Path, verl_090: Path, catalog: Catalog
+) -> None:
+    """The issue's fork: the inline readers refused and skipped in the project configuration, the
+    method that reads self.global_steps in its log lines was placed and the separated trainer looped
+    over it (AttributeError on the first batch). Now the method is refused as the inline code is,
+    the loop's rewrite with it, and nothing written reads the attribute the fork renamed."""
+    _rename_global_steps(checkout_090, verl_090)
+    planned = {p.point_id: p for p in check(checkout_090, catalog).points}
+    method = planned[FETCH_METHOD]
+    assert (method.status, method.reason) == (Status.REFUSED, Reason.UNSET_ATTRIBUTE)
+    assert [n.name for n in method.names] == ["self.global_steps"]
+    assert (planned[FETCH_WRAPPER].status, planned[FETCH_WRAPPER].reason) == (Status.SKIPPED, Reason.REQUIREMENT)
+    # the points the fork skips in its configuration, as the issue's fork did: all apply does not place
+    unplaced = {Status.REFUSED, Status.ANCHOR_LOST, Status.SKIPPED}
+    inline = sorted(p for p, r in planned.items() if r.status in unplaced and p not in (FETCH_METHOD, FETCH_WRAPPER))
+    assert inline
+    (checkout_090 / ".trace-instrument.toml").write_text(f"skip = {inline!r}\n".replace("'", '"'), encoding="utf-8")
+    applied = _cli("apply", "--format", "json", checkout_090)
+    assert applied.exit_code == exits.FAILED, applied.output  # the method is refused still
+    by_id = {p["id"]: p for p in json.loads(applied.output)["points"]}
+    assert (by_id[FETCH_METHOD]["status"], by_id[FETCH_METHOD]["reason"]) == ("refused", "unset-attribute")
+    assert by_id[FETCH_WRAPPER]["status"] == "skipped"
+    for relative in TRAINERS:  # counted in the text, apart from the engine
+        text = (checkout_090 / relative).read_text(encoding="utf-8")
+        assert "self.global_steps" not in text and "_logged_train_dataloader" not in text, relative
+        assert "log_progress(" in text, relative  # the other points were written
+    # skipping the method and the loop over it too: a clean tree, and nothing in it can raise for the rename
+    (checkout_090 / ".trace-instrument.toml").write_text(
+        f"skip = {[*inline, FETCH_METHOD, FETCH_WRAPPER]!r}\n".replace("'", '"'), encoding="utf-8"
+    )
+    outcome = _cli("apply", checkout_090)
+    assert outcome.exit_code == exits.OK, outcome.output
+    assert _cli("check", checkout_090).exit_code == exits.OK
+
+
+@pytest.mark.e2e
+def test_an_instrumented_tree_whose_fork_renames_global_steps_fails_check_and_verify_on_the_method(
+    instrumented_090: Path, verl_090: Path, catalog: Catalog
+) -> None:
+    """The rename after apply: the method in place is broken (not clean), the loop that goes through
+    it broken by its requirement, and verify's name proof fails on the method."""
+    _rename_global_steps(instrumented_090, verl_090)
+    found = {p.point_id: p for p in check(instrumented_090, catalog).points}
+    method, wrapper = found[FETCH_METHOD], found[FETCH_WRAPPER]
+    assert (method.status, method.reason) == (Status.BROKEN, Reason.UNSET_ATTRIBUTE)
+    assert method.message.startswith("'self.global_steps' is read by the code")
+    assert (wrapper.status, wrapper.reason) == (Status.BROKEN, Reason.REQUIREMENT)
+    assert FETCH_METHOD in wrapper.message
+    assert _cli("check", instrumented_090).exit_code == exits.FAILED
+    result = verify(instrumented_090, catalog)
+    failing = [f for f in result.findings if not f.ok and f.check is Check.NAMES]
+    assert any(f.message.startswith(f"{FETCH_METHOD}: 'self.global_steps'") for f in failing)

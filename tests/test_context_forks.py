@@ -472,3 +472,44 @@ def test_a_fork_line_inside_one_block_drifts_that_point_alone_with_one_diff(
     pristine = (verl_090 / RAY_TRAINER).read_text(encoding="utf-8")
     assert pristine.count(EXTRACTED) == 1
     assert (tree / RAY_TRAINER).read_text(encoding="utf-8") == pristine.replace(EXTRACTED, EXTRACTED + REWARD_FORK_LINE)
+
+
+DISPATCH = "flow.v0.dispatch-worker"
+DISPATCH_UIDS = (
+    '                _traj_uids = _chunk.non_tensor_batch.get("traj_uid", np.array(["N/A"] * len(_chunk)))\n'
+)
+CHUNKED = "        chunkes = prompts.chunk(len(self.agent_loop_workers))\n"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("fork_line", "where"),
+    [
+        ('                logger.info("fork: dispatching a chunk")\n', "inside the loop"),
+        ('            logger.info("fork: a training batch")\n', "inside the if"),
+    ],
+)
+def test_remove_force_takes_the_dispatch_block_out_whole_around_a_fork_line(
+    verl_090: Path, instrumented_090: Path, catalog: Catalog, tmp_path: Path, fork_line: str, where: str
+) -> None:
+    """A fork line inside flow.v0.dispatch-worker's `if` (or its loop): remove --force took out the
+    trace_flow call alone and left the `if`, the `for` and `_traj_uids`, and the point could never be
+    applied again (its own locals conflicted). The block goes whole, the fork's line stays where the
+    block stood: the tree is verl's but for that line, and apply places the point again."""
+    tree = _copy(instrumented_090, tmp_path)
+    loop = "            for _worker_idx, _chunk in enumerate(chunkes):\n"
+    if where == "inside the loop":
+        _edit(tree, AGENT_LOOP, DISPATCH_UIDS, DISPATCH_UIDS + fork_line)
+    else:
+        _edit(tree, AGENT_LOOP, loop, fork_line + loop)
+    assert _statuses(check(tree, catalog))[DISPATCH] is Status.DRIFTED
+    removed = remove(tree, catalog, force=True)
+    assert exits.remove_exit(removed) == exits.OK
+    assert set(_statuses(removed).values()) <= {Status.REMOVED, Status.MISSING}
+    pristine = (verl_090 / AGENT_LOOP).read_text(encoding="utf-8")
+    assert pristine.count(CHUNKED) == 1
+    hoisted = "        " + fork_line.lstrip()  # the block's own indentation: the fork's line runs where it stood
+    assert (tree / AGENT_LOOP).read_text(encoding="utf-8") == pristine.replace(CHUNKED, CHUNKED + hoisted)
+    again = apply(tree, catalog)
+    assert exits.apply_exit(again) == exits.OK and _statuses(again)[DISPATCH] is Status.APPLIED
+    assert exits.check_exit(check(tree, catalog)) == exits.OK

@@ -14,7 +14,8 @@ apply/<case>/
 remove/<case>/     apply then remove, as a user runs them (the manifest apply writes is kept between).
     applied.py     what apply makes of before.py (the runs of `steps.yaml`, else one of every point).
     steps.yaml     optional: `apply:` and `remove:`, each a list of runs, a run the point ids it
-                   names (`--only`); without one, each is one run of every point.
+                   names (`--only`); without one, each is one run of every point. `force: true`:
+                   remove runs with --force.
     edited.py      optional: the file as the user edits it after apply (before remove runs).
     removed.py     what remove gives back when it is not before.py (needed with edited.py).
     expected.yaml  optional: the points remove keeps (as for apply), with what check reports on
@@ -37,7 +38,7 @@ import io
 import shutil
 import tokenize
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -369,11 +370,20 @@ def _steps(case: Path, operation: str) -> list[Selection]:
     return [Selection(only=frozenset(run)) for run in runs] if runs else [ALL]
 
 
-def _run_steps(root: Path, catalog: Catalog, operation: Operation, selections: list[Selection]) -> RunResult:
+def _forced(case: Path) -> dict[str, bool]:
+    """remove's keyword arguments: `force` when steps.yaml says so."""
+    steps = case / "steps.yaml"
+    force = bool(yaml.safe_load(steps.read_text(encoding="utf-8")).get("force")) if steps.exists() else False
+    return {"force": True} if force else {}
+
+
+def _run_steps(
+    root: Path, catalog: Catalog, operation: Operation, selections: list[Selection], **kwargs: Any
+) -> RunResult:
     """Run each selection in turn; the last run's result."""
     result = None
     for selection in selections:
-        result = operation(root, catalog, selection)
+        result = operation(root, catalog, selection, **kwargs)
         assert not result.error, result.error
         assert not [f.error for f in result.files if f.error]
         problems = [(p.point_id, p.status.value, p.message) for p in result.points if p.status is Status.ERROR]
@@ -398,16 +408,19 @@ def test_remove_gives_back_what_apply_found(case: Path, tmp_path: Path) -> None:
         (root / TARGET).write_bytes((case / "edited.py").read_bytes())
         if expected.points:
             _assert_points(check(root, catalog, ALL), expected, "check", {Status.PRESENT})
-    removed = _run_steps(root, catalog, remove, _steps(case, "remove"))
+    removed = _run_steps(root, catalog, remove, _steps(case, "remove"), **_forced(case))
     _assert_points(removed, expected, "remove", {Status.REMOVED})
     wanted = case / ("removed.py" if (case / "removed.py").exists() else "before.py")
     assert (root / TARGET).read_bytes() == wanted.read_bytes()
     kept = any(p.status is Status.KEPT for p in removed.points)
     assert (root / ".trace-instrument.json").exists() == kept, "the manifest stays exactly while a point does"
     files = _files(root)
-    again = remove(root, catalog, _steps(case, "remove")[-1])
+    again = remove(root, catalog, _steps(case, "remove")[-1], **_forced(case))
     assert not again.error and _files(root) == files, "a second remove changes nothing"
     assert all(p.status in (Status.MISSING, Status.KEPT) for p in again.points)
+    if _forced(case) and not kept:  # all out, the fork's lines aside: apply places the points again
+        assert exits.apply_exit(apply(root, catalog, ALL)) == exits.OK
+        assert exits.check_exit(check(root, catalog, ALL)) == exits.OK
 
 
 # -- check: code already in the file -----------------------------------------------------------
@@ -419,7 +432,12 @@ def test_check_reports_the_code_in_place(case: Path, tmp_path: Path) -> None:
     before = (case / "before.py").read_bytes()
     result, root = _operate(case, tmp_path, before, check)
     _assert_points(result, expected, "check", {Status.PRESENT})
-    assert exits.check_exit(result) == expected.exit["check"]
+    # the case's code stands without the manifest apply writes: the tree is unfinished (no manifest)
+    # when some point's code is in place, as the case expects it; its points decide the rest
+    wanted = [(expected.of(p.point_id, "check") or {"status": "present"})["status"] for p in result.points]
+    code_there = any(s in ("present", "drifted", "moved", "stale", "broken") for s in wanted)
+    assert [p.reason for p in result.unfinished] == ([Reason.NO_MANIFEST] if code_there else [])
+    assert exits.check_exit(replace(result, unfinished=())) == expected.exit["check"]
     assert _files(root) == {TARGET: before}
 
 

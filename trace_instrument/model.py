@@ -81,6 +81,7 @@ class Status(str, enum.Enum):
     SKIPPED = "skipped"  # not attempted (requirement not in place, file error, ...)
     KEPT = "kept"  # remove left it in place (edited by hand, still needed, unknown to the catalog)
     UNEXPECTED = "unexpected"  # tracing code no point accounts for
+    UNFINISHED = "unfinished"  # a killed run left the tree so: code no manifest records, or staged copies
     ERROR = "error"
 
     @property
@@ -115,6 +116,8 @@ class Reason(str, enum.Enum):
     NOT_ON_EVERY_PATH = "not-on-every-path"  # what it sets up for other code may be skipped where it stands
     BEFORE_BLOCK_EXIT = "before-block-exit"  # it reads what a block writes on exit, inside or before that block
     UNKNOWN_POINT = "unknown-point"  # in the manifest, not in the catalog
+    NO_MANIFEST = "no-manifest"  # tracing code in the tree, and no manifest recording it
+    STAGING_LEFTOVERS = "staging-leftovers"  # staged copies (*.ti-tmp) a killed run left next to their targets
     INTERNAL = "internal"  # a bug in the tool
 
 
@@ -520,6 +523,7 @@ class ChangeKind(str, enum.Enum):
     SOURCE = "source"
     RUNTIME = "runtime"
     MANIFEST = "manifest"
+    LEFTOVER = "leftover"  # a staged copy a killed run left, removed (never in a patch: pristine has none)
 
 
 class ChangeState(str, enum.Enum):
@@ -601,6 +605,7 @@ class RunResult:
     other_changes: tuple[FileChange, ...] = ()  # the runtime package's files, the manifest
     verl_version: str = ""  # the checkout's verl release ("" when it does not say)
     validated_on: tuple[str, ...] = ()  # the releases the catalog was validated on
+    unfinished: tuple[PointResult, ...] = ()  # check: what a killed run left (status UNFINISHED, id "tree")
 
     @property
     def points(self) -> tuple[PointResult, ...]:

@@ -67,6 +67,7 @@ class _EditsByStatement:
     before: dict[int, list[tuple[int, Statements, bool, int]]] = field(default_factory=dict)  # rank, stmts, take, keep
     after: dict[int, list[tuple[int, Statements]]] = field(default_factory=dict)
     removed: dict[int, int] = field(default_factory=dict)  # statement -> leading lines it owns
+    kept: dict[int, list[cst.CSTNode]] = field(default_factory=dict)  # removed statement -> what stays of it
     rewrites: dict[int, _Rewrite] = field(default_factory=dict)  # keyed by the region's first statement
     swaps: dict[int, cst.BaseExpression] = field(default_factory=dict)  # expression -> replacement
     targets: set[int] = field(default_factory=set)  # statements the pass must reach
@@ -307,6 +308,9 @@ def _plan_removal(plan: _EditsByStatement, mapping: CstMap, block: Block, record
     if edit.kind.inserts:
         first = mapping.statement(block.top[0])
         plan.removed[id(first)] = own_leading_count(edit.template) if block.exact else 0
+        if block.kept:  # the fork's lines inside a hand-edited block stay where the block stood
+            plan.removed[id(first)] = _template_comments_above(first, edit.template)
+            plan.kept[id(first)] = [mapping.statement(s) for s in block.kept]
         for stmt in block.top[1:]:
             plan.removed[id(mapping.statement(stmt))] = -1
         plan.targets.update(id(mapping.statement(s)) for s in block.top)
@@ -331,6 +335,21 @@ def _plan_removal(plan: _EditsByStatement, mapping: CstMap, block: Block, record
             _plan_unrewrite(plan, mapping, block, recorded.headers.get(block))
         else:
             _plan_restore(plan, mapping, block, exact)
+
+
+def _template_comments_above(node: cst.CSTNode, template: Template) -> int:
+    """How many of the lines above a hand-edited block are the template's own comment lines, as it
+    put them there (the last lines above it, equal one for one); the others are the fork's."""
+    own = (
+        list(template_nodes(template)[0].leading_lines)[-own_leading_count(template) :]
+        if template.leading_lines
+        else []
+    )
+    above = list(getattr(node, "leading_lines", ()))
+    if not own or len(above) < len(own):
+        return 0
+    said = [(line.comment.value if line.comment else None) for line in above[-len(own) :]]
+    return len(own) if said == [(line.comment.value if line.comment else None) for line in own] else 0
 
 
 def _plan_restore(plan: _EditsByStatement, mapping: CstMap, block: Block, text: str) -> None:
@@ -546,7 +565,10 @@ class _Editor(cst.CSTTransformer):
         for original, new in zip(originals, updated):
             self.updated[id(original)] = new
         for original in originals:
-            self.expanded[id(original)] = [] if id(original) in plan.removed else self._around(original)
+            if id(original) in plan.removed:
+                self.expanded[id(original)] = [self._updated_of(k) for k in plan.kept.get(id(original), [])]
+            else:
+                self.expanded[id(original)] = self._around(original)
         out: Statements = []
         carry: list[cst.EmptyLine] = []
         index = 0

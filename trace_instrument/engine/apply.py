@@ -20,7 +20,7 @@ from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.modules import parse_file
 from trace_instrument.edit.transform import EditError, edit_module
-from trace_instrument.engine import releases, runtime
+from trace_instrument.engine import releases, runtime, unfinished
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
 from trace_instrument.engine.assess import (
     Assessment,
@@ -43,6 +43,7 @@ from trace_instrument.locate.names import NameTable
 from trace_instrument.locate.runnable import PointNames
 from trace_instrument.model import (
     Catalog,
+    ChangeKind,
     ContextIssue,
     Extents,
     FileError,
@@ -128,9 +129,38 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
     writes = [p.write for p in runtime_plan if p.write is not None]
     writes += [PendingWrite(o.result.path, o.data, o.before) for o in outcomes.values() if o.data is not None]
     manifest_write = _manifest_write(base, catalog, manifest, outcomes, runtime_plan, writes)
+    if manifest_write is not None and unfinished.manifest_lost(base) and unfinished.instrumented(result.points):
+        manifest_write = _as_clean_apply(base, catalog, selection, manifest_write, outcomes, runtime_plan)
     if manifest_write is not None:
         writes.append(manifest_write)
+    # a killed run's staged copies go last (those next to a file written now went when it was staged)
+    writes += [PendingWrite(path, None, kind=ChangeKind.LEFTOVER) for path in unfinished.leftovers(base, catalog)]
     return commit(base, result, writes, write=options.write)
+
+
+def _as_clean_apply(
+    base: Path,
+    catalog: Catalog,
+    selection: Selection,
+    planned: PendingWrite,
+    outcomes: dict[str, _Outcome],
+    runtime_plan: list[runtime.RuntimePlan],
+) -> PendingWrite:
+    """A lost manifest of an instrumented tree (a run killed before writing it): what a clean apply
+    records for the tree this run leaves, when one gives it back exactly; else the `planned` one
+    (what can be told from the tree: no originals of the rewrites, no imports apply added)."""
+    after: dict[str, bytes | None] = {}
+    for path, outcome in outcomes.items():
+        after[path] = outcome.data if outcome.data is not None else _bytes(base / path)
+    for plan in runtime_plan:
+        write = plan.write
+        after[plan.file.path] = write.data if write is not None else _bytes(base / plan.file.path)
+    clean = unfinished.clean_manifest(base, catalog, selection, after)
+    return planned if clean is None else replace(planned, data=clean)
+
+
+def _bytes(path: Path) -> bytes | None:
+    return path.read_bytes() if path.is_file() else None
 
 
 def _manifest_write(

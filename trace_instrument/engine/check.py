@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trace_instrument.caches import PickleCache, digest, file_digest
-from trace_instrument.engine import runtime
+from trace_instrument.engine import runtime, unfinished
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.parallel import file_size, map_in_order
@@ -66,6 +66,7 @@ def check(root: str | Path, catalog: Catalog, selection: Selection = Selection()
         runtime_files=tuple(shown),
         verl_version=verl_version(base),
         validated_on=catalog.validated_on,
+        unfinished=unfinished.problems(base, catalog, files),
     )
 
 
@@ -210,6 +211,9 @@ _NOT_PLACEABLE = frozenset(
 _ABSENT = frozenset({Status.MISSING, Status.REFUSED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.NOT_APPLICABLE})
 # ... or has code that may not run before the code that needs it
 _NOT_RUNNING = _ABSENT | {Status.CONTEXT_CHANGED}
+# ... or has code that raises when it runs (an attribute nothing sets: apply cannot add it, and the
+# code that requires it runs it, say a loop over a method the point defines)
+_RAISES = frozenset({Reason.UNSET_ATTRIBUTE})
 
 
 def _requirements_met(files: list[FileResult], catalog: Catalog, selected: frozenset[str]) -> list[FileResult]:
@@ -223,14 +227,17 @@ def _requirements_met(files: list[FileResult], catalog: Catalog, selected: froze
             break
         files = settled
     status = {p.point_id: p.status for f in files for p in f.points}
+    failing = {p.point_id for f in files for p in f.points if p.status is Status.BROKEN and p.reason in _RAISES}
 
     def unmet(result: PointResult) -> PointResult:
-        gone = [r for r in requires.get(result.point_id, ()) if status.get(r) in _NOT_RUNNING]
+        gone = [r for r in requires.get(result.point_id, ()) if status.get(r) in _NOT_RUNNING or r in failing]
         if result.status not in (Status.PRESENT, Status.BROKEN) or not gone:
             return result
         what = ", ".join(f"{r} ({status[r].value})" for r in gone)
         if all(status[r] is Status.CONTEXT_CHANGED for r in gone):
             why = "whose code may not run before this point's (see its status)"
+        elif all(r in failing for r in gone):
+            why = "whose code raises when it runs (see its status)"
         else:
             why = "whose code is not here; `trace-instrument apply` puts it back"
         if result.status is Status.BROKEN:  # already, by its names: say where they would come from

@@ -232,6 +232,22 @@ def _held_message(root: Path, holder: LockHolder | None) -> str:
     return f"{message}: pid {holder.pid} ({holder.command}); wait for it to end, or end it"
 
 
+def held_by_a_run(root: Path) -> bool:
+    """Does a run hold the checkout's lock now (its staged copies are then work in progress)? Only
+    looks: the lock file is neither created nor removed."""
+    try:
+        handle = os.open(root / LOCK_NAME, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(handle)  # (closing it releases a shared lock taken here)
+    return False
+
+
 def _same_file(handle: int, path: Path) -> bool:
     try:
         return os.path.samestat(os.fstat(handle), os.stat(path))
@@ -446,6 +462,19 @@ def _real_target(root: Path, relative: str) -> Path:
         how = "is a link to" if target.is_symlink() else "leads through a link to"
         raise CheckoutError(f"{relative}: {how} {resolved}, outside the checkout; refusing to write it")
     return resolved if target.is_symlink() else target
+
+
+def is_staged(name: str) -> bool:
+    """Is a file name one of a staged copy (`.NAME.XXXX.ti-tmp`, next to its target NAME)?"""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
+
+
+def staged_in(folder: Path) -> list[Path]:
+    """The staged copies in a folder (a killed run's leftovers when no run is writing), sorted."""
+    try:
+        return sorted(p for p in folder.iterdir() if is_staged(p.name) and p.is_file() and not p.is_symlink())
+    except OSError:
+        return []
 
 
 def _drop_leftovers(target: Path) -> None:

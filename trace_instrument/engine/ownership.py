@@ -30,7 +30,7 @@ import sys
 from importlib import machinery
 from pathlib import Path
 
-from trace_instrument.engine.files import TEMP_SUFFIX
+from trace_instrument.engine.files import is_staged
 from trace_instrument.model import RuntimeFile, RuntimeStatus
 
 # Python's own loaders, in the order its path finder tries them
@@ -108,7 +108,7 @@ def foreign_folder(root: Path, target_dir: str, files: list[RuntimeFile], record
     if recorded or any(f.status in OURS for f in files) or not folder.is_dir():
         return None
     try:
-        names = sorted(n for n in os.listdir(folder) if n != CACHE and not _staged(n))
+        names = sorted(n for n in os.listdir(folder) if n != CACHE and not is_staged(n))
     except OSError as exc:
         return _not_ours(target_dir, f"{target_dir}/ cannot be read ({exc.strerror}): make it readable")
     if not names:
@@ -334,11 +334,6 @@ def stale_item(root: Path, source: Path, pyc: Path, why: str) -> RuntimeFile:
         detail=f"{relative}: Python loads this bytecode instead of {source.name}; it is {why}: delete it "
         "(Python compiles the source again)",
     )
-
-
-def _staged(name: str) -> bool:
-    """A copy a killed run staged next to its target (the next run clears it)."""
-    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
 
 
 def _not_ours(relative: str, detail: str) -> RuntimeFile:

@@ -9,7 +9,7 @@ from trace_instrument.engine.manifest import parse
 from trace_instrument.engine.runtime import digest
 from trace_instrument.model import ChangeKind, ChangeState, ChangeSummary, FileChange, RunResult
 
-EVERY_KIND = frozenset(ChangeKind)
+EVERY_KIND = frozenset(ChangeKind) - {ChangeKind.LEFTOVER}  # what a patch on the pristine tree holds
 
 
 def changes(result: RunResult) -> Iterator[FileChange]:
@@ -31,6 +31,7 @@ def patch_bytes(result: RunResult, context: int = 3) -> bytes:
     return b"".join(
         file_patch(c.path, c.before, c.after, context).encode(_encoding(c.before if c.before is not None else c.after))
         for c in changes(result)
+        if c.kind in EVERY_KIND
     )
 
 

@@ -25,7 +25,7 @@ from trace_instrument.edit.imports import ImportChanges, prune_imports
 from trace_instrument.edit.modules import parse_file
 from trace_instrument.edit.regions import Original
 from trace_instrument.edit.transform import EditError, edit_module
-from trace_instrument.engine import releases, runtime
+from trace_instrument.engine import releases, runtime, unfinished
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
 from trace_instrument.engine.assess import drift_message, stale_state, unbounded_message
 from trace_instrument.engine.check import unexpected_calls, unexpected_elsewhere
@@ -37,10 +37,12 @@ from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import one_file, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.locate import Block, FileLocator, PointState
-from trace_instrument.locate.names import BUILTINS, NameTable
+from trace_instrument.locate.handedits import nested_in_template, whole_block
+from trace_instrument.locate.names import BUILTINS, NameTable, one_line
 from trace_instrument.model import (
     TRACING_MODULE,
     Catalog,
+    ChangeKind,
     FileError,
     FileProblemKind,
     FileResult,
@@ -132,6 +134,8 @@ def _remove(
     updated = manifest.updated([], gone=gone, baselines={}, runtime={} if runtime_gone else None, replaced=replaced)
     if updated != manifest or (not updated.points and (base / MANIFEST_NAME).exists()):
         writes.append(updated.write(f"trace-instrument {__version__}"))
+    # a killed run's staged copies go too (those next to a file written now went when it was staged)
+    writes += [PendingWrite(path, None, kind=ChangeKind.LEFTOVER) for path in unfinished.leftovers(base, catalog)]
     return commit(base, result, writes, write=write)
 
 
@@ -247,8 +251,8 @@ def _remove_from_file(
         except (EditError, PairingError, cst.ParserSyntaxError, SyntaxError) as exc:
             return _Removal(_failed(work, plans, exc))
         breaking = _would_break(work, output, taking)
-        for plan in breaking:
-            plan.keep(Reason.WOULD_BREAK, "kept: the code that stays reads names only this point's code binds")
+        for plan, lost in breaking.items():
+            plan.keep(Reason.WOULD_BREAK, _breaking_message(plan, lost))
         moving = [] if breaking else _would_move(work, output, taking, context.manifest)
         for plan, moved in moving:
             together = " ".join(f"--only {i}" for i in [plan.point.id, *moved])
@@ -327,9 +331,14 @@ def _plan(work: FileWork, point: Point, context: _RemoveRun) -> _PointRemoval:
     if context.force:
         rewrites = [run for run in state.edited if records_edit(run.edit)]
         if not rewrites:
-            return _PointRemoval(
-                point, point_result(point, Status.REMOVED, line=state.line), _forced_blocks(work, point)
-            )
+            forced = _forced_blocks(work, point)
+            if isinstance(forced, str):
+                message = f"{drift_message(state)}; kept: {forced}"
+                result = point_result(
+                    point, Status.KEPT, line=state.line, message=message, reason=Reason.EDITED_BY_HAND
+                )
+                return _PointRemoval(point, result, [])
+            return _PointRemoval(point, point_result(point, Status.REMOVED, line=state.line), forced)
         first = min(s.lineno for run in rewrites for s in run.stmts)
         last = max(s.end_lineno or s.lineno for run in rewrites for s in run.stmts)
         message = (
@@ -361,14 +370,40 @@ def _left_behind(work: FileWork, context: _RemoveRun, plans: dict[str, _PointRem
     return [replace(r, message=r.message + LEFT_BEHIND) for r in unexpected_calls(work, context.catalog, stale)]
 
 
-def _forced_blocks(work: FileWork, point: Point) -> list[Block]:
-    """The point's blocks found intact, and each hand-edited block whole."""
+def _forced_blocks(work: FileWork, point: Point) -> list[Block] | str:
+    """The point's blocks found intact, and each hand-edited block whole; the fork's lines inside
+    a block stay where they stand (inside one of the template's own blocks, an `if` or a loop:
+    where that block stood). Or why not (a hand-edited run inside a block of the template that is
+    not the template's any more: taking the run alone out would leave the rest of its code)."""
     state = work.state(point)
     blocks = list(state.blocks)
+    others = _others_code(work, point)
     for edited in state.edited:
+        if nested_in_template(edited):
+            whole = whole_block(work.locator.index, edited, others)
+            if whole is None:
+                return (
+                    f"--force would take out lines {edited.first_line}-{edited.last_line} of its code alone: the "
+                    "block around them is not the template's any more (its header or shape edited); put it back "
+                    "as the template has it, or take the point's code out by hand"
+                )
+            blocks.append(Block(point, edited.edit, [whole.top], [whole.top], exact=False, kept=whole.foreign))
+            continue
         for stmts in edited.fragments:  # the fork's lines inside a block stay
             blocks.append(Block(point, edited.edit, stmts, stmts, exact=False))
     return blocks
+
+
+def _others_code(work: FileWork, point: Point) -> frozenset[int]:
+    """Ids of the statements of the file's other points (found intact or edited by hand)."""
+    found: set[int] = set()
+    for other in work.points:
+        if other.id == point.id:
+            continue
+        state = work.state(other)
+        found.update(id(s) for block in state.blocks for s in (*block.top, *block.instrumentation))
+        found.update(id(s) for run in state.edited for s in run.own)
+    return frozenset(found)
 
 
 def _failed(work: FileWork, plans: dict[str, _PointRemoval], exc: Exception) -> FileResult:
@@ -555,18 +590,39 @@ def _in_place(locator: FileLocator, point: Point) -> bool:
     return state.complete and all(locator.finder.misplaced(point, block) is None for block in state.blocks)
 
 
-def _would_break(work: FileWork, output: _Output, taking: list[_PointRemoval]) -> list[_PointRemoval]:
-    """The plans whose removal takes away the binding of a name the remaining code still reads."""
+def _would_break(work: FileWork, output: _Output, taking: list[_PointRemoval]) -> dict[_PointRemoval, set[str]]:
+    """The plans whose removal takes away the binding of a name the remaining code still reads,
+    with those names."""
     updated = output.text
     bound = {plan.point.id: _bound_by(plan) for plan in taking}
     # a name read after the removal is in its text: one the blocks bind and the text never says is lost to none
     said = {name for names in bound.values() for name in names if re.search(rf"\b{re.escape(name)}\b", updated)}
     if not said:
-        return []
+        return {}
     before = _unbound_reads(NameTable(work.tree, source=work.text))
     after = _unbound_reads(NameTable(output.tree, source=updated))
     lost = {name for name, _scope in after - before}
-    return [plan for plan in taking if bound[plan.point.id] & lost]
+    return {plan: bound[plan.point.id] & lost for plan in taking if bound[plan.point.id] & lost}
+
+
+def _breaking_message(plan: _PointRemoval, lost: set[str]) -> str:
+    """Why a removal is refused: the code that stays reads what only the point binds; the fork's
+    lines inside a block taken out by force, named when they are that code."""
+    readers = [
+        stmt
+        for block in plan.blocks
+        for stmt in block.kept
+        if any(isinstance(n, ast.Name) and n.id in lost for n in ast.walk(stmt))
+    ]
+    if not readers:
+        return "kept: the code that stays reads names only this point's code binds"
+    lines = ", ".join(f"{s.lineno} (`{one_line(s, 60)}`)" for s in readers)
+    names = ", ".join(f"'{n}'" for n in sorted(lost))
+    which, reads, them = ("line", "reads", "it") if len(readers) == 1 else ("lines", "read", "them")
+    return (
+        f"kept: the fork's {which} {lines} inside its block {reads} {names}, which only the block binds; "
+        f"move {them} out of the block (or delete {them}) and remove again"
+    )
 
 
 def _bound_by(plan: _PointRemoval) -> set[str]:
@@ -579,6 +635,7 @@ def _bound_by(plan: _PointRemoval) -> set[str]:
         kept = {id(s) for s in caps.statements.values()} if caps is not None else set()
         if caps is not None:
             kept.update(id(s) for body in caps.bodies.values() for s in body)
+        kept.update(id(s) for s in block.kept)  # the fork's lines it leaves where it stood
         for stmt in block.top:
             if id(stmt) not in kept:
                 names.update(_scope_bindings(stmt, kept))

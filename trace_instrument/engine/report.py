@@ -125,10 +125,13 @@ def report(root: str | Path, catalog: Catalog) -> Report:
         facilities=_facilities(checked, catalog),
         calls=_calls(proof),
         stages=_stages(base, catalog),
-        not_in_place=tuple(
-            p
-            for p in checked.points
-            if p.status not in (Status.PRESENT, Status.NOT_APPLICABLE) and _is_core(p, catalog)
+        not_in_place=(
+            *(
+                p
+                for p in checked.points
+                if p.status not in (Status.PRESENT, Status.NOT_APPLICABLE) and _is_core(p, catalog)
+            ),
+            *checked.unfinished,  # what a killed run left: not the tree the report vouches for
         ),
         verify=proof,
     )

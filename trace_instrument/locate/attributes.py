@@ -65,6 +65,13 @@ class ClassAttributes:
                 _READ.pop(next(iter(_READ)))
         return entry[1]
 
+    def learn(self, class_node: ast.ClassDef, text: str) -> None:
+        """Read a class that is not in the module yet (a point inserts it) from `text`, the code it
+        comes from; its bases are looked up in the module it goes in."""
+        entry = _READ.get(id(class_node))
+        if entry is None or entry[0] is not class_node:
+            self._info(class_node, Module(ast.Module(body=[], type_ignores=[]), text.splitlines()))
+
     def sets(self, class_node: ast.ClassDef, name: str) -> bool | None:
         """Does the class (or a base) set attribute `name` on its instances? None: cannot tell."""
         return self._sets(class_node, self.code, self.module, name, set())
@@ -156,7 +163,7 @@ def _read(node: ast.ClassDef, code: Module) -> _Class:
             attributes.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
     text = code.lines[node.lineno - 1 : node.end_lineno or node.lineno]
     maybe_dynamic = any(word in line for line in text for word in _DYNAMIC_WORDS)
-    for method in _methods(node.body):
+    for method in methods(node.body):
         instance = instance_name(method)
         if instance is None:
             continue
@@ -191,7 +198,7 @@ def _set_by_name(method: ast.FunctionDef | ast.AsyncFunctionDef, instance: str) 
 def _reads(node: ast.ClassDef) -> dict[str, tuple[int, ...]]:
     """attribute -> ids of the nodes of the class's methods that read it on the instance."""
     reads: dict[str, list[int]] = {}
-    for method in _methods(node.body):
+    for method in methods(node.body):
         instance = instance_name(method)
         for sub in ast.walk(method) if instance is not None else ():
             if isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Load) and dotted(sub.value) == instance:
@@ -227,7 +234,7 @@ def _targets(stmt: ast.stmt) -> list[ast.expr]:
     return []
 
 
-def _methods(stmts: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+def methods(stmts: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     """The defs of a class body (under its `if`s and `try`s too), not those nested in them."""
     found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
     for stmt in stmts:
@@ -235,9 +242,9 @@ def _methods(stmts: list[ast.stmt]) -> list[ast.FunctionDef | ast.AsyncFunctionD
             found.append(stmt)
         elif not isinstance(stmt, ast.ClassDef):
             for name in ("body", "orelse", "finalbody"):
-                found += _methods(getattr(stmt, name, None) or [])
+                found += methods(getattr(stmt, name, None) or [])
             for handler in getattr(stmt, "handlers", []):
-                found += _methods(handler.body)
+                found += methods(handler.body)
     return found
 
 

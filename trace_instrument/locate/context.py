@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from trace_instrument.locate.anchors import Placement
-from trace_instrument.locate.attributes import ClassAttributes
+from trace_instrument.locate.attributes import ClassAttributes, methods
 from trace_instrument.locate.flow import (
     Flow,
     Overlay,
@@ -300,25 +300,30 @@ class ContextChecks:
             found.ctx(setter.point, issue)
 
     def _judge_class_sets(self, piece: _Piece, node: ast.Attribute, method: ast.AST, found: _Findings) -> None:
-        """A business attribute the code reads on self: the class, or one of its bases, sets it. Not
-        judged: reads in a method the point defines (they run when it is called), and attributes the
-        class's business code reads too (the tracing is no worse off than the code around it)."""
-        if id(method) in piece.own:
-            return
+        """A business attribute the code reads on self: the class, or one of its bases, sets it. A
+        method (or class) the point defines is judged as inline code is: it runs when called, and
+        then raises as surely. Not judged: attributes the class's business code reads too (the
+        tracing is no worse off than the code around it)."""
         owner = self._class_of(piece, method)
         assert self.classes is not None  # (judged only with them)
+        if owner is not None and piece.planned and id(owner) in piece.own:
+            self.classes.learn(owner, piece.edit.template.text)  # a class the point inserts: its own text
         # what the class's own code does first: its bases may be in other files, parsed when asked
         if owner is None or self.classes.sets_itself(owner, node.attr) is not False:
             return
-        if self.classes.read_by(owner, node.attr, self._piece_of_node):
-            return
+        if id(owner) not in piece.own and self.classes.read_by(owner, node.attr, self._piece_of_node):
+            return  # (a class the point defines is no business code)
         if self.classes.sets(owner, node.attr) is not False:
             return  # set somewhere, or cannot tell
         issue = NameIssue(f"self.{node.attr}", piece.node_line(node), Reason.UNSET_ATTRIBUTE, owner.name)
         found.name(piece.point, issue)
 
     def _class_of(self, piece: _Piece, method: ast.AST) -> ast.ClassDef | None:
-        """The class a method is defined in (a def of planned code: the class it goes in)."""
+        """The class a method is defined in: a class of the point's own code holding it, else the
+        class the point's code goes in (a def of planned code), else the file's class around it."""
+        inserted = next((c for c in _own_classes(piece) if any(m is method for m in methods(c.body))), None)
+        if inserted is not None:
+            return inserted
         if isinstance(piece.owner, ast.ClassDef) and method is not piece.owner:
             return piece.owner
         try:
@@ -623,6 +628,14 @@ def _evaluated(stmt: ast.stmt) -> Iterator[ast.AST]:
         yield node
         if not isinstance(node, ast.Lambda):
             pending.extend(ast.iter_child_nodes(node))
+
+
+def _own_classes(piece: _Piece) -> Iterator[ast.ClassDef]:
+    """The classes the piece's own code defines (at any depth)."""
+    for top in piece.stmts:
+        for node in ast.walk(top):
+            if isinstance(node, ast.ClassDef) and id(node) in piece.own:
+                yield node
 
 
 def _ran(piece: _Piece) -> str:

@@ -9,6 +9,10 @@ statements between them are one block (the fork wrote lines into the point's
 code): the statements between are the fork's. Diffs show exactly that block
 against the template, `remove --force` takes its statements out but the fork's,
 and the names its statements bind are the point's, not the business code's.
+
+A fork's line written deeper, inside one of the template's own blocks (its `if`, its loop),
+cuts no run: the run around the markers is then only part of the point's code. `whole_block`
+finds the statement around it that is the template's block, and the fork's statements in it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from trace_instrument.locate.index import FileIndex, position, statement_key
+from trace_instrument.locate.index import BLOCK_FIELDS, FileIndex, is_block, position, statement_key, statement_print
 from trace_instrument.locate.match import Matcher
 from trace_instrument.model import TRACING_NAMES, Edit, Point
 from trace_instrument.spec.signatures import call_name, signatures_in
@@ -153,3 +157,100 @@ def _same_tracing_call(stmt: ast.stmt, edit: Edit) -> bool:
         isinstance(t, ast.Expr) and isinstance(t.value, ast.Call) and call_name(t.value) == name
         for t in edit.template.stmts
     )
+
+
+@dataclass(frozen=True, eq=False)
+class WholeBlock:
+    """The template's block statement holding a hand-edited run, and the fork's statements in it."""
+
+    top: ast.stmt  # the file's statement that is one of the template's block statements
+    foreign: tuple[ast.stmt, ...]  # the fork's statements inside it, in file order (not nested in each other)
+
+
+def nested_in_template(edited: EditedBlock) -> bool:
+    """Is the run only a part of the template's code, the block statements around it not in it
+    (no statement of the run is like one of the template's top-level statements)?"""
+    tops = edited.edit.template.stmts
+    return any(is_block(t) for t in tops) and not any(_like_simple(t, s) for t in tops for s in edited.own)
+
+
+def whole_block(index: FileIndex, edited: EditedBlock, others: frozenset[int]) -> WholeBlock | None:
+    """The statement around a run that is the template's block with the fork's lines in it: its
+    header and those of the blocks in it as the template says, and more of its statements the
+    template's than the fork's. None when there is none (`others`: ids of other points' statements,
+    never the fork's)."""
+    blocks = [t for t in edited.edit.template.stmts if is_block(t)]
+    for ancestor in reversed(index.site(edited.stmts[0]).ancestors):  # innermost first
+        if not isinstance(ancestor, ast.stmt) or isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            break  # not past a clause or a def: a template block has neither
+        for template in blocks:
+            aligned = _aligned(template, ancestor, others)
+            if aligned is not None and aligned[0] > len(aligned[1]):
+                return WholeBlock(ancestor, tuple(aligned[1]))
+    return None
+
+
+def _aligned(template: ast.stmt, stmt: ast.stmt, others: frozenset[int]) -> tuple[int, list[ast.stmt]] | None:
+    """(how many of the template's statements the block holds, the fork's statements in it), when
+    `stmt` is the template's block statement: the same header, and so for each block in it."""
+    if type(template) is not type(stmt) or statement_print(template) != statement_print(stmt):
+        return None
+    if getattr(template, "handlers", None) or getattr(template, "cases", None):
+        return None  # (no template's block is a try with handlers or a match)
+    matched, foreign = 1, list[ast.stmt]()
+    for name in BLOCK_FIELDS:
+        body = _aligned_body(getattr(template, name, None) or [], getattr(stmt, name, None) or [], others)
+        if body is None:
+            return None
+        matched, foreign = matched + body[0], foreign + body[1]
+    return matched, foreign
+
+
+def _aligned_body(
+    templates: list[ast.stmt], stmts: list[ast.stmt], others: frozenset[int]
+) -> tuple[int, list[ast.stmt]] | None:
+    """The statements of one block, each the template's next one (or a later: the fork deleted
+    some) or the fork's own."""
+    matched, foreign, at = 0, list[ast.stmt](), 0
+    for stmt in stmts:
+        found = None
+        for index in range(at, len(templates)):
+            if is_block(templates[index]):
+                inner = _aligned(templates[index], stmt, others)
+                if inner is not None:
+                    found = index
+                    matched, foreign = matched + inner[0], foreign + inner[1]
+                    break
+            elif _like_simple(templates[index], stmt):
+                found = index
+                matched += 1
+                break
+        if found is not None:
+            at = found + 1
+        elif id(stmt) in others:
+            return None  # another point's code inside: not this point's block to take out
+        else:
+            foreign.append(stmt)
+    return matched, foreign
+
+
+def _like_simple(template: ast.stmt, stmt: ast.stmt) -> bool:
+    """A statement that is the template's (equal), or its edited form (the same private variable
+    assigned, the same tracing function called)."""
+    if is_block(template) or is_block(stmt):
+        return False
+    if Matcher().statement(template, stmt):
+        return True
+    key = statement_key(stmt)
+    if key[0] in ("Assign", "AnnAssign") and str(key[-1]).startswith("_") and key == statement_key(template):
+        return True
+    called = _tracing_call(stmt)
+    return called is not None and called == _tracing_call(template)
+
+
+def _tracing_call(stmt: ast.stmt) -> str | None:
+    """The tracing function a statement calls (`trace_flow(...)`), if that is all it does."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return None
+    name = call_name(stmt.value)
+    return name if name in TRACING_NAMES else None

@@ -66,6 +66,7 @@ class Block:
     exact: bool = True  # False for hand-edited code found by its markers: its comment lines are the user's
     departures: tuple[Departure, ...] = ()  # REWRITE: kept business code its anchor no longer matches
     unbounded: str = ""  # REWRITE: why where a captured body begins or ends is not known ("": it is)
+    kept: tuple[ast.stmt, ...] = ()  # taken out by force: the fork's statements in it, left where it stood
 
     @property
     def line(self) -> int:

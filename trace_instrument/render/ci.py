@@ -95,7 +95,7 @@ def junit_xml(result: RunResult) -> str:
         ElementTree.SubElement(case, "error", message=result.error.message, type=result.error.kind.value)
     for p in items:
         case = ElementTree.SubElement(
-            suite, "testcase", classname=p.facility or "unexpected", name=p.point_id, file=p.file, line=str(p.line)
+            suite, "testcase", classname=p.facility or p.point_id, name=p.point_id, file=p.file, line=str(p.line)
         )
         if p.status is Status.NOT_APPLICABLE:
             ElementTree.SubElement(case, "skipped", message=p.message or "not applicable")

@@ -32,6 +32,8 @@ def check_exit(result: RunResult) -> int:
     """0 clean, 1 drift (anything not present and runnable), 2 an error."""
     if _errored(result):
         return ERROR
+    if result.unfinished:  # the points may all be present: a killed run's tree is not clean
+        return FAILED
     return OK if all(p.status in CLEAN for p in check_items(result)) else FAILED
 
 

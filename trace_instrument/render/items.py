@@ -59,8 +59,9 @@ def runtime_message(file: RuntimeFile) -> str:
 
 
 def check_items(result: RunResult) -> list[PointResult]:
-    """Every point, then every runtime file: what check reports, in every format."""
-    return [*result.points, *(runtime_item(f) for f in result.runtime_files)]
+    """Every point, then every runtime file, then what a killed run left: what check reports, in
+    every format."""
+    return [*result.points, *(runtime_item(f) for f in result.runtime_files), *result.unfinished]
 
 
 def summarise(items: list[PointResult], has_error: bool = False) -> Summary:

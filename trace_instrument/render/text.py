@@ -53,6 +53,7 @@ STATUS_STYLE = {
     Status.ANCHOR_LOST: "red",
     Status.AMBIGUOUS: "red",
     Status.UNEXPECTED: "red",
+    Status.UNFINISHED: "red",
     Status.ERROR: "bold red",
 }
 OK_STATUSES = frozenset({Status.APPLIED, Status.PRESENT, Status.REMOVED, Status.REPAIRED, Status.UPDATED})
@@ -220,14 +221,17 @@ def check_lines(result: RunResult, *, quiet: bool, verdict: str) -> list[Rendera
     items = check_items(result)
     lines = note_lines(result)
     lines += points_lines(result.points, show_ok=not quiet)
-    runtime_problems = [p for p in items[len(result.points) :] if p.status not in CLEAN]
+    runtime_items = items[len(result.points) : len(items) - len(result.unfinished)]
+    runtime_problems = [p for p in runtime_items if p.status not in CLEAN]
     if not quiet or runtime_problems:
         lines += runtime_lines(result)
+    lines += points_lines(result.unfinished, show_ok=False)
     order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.BROKEN, Status.MOVED, Status.DRIFTED]
-    runtime_items = items[len(result.points) :]
     summary = counts_line(list(result.points), order)
     if runtime_items:
         summary += f"; runtime: {counts_line(runtime_items, order)}"
+    if result.unfinished:
+        summary += f"; tree: {len(result.unfinished)} unfinished"
     lines.append(Text(f"check: {summary} — {verdict}"))
     return lines
 
