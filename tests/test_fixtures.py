@@ -94,7 +94,9 @@ def test_every_case_is_complete() -> None:
             assert any((case / name).is_file() for name in outcomes), f"{case}: no {' or '.join(outcomes)}"
     for case in sorted(p for p in (FIXTURES / "remove").iterdir() if p.is_dir()):
         assert (case / "removed.py").is_file() or not (case / "edited.py").exists(), f"{case}: no removed.py"
-    assert sorted(p.name for p in FIXTURES.iterdir()) == ["apply", "check", "remove", "spec"]
+    # the operations' case folders, and the data other tests read (each named by its test)
+    data = ["port_trees", "runtime-0.1.0"]
+    assert sorted(p.name for p in FIXTURES.iterdir()) == sorted(["apply", "check", "remove", "spec", *data])
 
 
 # -- running a case ----------------------------------------------------------------------
