@@ -93,7 +93,7 @@ def test_every_case_is_complete() -> None:
             assert any((case / name).is_file() for name in outcomes), f"{case}: no {' or '.join(outcomes)}"
     for case in sorted(p for p in (FIXTURES / "remove").iterdir() if p.is_dir()):
         assert (case / "removed.py").is_file() or not (case / "edited.py").exists(), f"{case}: no removed.py"
-    assert sorted(p.name for p in FIXTURES.iterdir()) == ["apply", "check", "remove", "spec"]
+    assert sorted(p.name for p in FIXTURES.iterdir()) == ["apply", "check", "remove", "spec", "verl-0.9.0-small"]
 
 
 # -- running a case ----------------------------------------------------------------------

@@ -199,6 +199,7 @@ def test_quiet_prints_problems_and_one_summary_line(instrumented, catalog):
     assert clean.exit_code == 2
 
 
+@pytest.mark.slow
 def test_github_paths_are_relative_to_the_repository_root(instrumented, catalog, tmp_path):
     repository = instrumented.parent
     subprocess.run(["git", "init", "-q", str(repository)], check=True)

@@ -210,6 +210,7 @@ def test_every_format_names_the_file_and_line(merged: Path):
     assert case is not None and (case.get("file"), case.get("line")) == (MANIFEST, str(line))
 
 
+@pytest.mark.slow
 def test_the_advised_resolution_gives_a_clean_checkout_and_a_byte_exact_remove(merged: Path, verl_090: Path, catalog):
     """What the message says: keep one side, apply, commit. Then all is clean, and remove gives the
     release back byte for byte."""

@@ -82,13 +82,26 @@ def _runtime_items(result) -> dict[str, RuntimeStatus]:
     return {f.path: f.status for f in result.runtime_files}
 
 
+# the small checkout's files, verl 0.9.0's own bytes (kept here so these cases need no whole tree;
+# test_the_small_checkout_is_verl_090s_files holds them to the wheel's)
+SMALL_FILES = Path(__file__).parent / "fixtures" / "verl-0.9.0-small"
+
+
 @pytest.fixture
-def small(verl_090: Path, tmp_path: Path) -> Path:
+def small(tmp_path: Path) -> Path:
     root = tmp_path / "checkout"
     for relative in SMALL:
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(verl_090 / relative, root / relative)
+        shutil.copyfile(SMALL_FILES / relative, root / relative)
     return root
+
+
+def test_the_small_checkout_is_verl_090s_files(verl_090: Path) -> None:
+    kept = sorted(path.relative_to(SMALL_FILES).as_posix() for path in SMALL_FILES.rglob("*") if path.is_file())
+    assert kept == sorted(SMALL)
+    assert {name: (SMALL_FILES / name).read_bytes() for name in SMALL} == {
+        name: (verl_090 / name).read_bytes() for name in SMALL
+    }
 
 
 @pytest.fixture

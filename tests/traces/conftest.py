@@ -4,12 +4,32 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 import simulate
+
+
+@pytest.fixture
+def chromium() -> ModuleType:
+    """Headless Chromium (tests/traces/chromium.py): requesting it puts a test in the `browser` tier."""
+    import chromium as driver
+
+    driver.chromium()  # fails with the install command when Chromium is missing
+    return driver
+
+
+@pytest.fixture
+def pyspark() -> ModuleType:
+    """pyspark, imported: requesting it puts a test in the `spark` tier (a JVM in local mode)."""
+    try:
+        import pyspark as module
+    except ImportError:
+        pytest.fail("pyspark is needed for this test: pip install -e '.[test,spark]'", pytrace=False)
+    return module
 
 
 def tiny_plan() -> simulate.RunPlan:
