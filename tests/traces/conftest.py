@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -75,9 +76,21 @@ def tiny_plan() -> simulate.RunPlan:
     return simulate.RunPlan("v0", "sync", 2, procs, steps, trajs, job_id="job-tiny", total_steps=2)
 
 
+def _files(trace: Path) -> dict[str, bytes]:
+    return {p.relative_to(trace).as_posix(): p.read_bytes() for p in sorted(trace.rglob("*")) if p.is_file()}
+
+
+def _shared(trace: Path) -> Iterator[Path]:
+    """A simulated run every test of a worker reads: made once, and still the same at the end (a
+    test that changes a run, or lets the reader write its cache there, works on a copy of its own)."""
+    made = _files(trace)
+    yield trace
+    assert _files(trace) == made, f"a test changed the shared run {trace}: copy it into tmp_path first"
+
+
 @pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return simulate.run_plan(tiny_plan(), tmp_path_factory.mktemp("tiny") / "trace")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield from _shared(simulate.run_plan(tiny_plan(), tmp_path_factory.mktemp("tiny") / "trace"))
 
 
 @pytest.fixture(scope="session")
@@ -97,7 +110,10 @@ def sim_config() -> simulate.SimConfig:
 
 
 @pytest.fixture(scope="session")
-def sim_run(tmp_path_factory: pytest.TempPathFactory, sim_config: simulate.SimConfig) -> tuple[Path, simulate.RunPlan]:
+def sim_run(
+    tmp_path_factory: pytest.TempPathFactory, sim_config: simulate.SimConfig
+) -> Iterator[tuple[Path, simulate.RunPlan]]:
     trace_dir = tmp_path_factory.mktemp("sim") / "trace"
     plan = simulate.simulate(sim_config, trace_dir)
-    return trace_dir, plan
+    for trace in _shared(trace_dir):
+        yield trace, plan
