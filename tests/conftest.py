@@ -118,6 +118,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    return tiers.header(config)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each test's tiers marked from what it declares (tests/tiers.py); the default run keeps the
     default tier alone."""

@@ -146,6 +146,12 @@ def test_the_default_run_keeps_the_default_tier_alone(options: dict[str, object]
     assert config.deselected == [item for name, item in items.items() if name not in kept]
 
 
+def test_the_header_says_which_tiers_run() -> None:
+    assert tiers.header(_Config({})).startswith("tiers: the default tier alone (--all runs every tier")  # type: ignore[arg-type]
+    assert tiers.header(_Config({"--all": True})) == "tiers: all (default, e2e, slow, browser, spark)"  # type: ignore[arg-type]
+    assert tiers.header(_Config({"markexpr": "e2e"})) == "tiers: the tests -m 'e2e' selects"  # type: ignore[arg-type]
+
+
 class _Config:
     def __init__(self, options: dict[str, object]) -> None:
         self.options = {"--all": False, "markexpr": "", **options}

@@ -9,7 +9,10 @@ declares. Nothing is read from a test's source text.
 - `browser`: headless Chromium (the `chromium` fixture of tests/traces);
 - `spark`: Spark in local mode, a JVM (the `pyspark` fixture of tests/traces);
 - `slow`: other processes run for real (the CLI as a subprocess, git histories, signals and exits):
-  `pytest.mark.slow` on the test or `pytestmark` on its module.
+  `pytest.mark.slow` on the test or `pytestmark` on its module. (A short Python snippet run against
+  the standard-library runtime, tests/runtime's `script`, a tenth of a second, stays in the default.)
+
+A new test that needs one of these goes into its tier: request the fixture, or declare the mark.
 
 `python -m pytest` runs the default tier alone (the tests in none of these); `--all` runs every
 tier; `-m <expression>` selects by marks as pytest does (`-m e2e`, `-m "spark or browser"`).
@@ -70,6 +73,15 @@ def select_default_tier(config: pytest.Config, items: list[pytest.Item]) -> None
         return
     config.hook.pytest_deselected(items=[item for item in items if declared_tiers(item)])
     items[:] = kept
+
+
+def header(config: pytest.Config) -> str:
+    """The line the run's header shows: which tiers run, and how to run the others."""
+    if config.getoption(ALL_OPTION):
+        return "tiers: all (default, " + ", ".join(TIERS) + ")"
+    if config.getoption("markexpr"):
+        return f"tiers: the tests -m {config.getoption('markexpr')!r} selects"
+    return f"tiers: the default tier alone ({ALL_OPTION} runs every tier, -m {'|'.join(TIERS)} one of them)"
 
 
 class TierViolation(RuntimeError):
