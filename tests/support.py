@@ -36,6 +36,12 @@ def copy_checkout(checkout: Path, destination: Path) -> Path:
     return root
 
 
+def instrument(checkout: Path, applied: Path) -> Path:
+    """`checkout` (a copy of a pristine tree) as one apply leaves it: `applied`'s files in its place."""
+    shutil.rmtree(checkout / "verl")
+    return copy_checkout(applied, checkout)
+
+
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every file under root/verl, relative path -> bytes (caches left out)."""
     return {

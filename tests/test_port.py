@@ -30,7 +30,7 @@ from trace_instrument.engine.check import check
 from trace_instrument.engine.manifest import MANIFEST_NAME
 from trace_instrument.engine.port import DEFAULT_OUT, PORT_HEADER, override_file_name, port
 from trace_instrument.engine.verify import verify
-from trace_instrument.model import Catalog, Confidence, PortStatus, Reason, Selection, Status
+from trace_instrument.model import Catalog, Confidence, PortStatus, Reason, RunResult, Selection, Status
 from trace_instrument.render import exits, jsonout
 from trace_instrument.spec import load_catalog
 
@@ -40,10 +40,10 @@ TOOL_LOOP = "verl/experimental/agent_loop/tool_agent_loop.py"
 
 
 @pytest.fixture(scope="module")
-def instrumented(verl_090: Path, catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """verl 0.9.0 after one apply (copied by each test)."""
-    tree = copy_tree(verl_090, tmp_path_factory.mktemp("instrumented") / "checkout")
-    assert exits.apply_exit(apply(tree, catalog)) == exits.OK
+def instrumented(applied_090_run: tuple[Path, RunResult]) -> Path:
+    """verl 0.9.0 after one apply: the worker's shared tree (copied by each test)."""
+    tree, result = applied_090_run
+    assert exits.apply_exit(result) == exits.OK
     return tree
 
 
