@@ -10,15 +10,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import support
+import tiers
 from support import copy_tree, suite_writes
 
+from trace_instrument import wheels
+from trace_instrument.model import RunResult
 from trace_instrument.spec import load_catalog
-from trace_instrument.wheels import WheelError, verl_tree
 
 REAL_DISCOVERY_FILES = [
     Path("/tmp/verl_trace_sample_path.txt"),
@@ -50,8 +52,8 @@ def catalog():
 
 def _pristine(version: str) -> Path:
     try:
-        return verl_tree(version)
-    except WheelError as exc:
+        return wheels.verl_tree(version)
+    except wheels.WheelError as exc:
         pytest.fail(f"verl {version} is needed for this test and could not be had: {exc}", pytrace=False)
 
 
@@ -70,61 +72,82 @@ def verl_080() -> Path:
     return _pristine("0.8.0")
 
 
+@pytest.fixture(scope="session")
+def verl_release() -> Callable[[str], Path]:
+    """Any release's pristine tree by version (`verl_release("0.7.1")`), for the tests
+    parametrized over releases and the releases without a fixture of their own."""
+    return _pristine
+
+
 @pytest.fixture
 def checkout_090(verl_090: Path, tmp_path: Path) -> Path:
     return copy_tree(verl_090, tmp_path / "checkout")
 
 
 @pytest.fixture(scope="session")
-def applied_090(verl_090: Path, catalog, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """verl 0.9.0 with the whole catalog applied, once per test run (its bytes and manifest are
-    the same every time: the manifest holds no paths or times). Never written by a test: take
-    `instrumented_090`, a copy."""
+def applied_090_run(verl_090: Path, catalog, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunResult]:
+    """verl 0.9.0 with the whole catalog applied, once per worker, and apply's result (its bytes
+    and manifest are the same every time: the manifest holds no paths or times). Never written by a
+    test: take `instrumented_090`, a copy."""
     from trace_instrument.engine.apply import apply
 
     root = copy_tree(verl_090, tmp_path_factory.mktemp("applied_090"))
-    assert apply(root, catalog).written
-    return root
+    result = apply(root, catalog)
+    assert result.written
+    return root, result
+
+
+@pytest.fixture(scope="session")
+def applied_090(applied_090_run: tuple[Path, RunResult]) -> Path:
+    """The tree of `applied_090_run` (read only)."""
+    return applied_090_run[0]
 
 
 @pytest.fixture
 def instrumented_090(applied_090: Path, tmp_path: Path) -> Path:
     """A writable copy of `applied_090` (the manifest included): set-up for the tests that start
-    from an instrumented tree; the tests of apply itself run apply."""
-    root = copy_tree(applied_090, tmp_path / "checkout")
-    for extra in applied_090.iterdir():
-        if extra.is_file():
-            shutil.copy2(extra, root / extra.name)
-    return root
+    from an instrumented tree, or that change it."""
+    return support.copy_checkout(applied_090, tmp_path / "checkout")
 
 
-E2E_FIXTURES = frozenset({"verl_090", "verl_091", "verl_080", "checkout_090", "applied_090", "instrumented_090"})
-MODULE_MARKS = {"test_html": "browser", "test_spark": "spark"}
-SLOW_WORDS = ("subprocess", "git(", "Popen", "sys.executable")
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        tiers.ALL_OPTION,
+        action="store_true",
+        help="run every tier (e2e, slow, browser, spark), not only the default one (see tests/tiers.py)",
+    )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by what it uses (see the markers in pyproject.toml): real wheels (a verl
-    fixture, or `verl_tree(` in its code), Chromium, Spark, other processes."""
-    import inspect
+def pytest_report_header(config: pytest.Config) -> str:
+    return tiers.header(config)
 
-    for item in items:
-        function = getattr(item, "function", None)
-        try:
-            code = inspect.getsource(function) if function is not None else ""
-        except (OSError, TypeError):
-            code = ""
-        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) or "verl_tree(" in code:
-            item.add_marker(pytest.mark.e2e)
-        module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else ""
-        if module in MODULE_MARKS:
-            item.add_marker(getattr(pytest.mark, MODULE_MARKS[module]))
-        if any(word in code for word in SLOW_WORDS):
-            item.add_marker(pytest.mark.slow)
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test's tiers marked from what it declares (tests/tiers.py); the default run keeps the
+    default tier alone."""
+    tiers.mark_tiers(items)
+    tiers.select_default_tier(config, items)
     # the longest first (Spark, Chromium, other processes, real trees), so parallel workers do not
     # end waiting on one of them; the order within each kind is the collection's
     items.sort(key=_weight)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> object:
+    with tiers.guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> object:
+    with tiers.guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> object:
+    with tiers.guarded(item):
+        return (yield)
 
 
 def _weight(item: pytest.Item) -> int:
@@ -147,6 +170,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if support.UPDATING and getattr(config.option, "numprocesses", None):
         config.option.numprocesses = 0
         config.option.dist = "no"
+    tiers.install_guard()
     in_worker = hasattr(config, "workerinput")
     if config.option.basetemp is None and not in_worker and MEMORY_DISK.is_dir() and os.access(MEMORY_DISK, os.W_OK):
         own = Path(tempfile.mkdtemp(prefix="trace-instrument-tests-", dir=MEMORY_DISK))

@@ -27,6 +27,21 @@ def copy_tree(pristine: Path, destination: Path) -> Path:
     return destination
 
 
+def copy_checkout(checkout: Path, destination: Path) -> Path:
+    """A writable copy of a checkout: its verl/ and the files beside it (the manifest)."""
+    root = copy_tree(checkout, destination)
+    for extra in checkout.iterdir():
+        if extra.is_file():
+            shutil.copy2(extra, root / extra.name)
+    return root
+
+
+def instrument(checkout: Path, applied: Path) -> Path:
+    """`checkout` (a copy of a pristine tree) as one apply leaves it: `applied`'s files in its place."""
+    shutil.rmtree(checkout / "verl")
+    return copy_checkout(applied, checkout)
+
+
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every file under root/verl, relative path -> bytes (caches left out)."""
     return {

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 
+import pytest
 from support import tree_bytes
 from typer.testing import CliRunner
 
@@ -123,6 +124,7 @@ def test_a_declared_encoding_is_kept(checkout_090):
     assert b"# m\xe9triques: update weights after" in data and b"trace_flow(" in data
 
 
+@pytest.mark.slow
 def test_the_patch_of_a_latin1_file_applies_with_git(checkout_090, tmp_path):
     """The patch holds each file's lines in its own encoding, so `git apply` finds its context."""
     target = checkout_090 / "verl/trainer/ppo/v1/trainer_sync.py"

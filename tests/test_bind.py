@@ -270,16 +270,11 @@ def test_a_name_nothing_spells_is_left_for_a_human_with_the_way_out(tmp_path: Pa
     assert "reads 'missing_thing', which Worker.run does not define; give the override `bind`" in found.message
 
 
-def test_verl_071_reads_rollout_n_as_the_config_it_comes_from(tmp_path: Path, catalog) -> None:  # type: ignore[no-untyped-def]
+def test_verl_071_reads_rollout_n_as_the_config_it_comes_from(tmp_path: Path, catalog, verl_release) -> None:  # type: ignore[no-untyped-def]
     """verl 0.7.1 repeats the batch by `self.config.actor_rollout_ref.rollout.n` where 0.9.0
     names it `rollout_n`: port anchors flow.v0.traj-uid-repeat on that statement and binds the
     name, and apply puts the code right after it, reading the config."""
-    from trace_instrument.wheels import WheelError, verl_tree
-
-    try:
-        pristine = verl_tree("0.7.1")
-    except WheelError as exc:
-        pytest.fail(f"verl 0.7.1 is needed for this test and could not be had: {exc}", pytrace=False)
+    pristine = verl_release("0.7.1")
     tree = copy_tree(pristine, tmp_path / "v071")
     trainer = tree / "verl/trainer/ppo/ray_trainer.py"
     only = Selection(only=frozenset({"flow.v0.traj-uid-repeat"}))

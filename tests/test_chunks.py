@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,13 +98,13 @@ CUT_ON_EVERY_RELEASE = (
 @pytest.mark.parametrize("version", ["0.9.0", "0.9.1", "0.8.0"])
 def test_chunks_give_the_whole_module_edit_on_every_release(
     version: str,
-    request: pytest.FixtureRequest,
+    verl_release: Callable[[str], Path],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
     catalog: Catalog,
     serial: dict[str, bool],
 ) -> None:
-    tree = request.getfixturevalue(f"verl_{version.replace('.', '')}")
+    tree = verl_release(version)
     chunked, whole, by_chunks, by_modules = _both_ways(monkeypatch, tree, tmp_path, catalog)
     assert _statuses(by_chunks) == _statuses(by_modules)
     assert sorted(chunked) == sorted(whole)

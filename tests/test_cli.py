@@ -7,6 +7,7 @@ import shlex
 import subprocess
 import sys
 
+import pytest
 from support import tree_bytes
 from typer.testing import CliRunner
 
@@ -77,6 +78,7 @@ def test_points_lists_the_catalog_and_marks_extras():
     }
 
 
+@pytest.mark.slow
 def test_python_dash_m_runs_the_cli():
     done = subprocess.run(
         [sys.executable, "-m", "trace_instrument", "--version"], check=False, capture_output=True, text=True
@@ -97,6 +99,7 @@ def test_keep_going_writes_every_other_file_when_one_is_read_only(checkout_090, 
     assert "verl/trainer/ppo/v1/trainer_base.py" in changed and "verl/utils/tracing/trace.py" in changed
 
 
+@pytest.mark.slow
 def test_patch_to_stdout_and_to_an_unwritable_path(checkout_090, verl_090, tmp_path):
     to_stdout = _run("apply", "--patch", "-", checkout_090)
     assert to_stdout.exit_code == 0 and to_stdout.output.startswith("diff --git a/")
@@ -192,6 +195,7 @@ def test_report_never_cuts_lines_in_a_narrow_terminal(checkout_090):
     assert piped == markdown, "a pipe gets the Markdown text itself, never wrapped"
 
 
+@pytest.mark.slow
 def test_shell_completion_is_available():
     # Typer finds the shell among the process's parents (a word after the flag is ignored): started
     # from bash, as a user's terminal does, not from whatever runs the tests; `; exit $?` keeps bash
@@ -221,6 +225,7 @@ def test_an_exit_with_a_message_prints_it_and_exits_1_as_python_does():
     assert ended.returncode == 1 and ended.stderr == "no such tree\n" and len(ended.stdout) == 300_000
 
 
+@pytest.mark.slow
 def test_a_whole_process_run_writes_its_complete_report(checkout_090, tmp_path):
     assert _run("apply", checkout_090).exit_code == 0
     in_process = json.loads(_run("check", "--format", "json", checkout_090).output)
@@ -236,6 +241,7 @@ def test_a_whole_process_run_writes_its_complete_report(checkout_090, tmp_path):
     assert json.loads(report.read_text()) == in_process
 
 
+@pytest.mark.slow
 def test_a_reader_that_stops_early_does_not_hang_the_run(checkout_090):
     command = shlex.join([sys.executable, "-m", "trace_instrument", "check", str(checkout_090)])
     done = subprocess.run(["sh", "-c", f"{command} | head -c 10"], check=False, capture_output=True, timeout=300)

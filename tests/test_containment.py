@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.files import PAUSE_AT_ENV, PAUSE_ENV
@@ -106,6 +108,7 @@ def test_apply_keep_going_writes_the_other_file(tmp_path: Path):
     assert exits.apply_exit(result) == exits.ERROR, "the failed file still makes it an error"
 
 
+@pytest.mark.slow
 def test_a_file_changed_between_analysis_and_write_is_not_overwritten(tmp_path: Path):
     """The run pauses before its writes (the tool's fault-injection hook); the file is edited
     meanwhile. The bytes it read no longer match: nothing is written, not even the runtime."""

@@ -122,6 +122,7 @@ def test_apply_dry_run_full_shows_every_file_text(checkout_090, verl_090):
     assert tree_bytes(checkout_090) == tree_bytes(verl_090)
 
 
+@pytest.mark.slow
 def test_the_patch_stays_complete(checkout_090, verl_090, tmp_path):
     outcome = CliRunner().invoke(app, ["apply", "--patch", "-", str(checkout_090)], catch_exceptions=False)
     assert outcome.exit_code == 0

@@ -6,6 +6,9 @@ that adding the opt-in extras to that instrumented tree makes. The runtime
 package and the manifest are left out of both: the runtime is a byte copy of
 templates/runtime/ (checked here against those files) and the manifest is
 bookkeeping.
+
+The full apply of the catalog is made once per worker (`applied_090_run`, conftest.py) and once
+with the extras (`extras_090`, below); each test reads them or changes a copy of its own.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support import REPOSITORY, TESTS, assert_snapshot, copy_tree, tree_bytes
+from support import REPOSITORY, TESTS, assert_snapshot, copy_checkout, copy_tree, tree_bytes
 
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
@@ -75,9 +78,24 @@ def _other_changes(result: RunResult) -> dict[str, str | None]:
     return {change.path: change.after for change in result.other_changes}
 
 
-def test_core_patch_matches_its_snapshot(verl_090, tmp_path, catalog):
-    root = copy_tree(verl_090, tmp_path / "c")
-    result = apply(root, catalog)
+@pytest.fixture(scope="module")
+def extras_090(verl_090: Path, catalog, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunResult]:
+    """verl 0.9.0 with the catalog and every extra applied in one run (read only: copy to change)."""
+    root = copy_tree(verl_090, tmp_path_factory.mktemp("extras_090"))
+    result = apply(root, catalog, WITH_EXTRAS)
+    assert result.written and not result.error
+    return root, result
+
+
+@pytest.fixture(scope="module")
+def planned_090(verl_090: Path, catalog, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunResult]:
+    """A dry run of the catalog on a copy of verl 0.9.0 (the copy's bytes before, and the result)."""
+    root = copy_tree(verl_090, tmp_path_factory.mktemp("planned_090"))
+    return root, apply(root, catalog, write=False)
+
+
+def test_core_patch_matches_its_snapshot(verl_090, applied_090_run, tmp_path, catalog):
+    root, result = applied_090_run
     assert result.written and not result.error
     assert {p.point_id for p in result.points} == {p.id for p in catalog.points if p.extra is None}
     assert {p.status for p in result.points} == {Status.APPLIED}
@@ -90,9 +108,8 @@ def test_core_patch_matches_its_snapshot(verl_090, tmp_path, catalog):
     assert _git_apply(verl_090, tmp_path / "git", [patch]) == _instrumented(written)
 
 
-def test_extras_patch_matches_its_snapshot(verl_090, tmp_path, catalog):
-    root = copy_tree(verl_090, tmp_path / "c")
-    core = apply(root, catalog)
+def test_extras_patch_matches_its_snapshot(verl_090, applied_090_run, extras_090, instrumented_090, tmp_path, catalog):
+    root, (_, core) = instrumented_090, applied_090_run
     assert core.written
     result = apply(root, catalog, WITH_EXTRAS)
     assert result.written and not result.error
@@ -104,16 +121,15 @@ def test_extras_patch_matches_its_snapshot(verl_090, tmp_path, catalog):
 
     patch = _snapshot_patch(result)
     assert_snapshot(EXTRAS_SNAPSHOT, patch)
-    one_run = copy_tree(verl_090, tmp_path / "one-run")
-    assert apply(one_run, catalog, WITH_EXTRAS).written
+    one_run, one_result = extras_090
+    assert one_result.written
     core_then_extras = [_snapshot_patch(core), patch]
     assert _git_apply(verl_090, tmp_path / "git", core_then_extras) == _instrumented(tree_bytes(one_run))
 
 
-def test_counts_and_compile(verl_090, checkout_090, catalog):
-    assert apply(checkout_090, catalog).written
+def test_counts_and_compile(verl_090, applied_090):
     flow = progress = 0
-    for path in (checkout_090 / "verl").rglob("*.py"):
+    for path in (applied_090 / "verl").rglob("*.py"):
         if "utils/tracing" in path.as_posix():
             continue
         text = path.read_text(encoding="utf-8")
@@ -121,43 +137,48 @@ def test_counts_and_compile(verl_090, checkout_090, catalog):
         progress += sum(1 for line in text.splitlines() if "log_progress(" in line)
     assert (flow, progress) == (31, 82)
     pristine = tree_bytes(verl_090)
-    changed = [path for path, data in tree_bytes(checkout_090).items() if pristine.get(path) != data]
+    changed = [path for path, data in tree_bytes(applied_090).items() if pristine.get(path) != data]
     assert len(changed) == 12 + len(_runtime_files())
     for path in changed:
-        compile((checkout_090 / path).read_bytes(), path, "exec")
+        compile((applied_090 / path).read_bytes(), path, "exec")
+
+
+def _applied(selection: Selection, applied_090_run, extras_090) -> tuple[Path, RunResult]:
+    return applied_090_run if selection == Selection() else extras_090
 
 
 @pytest.mark.parametrize("selection", [Selection(), WITH_EXTRAS], ids=["core", "extras"])
-def test_second_apply_changes_no_byte(verl_090, checkout_090, catalog, selection):
-    assert apply(checkout_090, catalog, selection).written
-    once = tree_bytes(checkout_090)
+def test_second_apply_changes_no_byte(verl_090, applied_090_run, extras_090, tmp_path, catalog, selection):
+    applied, first = _applied(selection, applied_090_run, extras_090)
+    assert first.written
+    checkout = copy_checkout(applied, tmp_path / "checkout")
+    once = tree_bytes(checkout)
     assert once != tree_bytes(verl_090)
-    again = apply(checkout_090, catalog, selection)
+    again = apply(checkout, catalog, selection)
     assert not again.written and not again.error
     assert {p.status for p in again.points} == {Status.PRESENT}
-    assert tree_bytes(checkout_090) == once
+    assert tree_bytes(checkout) == once
 
 
-def test_dry_run_changes_no_byte_and_shows_the_change(checkout_090, catalog):
-    before = tree_bytes(checkout_090)
-    dry = apply(checkout_090, catalog, write=False)
-    assert not dry.written and tree_bytes(checkout_090) == before
+def test_dry_run_changes_no_byte_and_shows_the_change(verl_090, planned_090, applied_090):
+    checkout, dry = planned_090
+    assert not dry.written and tree_bytes(checkout) == tree_bytes(verl_090)
     planned = {f.path: f.updated for f in dry.files if f.changed}
     assert len(planned) == 12
-    real = apply(checkout_090, catalog)
-    assert real.written
-    on_disk = {path: (checkout_090 / path).read_text(encoding="utf-8") for path in planned}
+    on_disk = {path: (applied_090 / path).read_text(encoding="utf-8") for path in planned}  # the real apply's
     assert planned == on_disk
 
 
 @pytest.mark.parametrize("selection", [Selection(), WITH_EXTRAS], ids=["core", "extras"])
-def test_remove_restores_pristine_bytes(verl_090, checkout_090, catalog, selection):
-    assert apply(checkout_090, catalog, selection).written
-    assert (checkout_090 / MANIFEST).exists()
-    result = remove(checkout_090, catalog)
+def test_remove_restores_pristine_bytes(verl_090, applied_090_run, extras_090, tmp_path, catalog, selection):
+    applied, first = _applied(selection, applied_090_run, extras_090)
+    assert first.written
+    checkout = copy_checkout(applied, tmp_path / "checkout")
+    assert (checkout / MANIFEST).exists()
+    result = remove(checkout, catalog)
     assert result.written and not result.error
-    assert tree_bytes(checkout_090) == tree_bytes(verl_090)
-    assert not (checkout_090 / MANIFEST).exists()
+    assert tree_bytes(checkout) == tree_bytes(verl_090)
+    assert not (checkout / MANIFEST).exists()
 
 
 @pytest.mark.parametrize("facility", CORE_FACILITIES)
@@ -184,9 +205,8 @@ def test_single_facility_apply_then_remove(verl_090, checkout_090, catalog, faci
     ],
     ids=lambda order: "-".join(order),
 )
-def test_facilities_applied_one_after_another_equal_one_run(verl_090, tmp_path, catalog, order):
-    one_run = copy_tree(verl_090, tmp_path / "one")
-    assert apply(one_run, catalog).written
+def test_facilities_applied_one_after_another_equal_one_run(verl_090, applied_090, tmp_path, catalog, order):
+    one_run = applied_090
     stepwise = copy_tree(verl_090, tmp_path / "steps")
     for facility in order:
         step = apply(stepwise, catalog, Selection(facilities=frozenset({facility})))
@@ -196,10 +216,11 @@ def test_facilities_applied_one_after_another_equal_one_run(verl_090, tmp_path, 
 
 
 @pytest.mark.parametrize("facility", ["sample_flow", "progress", "trajectory"])
-def test_removing_one_facility_leaves_what_applying_the_others_gives(verl_090, tmp_path, catalog, facility):
+def test_removing_one_facility_leaves_what_applying_the_others_gives(
+    verl_090, instrumented_090, tmp_path, catalog, facility
+):
     others = frozenset({"sample_flow", "progress", "trajectory", "env", "runtime"} - {facility})
-    full = copy_tree(verl_090, tmp_path / "full")
-    assert apply(full, catalog).written
+    full = instrumented_090
     assert remove(full, catalog, Selection(facilities=frozenset({facility}))).written
     partial = copy_tree(verl_090, tmp_path / "partial")
     assert apply(partial, catalog, Selection(facilities=others)).written
@@ -209,22 +230,20 @@ def test_removing_one_facility_leaves_what_applying_the_others_gives(verl_090, t
         assert full_files[path] == partial_files[path], path
 
 
-def test_whole_patch_applies_with_git_on_the_pristine_tree(verl_090, tmp_path, catalog):
-    planned = apply(copy_tree(verl_090, tmp_path / "plan"), catalog, write=False)
+def test_whole_patch_applies_with_git_on_the_pristine_tree(verl_090, planned_090, applied_090, tmp_path):
+    _, planned = planned_090
     patched = _git_apply(verl_090, tmp_path / "target", [unified_patch(planned)])
-    applied = copy_tree(verl_090, tmp_path / "applied")
-    assert apply(applied, catalog).written
+    applied = applied_090
     assert patched == tree_bytes(applied)
     assert sorted(set(patched) - set(tree_bytes(verl_090))) == sorted(_runtime_files())
     assert (tmp_path / "target" / MANIFEST).read_bytes() == (applied / MANIFEST).read_bytes()
 
 
-def test_check_pristine_reports_missing_and_instrumented_is_present(checkout_090, catalog):
+def test_check_pristine_reports_missing_and_instrumented_is_present(checkout_090, applied_090, tmp_path, catalog):
     core = {p.id for p in catalog.points if p.extra is None}
     pristine = check(checkout_090, catalog)
     assert {p.point_id: p.status for p in pristine.points} == dict.fromkeys(core, Status.MISSING)
-    assert apply(checkout_090, catalog).written
-    done = check(checkout_090, catalog)
+    done = check(copy_checkout(applied_090, tmp_path / "instrumented"), catalog)
     assert {p.point_id: p.status for p in done.points} == dict.fromkeys(core, Status.PRESENT)
     assert sorted((f.path, f.status.value) for f in done.runtime_files) == [
         (path, "present") for path in sorted(_runtime_files())
@@ -240,8 +259,9 @@ def _tracing_exports() -> set[str]:
     raise AssertionError("templates/runtime/__init__.py has no literal __all__")
 
 
-def test_each_instrumented_file_imports_exactly_the_tracing_names_it_uses(verl_090, checkout_090, catalog):
-    assert apply(checkout_090, catalog, WITH_EXTRAS).written
+def test_each_instrumented_file_imports_exactly_the_tracing_names_it_uses(verl_090, extras_090):
+    checkout_090, applied = extras_090
+    assert applied.written
     exports = _tracing_exports()
     pristine = tree_bytes(verl_090)
     changed = [path for path, data in _instrumented(tree_bytes(checkout_090)).items() if pristine.get(path) != data]

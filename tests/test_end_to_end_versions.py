@@ -13,8 +13,8 @@ from trace_instrument.model import Status
 
 
 @pytest.fixture(params=["0.9.1", "0.8.0"])
-def release(request):
-    return request.param, request.getfixturevalue("verl_" + request.param.replace(".", ""))
+def release(request, verl_release):
+    return request.param, verl_release(request.param)
 
 
 def test_apply_check_verify_remove(release, tmp_path, catalog):

@@ -13,6 +13,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from support import instrument
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
@@ -49,9 +50,9 @@ def _line_of(path: Path, needle: str) -> int:
 
 
 @pytest.fixture
-def instrumented(checkout_090, catalog):
-    assert apply(checkout_090, catalog).written
-    return checkout_090
+def instrumented(checkout_090, applied_090):
+    """checkout_090 after one apply: the worker's shared applied tree copied in its place."""
+    return instrument(checkout_090, applied_090)
 
 
 def test_a_deleted_tracing_import_breaks_every_point_that_uses_it_and_apply_repairs_it(instrumented, catalog):
@@ -199,6 +200,7 @@ def test_quiet_prints_problems_and_one_summary_line(instrumented, catalog):
     assert clean.exit_code == 2
 
 
+@pytest.mark.slow
 def test_github_paths_are_relative_to_the_repository_root(instrumented, catalog, tmp_path):
     repository = instrumented.parent
     subprocess.run(["git", "init", "-q", str(repository)], check=True)

@@ -95,6 +95,7 @@ def _assert_stacks_apart(module: str, name: str) -> None:
         assert theirs != "traces", f"{module} imports {name}: the codemod never reads traces"
 
 
+@pytest.mark.slow
 def test_check_never_loads_libcst():
     """check reads with Python's ast only: LibCST is imported by the commands that edit."""
     import subprocess
@@ -109,6 +110,7 @@ def test_check_never_loads_libcst():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 def test_a_check_whose_files_are_cached_loads_neither_the_analysis_nor_yaml(checkout_090, tmp_path):
     """A pre-commit run on unchanged files reads cached results: no ast walk, no spec reading."""
     import os

@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 
 import jsonschema
 import pytest
-from support import copy_tree, tree_bytes
+from support import copy_tree, instrument, tree_bytes
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
@@ -210,6 +210,7 @@ def test_every_format_names_the_file_and_line(merged: Path):
     assert case is not None and (case.get("file"), case.get("line")) == (MANIFEST, str(line))
 
 
+@pytest.mark.slow
 def test_the_advised_resolution_gives_a_clean_checkout_and_a_byte_exact_remove(merged: Path, verl_090: Path, catalog):
     """What the message says: keep one side, apply, commit. Then all is clean, and remove gives the
     release back byte for byte."""
@@ -229,9 +230,11 @@ def test_the_advised_resolution_gives_a_clean_checkout_and_a_byte_exact_remove(m
 
 
 @pytest.fixture
-def instrumented(checkout_090: Path, catalog) -> Path:
-    assert exits.apply_exit(apply(checkout_090, catalog)) == exits.OK
-    return checkout_090
+def instrumented(checkout_090: Path, applied_090_run) -> Path:
+    """checkout_090 after one apply: the worker's shared applied tree copied in its place."""
+    applied, result = applied_090_run
+    assert exits.apply_exit(result) == exits.OK
+    return instrument(checkout_090, applied)
 
 
 def _insert_line(text: str, after: int, line: str) -> str:

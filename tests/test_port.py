@@ -14,6 +14,7 @@ import json
 import re
 import shutil
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -30,7 +31,7 @@ from trace_instrument.engine.check import check
 from trace_instrument.engine.manifest import MANIFEST_NAME
 from trace_instrument.engine.port import DEFAULT_OUT, PORT_HEADER, override_file_name, port
 from trace_instrument.engine.verify import verify
-from trace_instrument.model import Catalog, Confidence, PortStatus, Reason, Selection, Status
+from trace_instrument.model import Catalog, Confidence, PortStatus, Reason, RunResult, Selection, Status
 from trace_instrument.render import exits, jsonout
 from trace_instrument.spec import load_catalog
 
@@ -40,10 +41,10 @@ TOOL_LOOP = "verl/experimental/agent_loop/tool_agent_loop.py"
 
 
 @pytest.fixture(scope="module")
-def instrumented(verl_090: Path, catalog: Catalog, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """verl 0.9.0 after one apply (copied by each test)."""
-    tree = copy_tree(verl_090, tmp_path_factory.mktemp("instrumented") / "checkout")
-    assert exits.apply_exit(apply(tree, catalog)) == exits.OK
+def instrumented(applied_090_run: tuple[Path, RunResult]) -> Path:
+    """verl 0.9.0 after one apply: the worker's shared tree (copied by each test)."""
+    tree, result = applied_090_run
+    assert exits.apply_exit(result) == exits.OK
     return tree
 
 
@@ -932,16 +933,13 @@ def _same_code(left: str, right: str) -> bool:
     return ast.dump(ast.parse(left)) == ast.dump(ast.parse(right)) if left and right else left == right
 
 
-def test_verl_071_every_place_port_finds_is_the_pinned_one(catalog: Catalog, tmp_path: Path) -> None:
+def test_verl_071_every_place_port_finds_is_the_pinned_one(
+    catalog: Catalog, tmp_path: Path, verl_release: Callable[[str], Path]
+) -> None:
     """On verl 0.7.1 each point port places goes where reading 0.7.1 says it belongs (pinned
     above), at whatever confidence; none at `likely` or surer is anywhere else; the rest have no
     place. Applied with the overrides, check and verify are clean on what was placed."""
-    from trace_instrument.wheels import WheelError, verl_tree
-
-    try:
-        pristine = verl_tree("0.7.1")
-    except WheelError as exc:
-        pytest.fail(f"verl 0.7.1 is needed for this test and could not be had: {exc}", pytrace=False)
+    pristine = verl_release("0.7.1")
     tree = copy_tree(pristine, tmp_path / "v071")
     result = port(tree, catalog, Selection(), _shipped_reload, min_confidence=Confidence.GUESS)
     by_id = {s.point_id: s for s in result.suggestions}
@@ -1154,14 +1152,9 @@ PINNED_OLDER = {
 
 @pytest.mark.parametrize("version", sorted(PINNED_OLDER))
 def test_older_releases_get_only_the_pinned_places_and_stay_clean(
-    version: str, catalog: Catalog, tmp_path: Path
+    version: str, catalog: Catalog, tmp_path: Path, verl_release: Callable[[str], Path]
 ) -> None:
-    from trace_instrument.wheels import WheelError, verl_tree
-
-    try:
-        pristine = verl_tree(version)
-    except WheelError as exc:
-        pytest.fail(f"verl {version} is needed for this test and could not be had: {exc}", pytrace=False)
+    pristine = verl_release(version)
     tree = copy_tree(pristine, tmp_path / "tree")
     result = port(tree, catalog, Selection(), _shipped_reload)
     written = {s.point_id: s.new_scope for s in result.suggestions if s.status is PortStatus.PORTED}

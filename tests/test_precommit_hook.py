@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from support import TESTS, copy_tree
 
 from trace_instrument.engine.apply import apply
@@ -47,6 +48,7 @@ def _try_repo(cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_hook_passes_on_an_instrumented_checkout_and_fails_on_drift(verl_090, tmp_path, catalog):
     repo = copy_tree(verl_090, tmp_path / "repo")
     apply(repo, catalog)

@@ -82,13 +82,26 @@ def _runtime_items(result) -> dict[str, RuntimeStatus]:
     return {f.path: f.status for f in result.runtime_files}
 
 
+# the small checkout's files, verl 0.9.0's own bytes (kept here so these cases need no whole tree;
+# test_the_small_checkout_is_verl_090s_files holds them to the wheel's)
+SMALL_FILES = Path(__file__).parent / "fixtures" / "verl-0.9.0-small"
+
+
 @pytest.fixture
-def small(verl_090: Path, tmp_path: Path) -> Path:
+def small(tmp_path: Path) -> Path:
     root = tmp_path / "checkout"
     for relative in SMALL:
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(verl_090 / relative, root / relative)
+        shutil.copyfile(SMALL_FILES / relative, root / relative)
     return root
+
+
+def test_the_small_checkout_is_verl_090s_files(verl_090: Path) -> None:
+    kept = sorted(path.relative_to(SMALL_FILES).as_posix() for path in SMALL_FILES.rglob("*") if path.is_file())
+    assert kept == sorted(SMALL)
+    assert {name: (SMALL_FILES / name).read_bytes() for name in SMALL} == {
+        name: (verl_090 / name).read_bytes() for name in SMALL
+    }
 
 
 @pytest.fixture
@@ -98,11 +111,23 @@ def outside(tmp_path: Path) -> Path:
     return folder
 
 
-def _install(root: Path, catalog) -> None:
+@pytest.fixture(scope="session")
+def installed_small(tmp_path_factory: pytest.TempPathFactory, catalog) -> Path:
+    """The small checkout after a first apply, made and checked once per worker; `_install` copies it
+    (apply's bytes and manifest do not depend on where the checkout is)."""
+    root = tmp_path_factory.mktemp("installed-small") / "checkout"
+    shutil.copytree(SMALL_FILES, root)
     result = apply(root, catalog, SELECTION)
     assert result.written and result.error is None
     assert check(root, catalog, SELECTION).runtime_files, "the runtime is part of the run"
     assert exits.check_exit(check(root, catalog, SELECTION)) == exits.OK
+    return root
+
+
+def _install(root: Path, installed: Path) -> None:
+    """`root`, a small checkout, as after a first apply: a copy of `installed_small`."""
+    shutil.rmtree(root)
+    shutil.copytree(installed, root, symlinks=True)
 
 
 # -- the cases ---------------------------------------------------------------------------------------
@@ -294,10 +319,10 @@ CASES = {
 
 
 @pytest.fixture(params=sorted(CASES))
-def arranged(request, small: Path, outside: Path, catalog) -> tuple[Case, Path, Path]:
+def arranged(request, small: Path, outside: Path, catalog, installed_small: Path) -> tuple[Case, Path, Path]:
     case = CASES[request.param]
     if case.installed:
-        _install(small, catalog)
+        _install(small, installed_small)
     case.arrange(small, outside, catalog)
     return case, small, outside
 
@@ -371,9 +396,11 @@ def _ours_left(root: Path, catalog) -> list[str]:
     return [name for name, _ in catalog.runtime.files if (root / PACKAGE / name).exists()]
 
 
-def test_remove_takes_the_tools_files_out_of_a_forks_package_and_keeps_the_forks(small, outside, catalog):
+def test_remove_takes_the_tools_files_out_of_a_forks_package_and_keeps_the_forks(
+    small, installed_small, outside, catalog
+):
     """The tree the tool left before: remove (without --force) gives the fork its package back."""
-    _install(small, catalog)
+    _install(small, installed_small)
     _fork_init_in_installed(small, outside, catalog)
     result = remove(small, catalog)
     assert exits.remove_exit(result) == exits.OK
@@ -383,9 +410,9 @@ def test_remove_takes_the_tools_files_out_of_a_forks_package_and_keeps_the_forks
     assert sorted(os.listdir(small / PACKAGE)) == ["__init__.py", "helpers.py"]
 
 
-def test_remove_takes_the_package_that_hid_a_forks_module(small, outside, catalog):
+def test_remove_takes_the_package_that_hid_a_forks_module(small, installed_small, outside, catalog):
     """Code importing the fork's own `verl.utils.tracing` module does not keep the tool's package."""
-    _install(small, catalog)
+    _install(small, installed_small)
     _fork_module_after_install(small, outside, catalog)
     user = small / "verl/mine.py"
     user.write_text("from verl.utils.tracing import mine\n\nprint(mine())\n", encoding="utf-8")
@@ -404,8 +431,8 @@ def _loaders():
     ]
 
 
-def test_an_extra_module_of_the_forks_in_the_package_is_kept_with_its_folder(small, catalog):
-    _install(small, catalog)
+def test_an_extra_module_of_the_forks_in_the_package_is_kept_with_its_folder(small, installed_small, catalog):
+    _install(small, installed_small)
     mine = small / PACKAGE / "mine.py"
     mine.write_bytes(FORK_HELPERS)
     cache = small / PACKAGE / "__pycache__"
@@ -422,8 +449,8 @@ def test_an_extra_module_of_the_forks_in_the_package_is_kept_with_its_folder(sma
     assert sorted(os.listdir(cache)) == fork_cache, "the fork's bytecode stays"
 
 
-def test_a_forks_module_in_the_package_that_imports_the_runtime_keeps_it(small, catalog):
-    _install(small, catalog)
+def test_a_forks_module_in_the_package_that_imports_the_runtime_keeps_it(small, installed_small, catalog):
+    _install(small, installed_small)
     (small / PACKAGE / "mine.py").write_text("from .trace import trace_flow\n", encoding="utf-8")
     result = remove(small, catalog, force=True)
     kept = {f.path: f for f in result.runtime_files}
@@ -433,8 +460,8 @@ def test_a_forks_module_in_the_package_that_imports_the_runtime_keeps_it(small, 
     assert len(_ours_left(small, catalog)) == len(catalog.runtime.files)
 
 
-def test_ordinary_bytecode_is_no_problem_and_goes_with_the_package(small, catalog):
-    _install(small, catalog)
+def test_ordinary_bytecode_is_no_problem_and_goes_with_the_package(small, installed_small, catalog):
+    _install(small, installed_small)
     for optimize in (0, 2):
         for name, _ in catalog.runtime.files:
             source = str(small / PACKAGE / name)
@@ -452,10 +479,10 @@ def test_ordinary_bytecode_is_no_problem_and_goes_with_the_package(small, catalo
     assert not (small / PACKAGE).exists(), "the package, its bytecode and its folder are gone"
 
 
-def test_a_runtime_file_edited_by_hand_stays_the_tools_when_the_manifest_records_it(small, catalog):
+def test_a_runtime_file_edited_by_hand_stays_the_tools_when_the_manifest_records_it(small, installed_small, catalog):
     """The manifest records what apply installed: an edit since is `drifted` (left alone), not someone
     else's file, also after a later apply writes the manifest again."""
-    _install(small, catalog)
+    _install(small, installed_small)
     trace = small / PACKAGE / "trace.py"
     edited = _shipped(catalog, "trace.py") + b"\n# my own change\n"
     trace.write_bytes(edited)
@@ -471,8 +498,8 @@ def test_a_runtime_file_edited_by_hand_stays_the_tools_when_the_manifest_records
     assert {f.status for f in kept.runtime_files} == {RuntimeStatus.KEPT_EDITED} and trace.read_bytes() == edited
 
 
-def test_a_lost_manifest_is_written_again_when_the_files_are_the_tools(small, catalog):
-    _install(small, catalog)
+def test_a_lost_manifest_is_written_again_when_the_files_are_the_tools(small, installed_small, catalog):
+    _install(small, installed_small)
     manifest = (small / MANIFEST).read_bytes()
     (small / MANIFEST).unlink()
     result = apply(small, catalog, SELECTION)
@@ -480,10 +507,10 @@ def test_a_lost_manifest_is_written_again_when_the_files_are_the_tools(small, ca
     assert (small / MANIFEST).read_bytes() == manifest
 
 
-def test_a_runtime_file_of_an_earlier_release_is_the_tools_without_a_manifest(small, catalog):
+def test_a_runtime_file_of_an_earlier_release_is_the_tools_without_a_manifest(small, installed_small, catalog):
     from trace_instrument.engine.runtime import digest
 
-    _install(small, catalog)
+    _install(small, installed_small)
     (small / MANIFEST).unlink()
     older = b"# an earlier release of trace.py\n"
     (small / PACKAGE / "trace.py").write_bytes(older)
@@ -514,8 +541,8 @@ def test_no_write_goes_through_a_folder_linked_out_of_the_checkout(small, outsid
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "github", "junit"])
-def test_every_format_of_check_names_what_is_not_the_tools(small, outside, catalog, fmt):
-    _install(small, catalog)
+def test_every_format_of_check_names_what_is_not_the_tools(small, installed_small, outside, catalog, fmt):
+    _install(small, installed_small)
     _subpackage(small, outside, catalog)
     result = _cli("check", "--skip", SKIP, "--format", fmt, small)
     assert result.exit_code == exits.FAILED
@@ -526,12 +553,12 @@ def test_every_format_of_check_names_what_is_not_the_tools(small, outside, catal
         assert f'file="{PACKAGE}/trace"' in result.output and 'type="refused"' in result.output
 
 
-def test_the_json_of_a_refused_apply_and_of_check_validate_and_carry_the_path(small, outside, catalog):
+def test_the_json_of_a_refused_apply_and_of_check_validate_and_carry_the_path(small, installed_small, outside, catalog):
     import jsonschema
 
     from trace_instrument.render import jsonout
 
-    _install(small, catalog)
+    _install(small, installed_small)
     _subpackage(small, outside, catalog)
     offending = f"{PACKAGE}/trace"
     refused = json.loads(_cli("apply", "--skip", SKIP, "--format", "json", small).output)

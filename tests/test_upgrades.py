@@ -368,6 +368,7 @@ def way_a(fork: Fork) -> WayA:
     return WayA(checkout, applied, check, verify)
 
 
+@pytest.mark.slow
 def test_a_remove_merge_apply_leaves_check_and_verify_clean(way_a: WayA, catalog: Catalog):
     expected = expected_state(way_a.checkout, catalog)
     assert expected.applicable == {p.id for p in core_points(catalog)}, "every core point's file is in the release"
@@ -448,6 +449,7 @@ def test_b_check_names_what_the_merge_took_away(way_b: WayB, catalog: Catalog):
     assert report["summary"]["by_status"]["present"] == len(expected.applicable - expected.not_present) + runtime_files
 
 
+@pytest.mark.slow
 def test_b_one_apply_puts_it_back_and_check_and_verify_are_clean(way_b: WayB, catalog: Catalog):
     expected = way_b.expected
     applied = statuses(way_b.applied)
@@ -462,6 +464,7 @@ def test_b_one_apply_puts_it_back_and_check_and_verify_are_clean(way_b: WayB, ca
     assert git(way_b.checkout, "status", "--porcelain") == "", "a second apply changes no byte"
 
 
+@pytest.mark.slow
 def test_b_arrives_at_the_same_code_as_a(way_a: WayA, way_b: WayB):
     differing = set(git(way_b.checkout, "diff", "--name-only", way_a.checkout.name, way_b.checkout.name).splitlines())
     # the manifests differ only if the fork's own code ended up differently (it does not: both keep it)
@@ -470,6 +473,7 @@ def test_b_arrives_at_the_same_code_as_a(way_a: WayA, way_b: WayB):
     assert FORK_FUNCTION in (way_b.checkout / MAIN_PPO).read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_b_business_edit_after_apply_is_caught_by_verify(way_b: WayB):
     target = way_b.checkout / RAY_TRAINER
     replace_once(target, LATE_EDIT_OLD, LATE_EDIT_NEW)
@@ -656,6 +660,7 @@ def test_a_release_outside_validated_on_gets_one_line(verl_091: Path, tmp_path: 
     assert (report["verl_version"], report["validated"]) == ("0.10.0", False)
 
 
+@pytest.mark.slow
 def test_verify_baseline_takes_a_tag_when_the_checkout_is_a_subfolder(verl_090: Path, tmp_path: Path, catalog):
     repository = tmp_path / "monorepo"
     checkout = copy_tree(verl_090, repository / "third_party" / "verl")

@@ -87,20 +87,15 @@ def test_a_lost_manifest_is_written_again_by_apply(instrumented_090, catalog):
     assert verify(instrumented_090, catalog).ok
 
 
-def test_an_extra_not_asked_for_is_never_verified_and_skipped_points_are_not_proven(tmp_path, catalog):
+def test_an_extra_not_asked_for_is_never_verified_and_skipped_points_are_not_proven(tmp_path, catalog, verl_release):
     """verl 0.7.1 has its own `slowest = np.argmax(...)` line, the code of the opt-in extra
     extra.reward-score.aggregate: not selected nor applied, the extra is not verified (it failed
     verify on every 0.6.1-0.7.1 tree). A skipped point is not proven either."""
-    import pytest
     from support import copy_tree
 
     from trace_instrument.model import Selection
-    from trace_instrument.wheels import WheelError, verl_tree
 
-    try:
-        pristine = verl_tree("0.7.1")
-    except WheelError as exc:
-        pytest.fail(f"verl 0.7.1 is needed for this test and could not be had: {exc}", pytrace=False)
+    pristine = verl_release("0.7.1")
     text = (pristine / "verl/experimental/agent_loop/agent_loop.py").read_text(encoding="utf-8")
     assert "slowest = np.argmax(t_generate_sequences + t_tool_calls)" in text, "verl's own line the extra's code equals"
     tree = copy_tree(pristine, tmp_path / "v071")
@@ -113,22 +108,17 @@ def test_an_extra_not_asked_for_is_never_verified_and_skipped_points_are_not_pro
     assert not [f for f in skipped.findings if lost in f.message]
 
 
-def test_verl_code_equal_to_an_extra_is_never_taken_for_it(tmp_path, catalog):
+def test_verl_code_equal_to_an_extra_is_never_taken_for_it(tmp_path, catalog, verl_release):
     """The extra's code calls nothing of the runtime: only the manifest's record makes it the
     tool's. remove never rewrites verl 0.7.1's own `slowest = ...` line back into the extra's
     anchor (which reads `t_compute_score`), and check with the extra asked for finds it absent."""
-    import pytest
     from support import copy_tree
 
     from trace_instrument.engine.check import check
     from trace_instrument.engine.remove import remove
     from trace_instrument.model import Selection, Status
-    from trace_instrument.wheels import WheelError, verl_tree
 
-    try:
-        pristine = verl_tree("0.7.1")
-    except WheelError as exc:
-        pytest.fail(f"verl 0.7.1 is needed for this test and could not be had: {exc}", pytrace=False)
+    pristine = verl_release("0.7.1")
     agent_loop = "verl/experimental/agent_loop/agent_loop.py"
     tree = copy_tree(pristine, tmp_path / "v071")
     apply(tree, catalog)

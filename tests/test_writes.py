@@ -92,6 +92,7 @@ def test_a_run_refuses_while_another_holds_the_lock(checkout_090, catalog):
 
 
 @pytest.mark.parametrize("renamed_before_kill", [1, 4, 9])
+@pytest.mark.slow
 def test_sigkill_during_writes_leaves_each_file_original_or_complete(
     checkout_090, verl_090, tmp_path, catalog, renamed_before_kill
 ):
@@ -143,6 +144,7 @@ def _runtime_first(tree: dict[str, bytes]) -> bool:
 
 @pytest.mark.parametrize("stage", ["before-writes", "staging", "renames"])
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+@pytest.mark.slow
 def test_an_interrupted_run_ends_cleanly_at_every_stage_of_the_writes(
     checkout_090, verl_090, tmp_path, catalog, stage, signum, code
 ):

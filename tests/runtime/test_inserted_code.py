@@ -26,9 +26,7 @@ from types import CodeType, SimpleNamespace
 
 import numpy as np
 import pytest
-from support import copy_tree
 
-from trace_instrument.engine.apply import apply
 from trace_instrument.locate import FileLocator
 from trace_instrument.model import Catalog
 
@@ -80,10 +78,9 @@ def prompts_without_uid(n: int) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def instrumented(verl_090: Path, tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) -> Path:
-    checkout = copy_tree(verl_090, tmp_path_factory.mktemp("instrumented"))
-    assert apply(checkout, catalog).written
-    return checkout
+def instrumented(applied_090: Path) -> Path:
+    """verl 0.9.0 after one apply: the worker's shared tree (read only here)."""
+    return applied_090
 
 
 def placed(checkout: Path, catalog: Catalog, point_id: str) -> CodeType:

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import tracemalloc
 
+import pytest
+
 STATUS_KEYS = ["schema", "host", "pid", "updated_at", "final", "lost", "written"]
 
 LOSSY_THEN_KILLED = """
@@ -30,6 +32,7 @@ LOSSY_THEN_KILLED = """
 """
 
 
+@pytest.mark.slow
 def test_a_killed_worker_has_already_reported_its_losses(script, tmp_path):
     trace_dir = tmp_path / "trace"
     proc, _ = script.run(LOSSY_THEN_KILLED, stdout=subprocess.DEVNULL, VERL_TRACE_DIR=trace_dir)
@@ -68,6 +71,7 @@ CLEAN_RUN = """
 """
 
 
+@pytest.mark.slow
 def test_every_tracing_process_leaves_a_final_status_file(script, tmp_path):
     trace_dir = tmp_path / "trace"
     proc, _ = script.run(CLEAN_RUN, stdout=subprocess.DEVNULL, VERL_TRACE_DIR=trace_dir)
@@ -126,6 +130,7 @@ def test_format_failures_and_progress_write_errors_are_counted(traced, trace_dir
     }
 
 
+@pytest.mark.slow
 def test_exit_report_covers_every_facility(script, tmp_path):
     trace_dir = tmp_path / "trace"
     trace_dir.mkdir()

@@ -131,6 +131,7 @@ def test_fork_while_writers_are_busy(script, tmp_path, hook, first):
     assert trajectory_files == [[("0", "child")], [("0", "parent"), ("1", "parent")]]
 
 
+@pytest.mark.slow
 def test_exit_flushes_queued_rows_within_two_seconds(script, tmp_path):
     trace_dir = tmp_path / "trace"
     code = """
@@ -153,6 +154,7 @@ def test_exit_flushes_queued_rows_within_two_seconds(script, tmp_path):
     assert "[verl tracing]" not in proc.stderr  # nothing dropped, nothing reported
 
 
+@pytest.mark.slow
 def test_exit_is_bounded_even_when_the_disk_hangs(script, tmp_path):
     code = """
         import sys, threading, time
@@ -168,6 +170,7 @@ def test_exit_is_bounded_even_when_the_disk_hangs(script, tmp_path):
     assert "[verl tracing] sample-flow writer dropped 10 row(s) (not flushed at exit: 10)\n" in proc.stderr
 
 
+@pytest.mark.slow
 def test_dropped_rows_are_reported_once_on_stderr(script, tmp_path):
     trace_dir = tmp_path / "trace"
     code = """
@@ -186,6 +189,7 @@ def test_dropped_rows_are_reported_once_on_stderr(script, tmp_path):
     assert csv_file.read_bytes().count(b"\r\n") == 1
 
 
+@pytest.mark.slow
 def test_explicit_flush_before_os_exit(script, tmp_path):
     trace_dir = tmp_path / "trace"
     code = """
@@ -204,6 +208,7 @@ def test_explicit_flush_before_os_exit(script, tmp_path):
     assert len(jsonl_file.read_bytes().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_multiprocessing_fork_children_get_their_own_files(script, tmp_path):
     trace_dir = tmp_path / "trace"
     code = """

@@ -6,6 +6,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 SIGNAL_STORM = """
     import faulthandler, os, signal, sys, time
     import verl.utils.tracing as tracing
@@ -32,6 +34,7 @@ SIGNAL_STORM = """
 """
 
 
+@pytest.mark.slow
 def test_a_signal_handler_that_traces_never_deadlocks_and_loses_nothing_silently(script, tmp_path):
     trace_dir = tmp_path / "trace"
     proc, _ = script.run(SIGNAL_STORM, timeout=90, stdout=subprocess.DEVNULL, VERL_TRACE_DIR=trace_dir)

@@ -3,13 +3,34 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 import simulate
+
+
+@pytest.fixture
+def chromium() -> ModuleType:
+    """Headless Chromium (tests/traces/chromium.py): requesting it puts a test in the `browser` tier."""
+    import chromium as driver
+
+    driver.chromium()  # fails with the install command when Chromium is missing
+    return driver
+
+
+@pytest.fixture
+def pyspark() -> ModuleType:
+    """pyspark, imported: requesting it puts a test in the `spark` tier (a JVM in local mode)."""
+    try:
+        import pyspark as module
+    except ImportError:
+        pytest.fail("pyspark is needed for this test: pip install -e '.[test,spark]'", pytrace=False)
+    return module
 
 
 def tiny_plan() -> simulate.RunPlan:
@@ -55,9 +76,21 @@ def tiny_plan() -> simulate.RunPlan:
     return simulate.RunPlan("v0", "sync", 2, procs, steps, trajs, job_id="job-tiny", total_steps=2)
 
 
+def _files(trace: Path) -> dict[str, bytes]:
+    return {p.relative_to(trace).as_posix(): p.read_bytes() for p in sorted(trace.rglob("*")) if p.is_file()}
+
+
+def _shared(trace: Path) -> Iterator[Path]:
+    """A simulated run every test of a worker reads: made once, and still the same at the end (a
+    test that changes a run, or lets the reader write its cache there, works on a copy of its own)."""
+    made = _files(trace)
+    yield trace
+    assert _files(trace) == made, f"a test changed the shared run {trace}: copy it into tmp_path first"
+
+
 @pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return simulate.run_plan(tiny_plan(), tmp_path_factory.mktemp("tiny") / "trace")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield from _shared(simulate.run_plan(tiny_plan(), tmp_path_factory.mktemp("tiny") / "trace"))
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +110,10 @@ def sim_config() -> simulate.SimConfig:
 
 
 @pytest.fixture(scope="session")
-def sim_run(tmp_path_factory: pytest.TempPathFactory, sim_config: simulate.SimConfig) -> tuple[Path, simulate.RunPlan]:
+def sim_run(
+    tmp_path_factory: pytest.TempPathFactory, sim_config: simulate.SimConfig
+) -> Iterator[tuple[Path, simulate.RunPlan]]:
     trace_dir = tmp_path_factory.mktemp("sim") / "trace"
     plan = simulate.simulate(sim_config, trace_dir)
-    return trace_dir, plan
+    for trace in _shared(trace_dir):
+        yield trace, plan

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import ModuleType
 
-import chromium
 import simulate
 from typer.testing import CliRunner
 
@@ -14,7 +14,9 @@ from trace_instrument.cli import app
 runner = CliRunner()
 
 
-def test_report_renders_offline_in_chromium(sim_run: tuple[Path, simulate.RunPlan], tmp_path: Path) -> None:
+def test_report_renders_offline_in_chromium(
+    sim_run: tuple[Path, simulate.RunPlan], tmp_path: Path, chromium: ModuleType
+) -> None:
     trace_dir, _ = sim_run
     page = tmp_path / "report.html"
     result = runner.invoke(app, ["analyze", str(trace_dir), "--no-cache", "--html", str(page)])
@@ -34,7 +36,7 @@ def test_report_renders_offline_in_chromium(sim_run: tuple[Path, simulate.RunPla
     assert shot.stat().st_size > 50_000  # a real picture, not an empty page
 
 
-def test_console_errors_would_be_seen(tmp_path: Path) -> None:
+def test_console_errors_would_be_seen(tmp_path: Path, chromium: ModuleType) -> None:
     """The check above can fail: a page with a script error shows up in the console lines."""
     page = tmp_path / "bad.html"
     page.write_text("<html><body><script>undefinedFunction();</script></body></html>")

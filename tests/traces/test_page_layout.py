@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import ModuleType
 
-import chromium
 import pytest
 import simulate
 from typer.testing import CliRunner
@@ -54,7 +54,7 @@ window.addEventListener('load', function () {
 """
 
 
-def _measured(page: Path, width: int, target: Path) -> dict:
+def _measured(chromium: ModuleType, page: Path, width: int, target: Path) -> dict:
     probe = target / f"probe-{width}.html"
     probe.write_text(page.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     dom = chromium.dom_at_width(probe, width)
@@ -74,12 +74,14 @@ def long_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("width", [1400, 800])
 @pytest.mark.parametrize("which", ["sim", "long"])
-def test_every_chart_fits_and_has_axis_titles(width: int, which: str, sim_run, long_run, tmp_path: Path) -> None:
+def test_every_chart_fits_and_has_axis_titles(
+    width: int, which: str, sim_run, long_run, tmp_path: Path, chromium: ModuleType
+) -> None:
     trace = sim_run[0] if which == "sim" else long_run
     page = tmp_path / "report.html"
     result = runner.invoke(app, ["analyze", str(trace), "--no-cache", "--html", str(page)])
     assert result.exit_code == 0, result.output
-    out = _measured(page, width, tmp_path)
+    out = _measured(chromium, page, width, tmp_path)
     assert out["width"] == width
     assert out["scroll"] <= width, "the page scrolls sideways"
     drawn = [c for c in out["charts"] if not c["empty"]]

@@ -5,19 +5,13 @@ from __future__ import annotations
 import shutil
 from dataclasses import asdict
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from recompute import read_rows
 
 from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.salvage import RowProblem
-
-
-def _pyspark() -> None:
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        pytest.fail("pyspark is needed for this test: pip install -e '.[test,spark]'", pytrace=False)
 
 
 def _rounded(value: object) -> object:
@@ -31,8 +25,7 @@ def _rounded(value: object) -> object:
     return value
 
 
-def test_spark_matches_duckdb(tiny_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _pyspark()
+def test_spark_matches_duckdb(tiny_run: Path, monkeypatch: pytest.MonkeyPatch, pyspark: ModuleType) -> None:
     from trace_instrument.traces.spark_backend import SparkDialect
 
     spark = asdict(analyze([tiny_run], Options(cache=False, engine="spark")))
@@ -50,9 +43,8 @@ def test_spark_matches_duckdb(tiny_run: Path, monkeypatch: pytest.MonkeyPatch) -
     assert spark["rollouts"]["turns"]["quantiles"]["p99"] == pytest.approx(1.98)
 
 
-def test_spark_skips_the_same_damaged_rows_as_duckdb(tiny_run: Path, tmp_path: Path) -> None:
+def test_spark_skips_the_same_damaged_rows_as_duckdb(tiny_run: Path, tmp_path: Path, pyspark: ModuleType) -> None:
     """A bare LF in a CRLF file and a corrupt file: both engines read the good rows and count the same bad ones."""
-    _pyspark()
     copy = shutil.copytree(tiny_run, tmp_path / "trace")
     worker = next((copy / "sample").glob("node-b-*.csv"))
     lines = worker.read_bytes().splitlines()
@@ -92,11 +84,10 @@ def test_spark_skips_the_same_damaged_rows_as_duckdb(tiny_run: Path, tmp_path: P
     assert _rounded(spark_figures) == _rounded(duck_figures)
 
 
-def test_spark_opens_a_trajectory_as_duckdb_does(tiny_run: Path) -> None:
+def test_spark_opens_a_trajectory_as_duckdb_does(tiny_run: Path, pyspark: ModuleType) -> None:
     """``--trajectory`` reads the run's rows and trajectory lines through the engine's SQL: the same
     turns, rows and stop reason on Spark, for a finished trajectory and one cut off mid-rollout.
     (``--baseline`` compares two analyses, each the engine's, which the test above holds equal.)"""
-    _pyspark()
     from trace_instrument.traces.trajectory import open_trajectories
 
     ids = ["22222222-bbbb-4bbb-bbbb-222222222222/0", "22222222-bbbb-4bbb-bbbb-222222222222/1"]
@@ -106,9 +97,8 @@ def test_spark_opens_a_trajectory_as_duckdb_does(tiny_run: Path) -> None:
     assert _rounded([asdict(d) for d in spark]) == _rounded([asdict(d) for d in duck])
 
 
-def test_spark_splits_sample_ids_as_defined() -> None:
+def test_spark_splits_sample_ids_as_defined(pyspark: ModuleType) -> None:
     """Spark's uid and trajectory parts of the odd ids are the definition's (test_placeholders.py)."""
-    _pyspark()
     from test_placeholders import ODD_IDS, id_parts
 
     from trace_instrument.traces.spark_backend import SparkBackend
