@@ -26,8 +26,7 @@ from support import copy_tree, tree_bytes
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
-from trace_instrument.engine import unfinished
-from trace_instrument.engine.apply import apply
+from trace_instrument.engine.apply import apply, clean_manifest
 from trace_instrument.engine.check import check
 from trace_instrument.engine.files import PAUSE_AT_ENV, PAUSE_ENV, checkout_lock
 from trace_instrument.engine.manifest import MANIFEST_NAME
@@ -216,7 +215,7 @@ def test_without_a_clean_apply_that_gives_the_tree_back_apply_records_what_the_t
     target = root / "verl" / "target.py"
     target.write_text(target.read_text(encoding="utf-8").replace("_started = ", "_started  =  "), encoding="utf-8")
     edited = tree_bytes(root)
-    assert unfinished.clean_manifest(root, catalog, Selection(), {"verl/target.py": edited["verl/target.py"]}) is None
+    assert clean_manifest(root, catalog, Selection(), {"verl/target.py": edited["verl/target.py"]}) is None
     apply(root, catalog)
     assert tree_bytes(root) == edited
     assert json.loads((root / MANIFEST_NAME).read_bytes())["points"]

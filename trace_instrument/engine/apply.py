@@ -9,6 +9,8 @@ and every point in place can run (its names resolve as the template means).
 from __future__ import annotations
 
 import ast
+import shutil
+import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,9 +34,10 @@ from trace_instrument.engine.assess import (
 )
 from trace_instrument.engine.baseline import added_imports, business_baseline
 from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked, unwritable
-from trace_instrument.engine.manifest import Manifest, Replacements
+from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacements
 from trace_instrument.engine.originals import FileText, for_removal, placed_extents, recorded, records_edit
 from trace_instrument.engine.parallel import file_size, map_in_order
+from trace_instrument.engine.remove import remove
 from trace_instrument.engine.results import excluded_reason, one_file, point_result, problem_results
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.locate import FileLocator, Placement
@@ -155,7 +158,7 @@ def _as_clean_apply(
     for plan in runtime_plan:
         write = plan.write
         after[plan.file.path] = write.data if write is not None else _bytes(base / plan.file.path)
-    clean = unfinished.clean_manifest(base, catalog, selection, after)
+    clean = clean_manifest(base, catalog, selection, after)
     return planned if clean is None else replace(planned, data=clean)
 
 
@@ -647,3 +650,35 @@ def _settle_across_files(
         for path, ids in redo.items():
             previous = {p.point_id for p in outcomes[path].result.points if p.status is Status.SKIPPED}
             outcomes[path] = _run_jobs(base, context, selected, {path: frozenset(ids | previous)})[path]
+
+
+def clean_manifest(base: Path, catalog: Catalog, selection: Selection, after: dict[str, bytes | None]) -> bytes | None:
+    """The manifest a clean apply of `selection` records for the tree a run leaves (`after`: the
+    bytes of each file it may write once it is done; None: absent), or None when no clean apply
+    gives back exactly that tree (a hand edit remove keeps, a point outside the selection)."""
+    with tempfile.TemporaryDirectory(prefix="trace-instrument-recover-") as scratch:
+        root = Path(scratch)
+        shutil.copytree(base / "verl", root / "verl", symlinks=True, ignore=_not_code)
+        removed = remove(root, catalog)
+        if removed.error is not None or any(p.status is Status.KEPT for p in removed.points):
+            return None
+        applied = apply(root, catalog, selection)
+        if applied.error is not None or not (root / MANIFEST_NAME).is_file():
+            return None
+        for relative, data in after.items():
+            path = root / relative
+            if (path.read_bytes() if path.is_file() else None) != data:
+                return None
+        return (root / MANIFEST_NAME).read_bytes()
+
+
+def _not_code(folder: str, names: list[str]) -> set[str]:
+    """What the scratch copy leaves out: all but Python sources, folders and verl's version file."""
+    here = Path(folder)
+    return {
+        name
+        for name in names
+        if not name.endswith(".py")
+        and not (here / name).is_dir()
+        and not (here.name == "version" and name == "version")
+    }

@@ -12,8 +12,6 @@ exactly the tree this run leaves. A tree with no tracing code and no manifest is
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,7 +22,6 @@ from trace_instrument.model import (
     FileResult,
     PointResult,
     Reason,
-    Selection,
     Status,
 )
 
@@ -74,38 +71,3 @@ def problems(base: Path, catalog: Catalog, files: Iterable[FileResult]) -> tuple
             PointResult(TREE, "", stray[0], Status.UNFINISHED, message=message, reason=Reason.STAGING_LEFTOVERS)
         )
     return tuple(found)
-
-
-def clean_manifest(base: Path, catalog: Catalog, selection: Selection, after: dict[str, bytes | None]) -> bytes | None:
-    """The manifest a clean apply of `selection` records for the tree a run leaves (`after`: the
-    bytes of each file it may write once it is done; None: absent), or None when no clean apply
-    gives back exactly that tree (a hand edit remove keeps, a point outside the selection)."""
-    from trace_instrument.engine.apply import apply  # (apply calls this module)
-    from trace_instrument.engine.remove import remove
-
-    with tempfile.TemporaryDirectory(prefix="trace-instrument-recover-") as scratch:
-        root = Path(scratch)
-        shutil.copytree(base / "verl", root / "verl", symlinks=True, ignore=_not_code)
-        removed = remove(root, catalog)
-        if removed.error is not None or any(p.status is Status.KEPT for p in removed.points):
-            return None
-        applied = apply(root, catalog, selection)
-        if applied.error is not None or not (root / MANIFEST_NAME).is_file():
-            return None
-        for relative, data in after.items():
-            path = root / relative
-            if (path.read_bytes() if path.is_file() else None) != data:
-                return None
-        return (root / MANIFEST_NAME).read_bytes()
-
-
-def _not_code(folder: str, names: list[str]) -> set[str]:
-    """What the scratch copy leaves out: all but Python sources, folders and verl's version file."""
-    here = Path(folder)
-    return {
-        name
-        for name in names
-        if not name.endswith(".py")
-        and not (here / name).is_dir()
-        and not (here.name == "version" and name == "version")
-    }
