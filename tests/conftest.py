@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -150,6 +151,19 @@ def pytest_runtest_teardown(item: pytest.Item) -> object:
         return (yield)
 
 
+def _stop_signals_not_ignored() -> None:
+    """A suite started as a background job of a script (`cmd &`, `nohup`) inherits SIGINT (SIGHUP)
+    ignored, and so would every process it starts: the tests that interrupt a real CLI run would
+    see it finish instead. A handler of this process's own is reset to the default in a child at
+    exec, an ignored signal is not, so the suite handles them as Python does when they are not
+    ignored (the tool itself keeps an ignored signal ignored, as a background job asks)."""
+    defaults = {"SIGINT": signal.default_int_handler, "SIGHUP": signal.SIG_DFL, "SIGTERM": signal.SIG_DFL}
+    for name, handler in defaults.items():
+        signum = getattr(signal, name, None)
+        if signum is not None and signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, handler)
+
+
 def _weight(item: pytest.Item) -> int:
     marks = {m.name for m in item.iter_markers()}
     for rank, mark in enumerate(("spark", "browser", "slow", "e2e")):
@@ -171,6 +185,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.numprocesses = 0
         config.option.dist = "no"
     tiers.install_guard()
+    _stop_signals_not_ignored()
     in_worker = hasattr(config, "workerinput")
     if config.option.basetemp is None and not in_worker and MEMORY_DISK.is_dir() and os.access(MEMORY_DISK, os.W_OK):
         own = Path(tempfile.mkdtemp(prefix="trace-instrument-tests-", dir=MEMORY_DISK))
