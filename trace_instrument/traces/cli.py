@@ -187,7 +187,8 @@ def analyze_command(
     from trace_instrument.traces.analyze import Options, analyze
     from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT
 
-    _require_engine("pyspark" if engine is Engine.spark else "duckdb")
+    # --follow reads with DuckDB whatever the engine (and refuses another one, saying so)
+    _require_engine("pyspark" if engine is Engine.spark and not follow else "duckdb")
     _output_parent(html, "--html")
     _output_parent(csv_dir, "--csv")
     if csv_dir is not None and csv_dir.exists() and not csv_dir.is_dir():
