@@ -233,7 +233,8 @@ def test_two_places_that_fit_alike_are_a_tie_and_nothing_is_written(tmp_path: Pa
     result = port(tree, catalog, Selection(), _reload(specs))
     assert {s.status for s in result.suggestions} == {PortStatus.TIE}
     assert all(s.runners_up == ("Worker.train", "Worker.validate") for s in result.suggestions)
-    assert result.written == () and not (tree / DEFAULT_OUT).exists()
+    # the out folder exists after a run, empty: an empty override set is valid to read
+    assert result.written == () and (tree / DEFAULT_OUT).is_dir() and not any((tree / DEFAULT_OUT).iterdir())
     assert exits.port_exit(result) == exits.FAILED
 
 
@@ -1123,8 +1124,14 @@ PINNED_OLDER = {
                 "flow.v0.train-reward",
                 "progress.v0.reward",
                 "progress.v0.eval",
+                # before the sync/async generate branch, the end of the rollout after the gen timer (the end of
+                # generation after the branch)
+                "progress.v0.rollout-window",
+                "progress.v0.generation",
             )
         },
+        # before _run_agent_loop's one return (it post-processes inline)
+        "flow.v0.run-completed": "AgentLoopWorkerBase._run_agent_loop",
     },
     "0.6.1": {
         "traj.c0.store": "AgentLoopWorkerBase.__init__",
@@ -1146,8 +1153,15 @@ PINNED_OLDER = {
                 "flow.v0.train-logprob",
                 "progress.v0.reward",
                 "progress.v0.eval",
+                "progress.v0.rollout-window",
+                "progress.v0.generation",
+                # after the ref_in_actor if/else, whose two branches compute the reference log-probs
+                "flow.v0.train-ref-logprob",
             )
         },
+        "flow.v0.run-completed": "AgentLoopWorkerBase._run_agent_loop",
+        # _compute_score inlined: its reward statement (`output` for `final_output`) is in _run_agent_loop alone
+        "flow.v0.rollout-reward": "AgentLoopWorkerBase._run_agent_loop",
     },
 }
 
@@ -1175,3 +1189,58 @@ def test_older_releases_get_only_the_pinned_places_and_stay_clean(
     ), {p: planned[p].status for p in written}
     in_place = frozenset(r.point_id for r in check(tree, ported).points if r.status.in_place)
     assert verify(tree, ported, Selection(only=in_place)).ok
+
+
+# -- used without flags: port names its folder in the checkout's configuration ------------------------
+
+MOVED = """
+class Worker:
+    def train(self, data):
+        batch = make(data)
+        score = judge(batch)
+"""
+
+
+def test_after_port_plain_commands_read_its_overrides_and_a_hand_edit_is_kept(tmp_path: Path) -> None:
+    """The README's CI snippet: `port PATH`, then plain `check PATH` is clean (the configuration names the
+    overrides' folder, relative to the checkout); a second port keeps an override file a person edited."""
+    tree, _catalog, specs = _case(tmp_path, MOVED)
+    pyproject = tree / "pyproject.toml"
+    pyproject.write_text(f'[project]\nname = "verl"\n\n[tool.trace-instrument]\nanchors = ["{specs}"]\n', "utf-8")
+    runner = CliRunner()
+    assert runner.invoke(app, ["check", str(tree)]).exit_code != exits.OK, "lost before port"
+    review = runner.invoke(app, ["port", str(tree), "--out", str(tmp_path / "review")])
+    assert review.exit_code == exits.OK and (tmp_path / "review").is_dir()
+    assert ".trace-instrument/anchors" not in pyproject.read_text("utf-8"), "a review copy is recorded nowhere"
+    outcome = runner.invoke(app, ["port", str(tree)])
+    assert outcome.exit_code == exits.OK, outcome.output
+    assert f'anchors = ["{specs}", ".trace-instrument/anchors"]' in pyproject.read_text("utf-8")
+    assert "recorded in" in outcome.output and "plain apply, check, verify and remove" in outcome.output
+    missing = runner.invoke(app, ["check", str(tree)])
+    assert "missing         t.first" in missing.output and "anchor-lost" not in missing.output, missing.output
+    assert runner.invoke(app, ["apply", str(tree)]).exit_code == exits.OK
+    checked = runner.invoke(app, ["check", str(tree)])
+    assert checked.exit_code == exits.OK, checked.output
+    assert runner.invoke(app, ["verify", str(tree)]).exit_code == exits.OK
+    again = runner.invoke(app, ["port", str(tree), "--format", "json"])
+    body = json.loads(again.output)
+    jsonschema.validate(body, jsonout.schema("port"), cls=jsonschema.Draft202012Validator)
+    assert body["recorded"]["added"] is False and body["kept"] == [] and body["points"] == []
+    # a person edits the override port wrote: a second port (the points lost again) keeps it and says so
+    override = tree / DEFAULT_OUT / override_file_name("verl/target.py")
+    edited = override.read_text("utf-8").replace("scope: Worker.train", "scope: Worker.train  # checked by hand")
+    assert edited != override.read_text("utf-8")
+    override.write_text(edited, "utf-8")
+    pyproject.write_text(f'[project]\nname = "verl"\n\n[tool.trace-instrument]\nanchors = ["{specs}"]\n', "utf-8")
+    kept = runner.invoke(app, ["port", str(tree)])
+    assert override.read_text("utf-8") == edited
+    assert f"kept (edited by hand since port wrote it; move it away to have it rewritten): {override}" in kept.output
+
+
+def test_port_makes_its_folder_even_with_nothing_to_write(tmp_path: Path) -> None:
+    """An empty override set is valid: the folder the configuration names exists after any run."""
+    tree, _catalog, specs = _case(tmp_path, MOVED.replace("def train", "def run"))
+    outcome = CliRunner().invoke(app, ["port", str(tree), "--anchors", str(specs)])
+    assert outcome.exit_code == exits.OK, outcome.output
+    assert (tree / DEFAULT_OUT).is_dir() and not any((tree / DEFAULT_OUT).iterdir())
+    assert (tree / ".trace-instrument.toml").read_text("utf-8") == 'anchors = [".trace-instrument/anchors"]\n'
