@@ -63,6 +63,7 @@ def _edit(relative: str, pattern: str, replacement: str, count: int) -> refactor
     return lambda tree: _refactor(tree, relative, pattern, replacement, count)
 
 
+DECOY = "rename a method beside a decoy repeating its reward timer (fit_loop, _debug_reward)"
 # case: (the file it edits, the edit, the points it loses)
 REFACTORS: dict[str, tuple[str, refactors.Refactor, int]] = {
     # the training loop's method renamed: its 24 points move with it, and the point anchored
@@ -76,6 +77,10 @@ REFACTORS: dict[str, tuple[str, refactors.Refactor, int]] = {
         refactors.CORPUS["rename a method and change its parameters (PPOTrainer._step_once)"],
         16,
     ),
+    # issue 38's decoy: fit renamed, and a debug helper repeating the reward timer's statements added to the class;
+    # the reward points fit both, fit's other points (gone to fit_loop) decide: the files are the oracle's, the
+    # helper untouched
+    "rename-a-method-beside-a-decoy": (RAY_TRAINER, refactors.CORPUS[DECOY], 25),
     # the agent-loop worker's class renamed where the code names it (the tracing strings keep theirs)
     "rename-a-class": (
         AGENT_LOOP,
@@ -140,6 +145,20 @@ def test_port_then_apply_gives_the_refactored_instrumented_tree(
     assert _without_baselines(tree / MANIFEST_NAME) == manifest
     assert exits.check_exit(check(tree, ported)) == exits.OK
     assert verify(tree, ported).ok
+
+
+def test_a_decoy_repeating_the_reward_timer_is_seen_and_set_aside(
+    verl_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    """The reward points fit the debug helper as well as fit_loop (a real decoy: port sees both); the other lost
+    points of fit went to fit_loop, so that is where they go, never the helper."""
+    tree = copy_tree(verl_090, tmp_path / "fork")
+    refactors.CORPUS[DECOY](tree)
+    by_id = {s.point_id: s for s in port(tree, catalog, Selection(), _shipped_reload).suggestions}
+    for point_id in ("flow.v0.train-reward", "progress.v0.reward"):
+        found = by_id[point_id]
+        assert (found.status, found.new_scope) == (PortStatus.PORTED, "RayPPOTrainer.fit_loop"), found
+        assert found.runners_up == ("RayPPOTrainer._debug_reward",), found
 
 
 def test_port_writes_no_verl_source_and_runs_twice_alike(verl_090: Path, catalog: Catalog, tmp_path: Path) -> None:
