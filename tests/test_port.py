@@ -1263,3 +1263,111 @@ def test_port_makes_its_folder_even_with_nothing_to_write(tmp_path: Path) -> Non
     assert outcome.exit_code == exits.OK, outcome.output
     assert (tree / DEFAULT_OUT).is_dir() and not any((tree / DEFAULT_OUT).iterdir())
     assert (tree / ".trace-instrument.toml").read_text("utf-8") == 'anchors = [".trace-instrument/anchors"]\n'
+
+
+BRANCH_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.generation
+    facility: progress
+    title: around the generate call
+    scope: Worker.run
+    edits:
+      - before: |
+          combined = self.manager.generate(batch)
+        code: |
+          log_progress('start generation')
+      - after: |
+          self.manager.sleep()
+        inside: |
+          with timer("gen", ...): ...
+        code: |
+          log_progress('end generation')
+  - id: t.ref
+    facility: progress
+    title: after the reference log-probs
+    scope: Worker.run
+    after: |
+      ref = self._compute_ref(batch)
+    inside: |
+      with timer(str(Role.Ref), ...): ...
+    code: |
+      log_progress('ref')
+  - id: t.ref-timer
+    facility: progress
+    title: around the reference timer
+    scope: Worker.run
+    edits:
+      - before: |
+          with timer(str(Role.Ref), ...): ...
+        code: |
+          log_progress('start ref')
+      - after: |
+          with timer(str(Role.Ref), ...): ...
+        code: |
+          log_progress('end ref')
+"""
+
+
+@pytest.mark.parametrize("timer", ['"ref"', "str(Role.Ref)"])
+def test_an_anchor_done_in_both_branches_of_an_if_is_anchored_on_the_if(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, timer: str
+) -> None:
+    """verl 0.6's generate call and reference log-probs sit in both branches of an if/else: the `if` is the anchor
+    (the one in the edit's timer, not the baseline's), the end of generation (its anchor gone, next to the call in
+    the validated release) goes after it; a timer named otherwise is learnt from the point it holds, for the other."""
+    neighbours = {"t.generation": [("", ""), ("combined = self.manager.generate(batch)", "")]}
+    monkeypatch.setattr(port_module, "shipped_neighbours", lambda: neighbours)
+    tree, catalog, specs = _case(
+        tmp_path,
+        f"""
+        class Worker:
+            def run(self, batch):
+                with timer("gen", raw):
+                    if not self.async_mode:
+                        out = self.group.generate(batch)
+                    else:
+                        out = self.manager.generate(batch)
+                    raw.update(out.timing)
+                with timer("gen_max", raw):
+                    if not self.async_mode:
+                        base = self.group.generate(batch)
+                    else:
+                        base = self.manager.generate(batch)
+                with timer({timer}, raw):
+                    if not self.ref_in_actor:
+                        ref = self.ref_group.compute_ref(batch)
+                    else:
+                        ref = self.group.compute_ref(batch)
+                    batch = batch.union(ref)
+        """,
+        BRANCH_SPEC,
+    )
+    by_id = {s.point_id: s for s in port(tree, catalog, Selection(), _reload(specs)).suggestions}
+    generation = by_id["t.generation"]
+    assert (generation.status, generation.confidence) == (PortStatus.PORTED, Confidence.LIKELY), generation
+    assert generation.anchors == ("if not self.async_mode: ...", "if not self.async_mode: ...")
+    assert generation.line == 5 and "does its work in both branches" in generation.evidence
+    ref = by_id["t.ref"]
+    assert (ref.status, ref.confidence, ref.anchors, ref.line) == (
+        PortStatus.PORTED,
+        Confidence.LIKELY,
+        ("if not self.ref_in_actor: ...",),
+        16,
+    )
+    timers = by_id.get("t.ref-timer")
+    if timer == '"ref"':  # named otherwise: learnt from t.ref
+        assert timers is not None and (timers.status, timers.confidence, timers.line) == (
+            PortStatus.PORTED,
+            Confidence.LIKELY,
+            15,
+        )
+        assert "as t.ref shows" in timers.evidence
+    else:
+        assert timers is None, "found as shipped"
+    ported = load_catalog([specs, tree / DEFAULT_OUT], shipped=False)
+    assert exits.apply_exit(apply(tree, ported)) == exits.OK
+    text = (tree / "verl" / "target.py").read_text(encoding="utf-8")
+    assert text.index("log_progress('start generation')") < text.index("if not self.async_mode")
+    assert text.index("log_progress('end generation')") < text.index("raw.update(out.timing)")
+    assert text.index("log_progress('ref')") < text.index("batch = batch.union(ref)")

@@ -41,6 +41,7 @@ from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import (
     Anchor,
     Catalog,
+    CodePattern,
     Confidence,
     Edit,
     EditKind,
@@ -153,6 +154,7 @@ class _Fit:
     between: str = ""  # for a fit by the anchor's neighbours (deleted or replaced between them): how
     free: str = ""  # for a point whose place in its __init__ does not matter: the new attribute it sets
     inlined: str = ""  # for a fit by aligned statements in another method, its own def gone: where it went
+    retimed: tuple[tuple[str, str], ...] = ()  # the timers (`with` headers) it showed named otherwise: (old, new)
 
 
 @dataclass
@@ -216,6 +218,20 @@ def _suggest(
             if free and (near is None or _top_level(work, near, scope)):
                 near = replace(near, free=free) if near is not None else _at_the_end(work, point, scope, free)
             fits[point.id] = [near] if near is not None else []
+    # a timer one point showed named otherwise here renames the anchors of the scope's other points that name it
+    timers = {
+        old: (new, point.id)
+        for point in points
+        for fit in fits[point.id][:1]
+        if len(fits[point.id]) == 1
+        for old, new in fit.retimed
+    }
+    for point in points:
+        # stronger evidence than statements only alike (a nearest fit, a guess)
+        if timers and all(f.nearest for f in fits[point.id]):
+            scope = renames.get(point.scope) or moved.get(point.scope) or point.scope
+            retimed = _retimed_fit(work, point, scope, timers)
+            fits[point.id] = [retimed] if retimed is not None else fits[point.id]
     decided = [
         _decide(point, result, fits[point.id], consensus.get(point.scope), _kept_scope(work, point.scope))
         for point, result in zip(points, results)
@@ -840,6 +856,7 @@ def _branch_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     insides = [""] * len(moved.edits)
     notes: list[str] = []
     branched: dict[str, tuple[str, str]] = {}  # an edit's old anchor statement -> the `if` doing its work, its block
+    retimed: list[tuple[str, str]] = []
     for index, (edit, place) in enumerate(zip(moved.edits, placed)):
         if isinstance(place, Placement) or len(edit.anchors[0].target.stmts) != 1:
             continue
@@ -849,6 +866,15 @@ def _branch_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
             inside = _block_header(work, node) if edit.anchors[0].inside is None else ""
             if _places_at(work, replace(moved, edits=(edit,)), node, inside):
                 found.append((node, note, inside))
+                continue
+            # its block a timer named otherwise (0.6.0's `marked_timer("ref", ...)` for `str(Role.RefPolicy)`)
+            timer = _retimed(work, node, edit.anchors[0].inside)
+            if timer and _places_at(work, replace(moved, edits=(edit,)), node, timer):
+                old = edit.anchors[0].inside.text.strip()  # type: ignore[union-attr]
+                found.append(
+                    (node, f"{note}, in `{first_line(_parsed(timer))}`, the timer `{old}` named so here", timer)
+                )
+                retimed.append((old, timer))
         if len(found) > 1:
             # the one beside the point's other edits, or in the block their anchors are inside
             blocks = [e.anchors[0].inside.text for e in moved.edits if e is not edit and e.anchors[0].inside]
@@ -874,14 +900,62 @@ def _branch_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
             notes.append(f"edit {index + 1}'s statements, next to that anchor in the validated release, are gone")
     branch = _with_anchors(moved, texts, insides)
     placements = _placed_all(work, branch)
+    timers = tuple(dict.fromkeys(retimed))
     if placements is not None:
-        return _Fit(scope, tuple(texts), placements, insides=tuple(insides), counterpart="; ".join(notes))
+        note = "; ".join(notes)
+        return _Fit(scope, tuple(texts), placements, insides=tuple(insides), counterpart=note, retimed=timers)
     rest = _neighbour_fit(work, branch, scope)
     if rest is None:
         return None
     merged = tuple(new or ours for new, ours in zip(rest.anchors, texts))
     between = f"{rest.between}; " + "; ".join(notes)
-    return replace(rest, anchors=merged, insides=tuple(insides), between=between)
+    return replace(rest, anchors=merged, insides=tuple(insides), between=between, retimed=timers)
+
+
+def _retimed_fit(work: FileWork, point: Point, scope: str, timers: dict[str, tuple[str, str]]) -> _Fit | None:
+    """The point in `scope` with each anchor or `inside` that is a timer another point of the scope showed
+    named otherwise here (`timers`: old header -> (new header, the point that showed it)) renamed so."""
+    if not timers or len(work.locator.index.scope_nodes(scope)) != 1:
+        return None
+    moved = replace(point, scope=scope)
+    texts: list[str] = []
+    insides: list[str] = []
+    shown: list[str] = []
+    for edit in moved.edits:
+        anchor = edit.anchors[0]
+        target = timers.get(anchor.target.text.strip())
+        inside = timers.get(anchor.inside.text.strip()) if anchor.inside is not None else None
+        texts.append(target[0] if target else "")
+        insides.append(inside[0] if inside else "")
+        shown += [
+            f"`{anchor.target.text.strip()}` is `{first_line(_parsed(t[0]))}` here, as {t[1]} shows"
+            for t in (target, inside)
+            if t
+        ]
+    if not shown:
+        return None
+    placements = _placed_all(work, _with_anchors(moved, texts, insides))
+    if placements is None:
+        return None
+    note = "its timer named otherwise: " + "; ".join(dict.fromkeys(shown))
+    return _Fit(scope, tuple(texts), placements, insides=tuple(insides), counterpart=note)
+
+
+def _retimed(work: FileWork, node: ast.stmt, inside: CodePattern | None) -> str:
+    """The header of the `with` block holding `node` when it calls what the edit's `inside` block (a
+    `with` of one call) calls, with other arguments: the same timer named otherwise ("" else)."""
+    pattern = inside.stmts[0] if inside is not None and len(inside.stmts) == 1 else None
+    owner = work.locator.index.site(node).owner
+    if not (isinstance(pattern, ast.With) and isinstance(owner, ast.With) and owner.items and pattern.items):
+        return ""
+    ours, theirs = pattern.items[0].context_expr, owner.items[0].context_expr
+    if not (isinstance(ours, ast.Call) and isinstance(theirs, ast.Call)):
+        return ""
+    return _as_anchor(owner) if ast.dump(ours.func) == ast.dump(theirs.func) else ""
+
+
+def _parsed(text: str) -> ast.stmt:
+    return ast.parse(text).body[0]
 
 
 def _places_at(work: FileWork, point: Point, node: ast.stmt, inside: str) -> bool:
