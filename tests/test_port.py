@@ -519,6 +519,10 @@ points:
     [
         ("prepare(data)\nfinish(data)", "prepare(data)"),  # the anchor deleted, its neighbours together
         ("prepare(data)\nbatch = make(data, fast=True)\nfinish(data)", "batch = make(data, fast=True)"),  # replaced
+        # the anchor deleted, the statement before it calling what it called otherwise (45632b5fa's sample)
+        ("ready = prepare(data, fast=True)\nfinish(data)", "ready = prepare(data, fast=True)"),
+        # decoy: the statement before `finish` calls something else
+        ("prime(data)\nfinish(data)", ""),
         # decoys: a statement between them that calls something else; the neighbours together twice
         ("prepare(data)\nbatch = build(data)\nfinish(data)", ""),
         ("prepare(data)\nfinish(data)\nif again:\n    prepare(data)\n    finish(data)", ""),

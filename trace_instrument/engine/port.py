@@ -1085,6 +1085,20 @@ def _between(sites: list[Site], before: str, after: str, anchor: Anchor) -> list
         elif len(rest) == 2 and first_line(rest[1]) == after and _same_call(anchor.target.stmts, rest[0]):
             why = f"`{first_line(rest[0])}` replaced it between `{before}` and `{after}`"
             found.append((_as_anchor(rest[0]), why, rest[0]))
+    if found or anchor.kind not in (EditKind.AFTER, EditKind.BEFORE):
+        return found
+    # the statement before it calling what `before` called, otherwise (45632b5fa's replay-buffer sample without
+    # `off_policy_metrics`), right before `after`: the anchor's statements went with what it read
+    try:
+        was = ast.parse(before).body
+    except SyntaxError:
+        return found
+    for site in sites:
+        rest = site.siblings[site.index + 1 : site.index + 2]
+        if rest and first_line(rest[0]) == after and _same_call(was, site.node):
+            node = site.node if anchor.kind is EditKind.AFTER else rest[0]
+            why = f"its statements are gone from after `{first_line(site.node)}` (for `{before}`), before `{after}`"
+            found.append((_as_anchor(node), why, node))
     return found
 
 
