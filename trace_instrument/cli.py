@@ -483,7 +483,11 @@ def port(
     path: PathArg,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Where the overrides go (default: PATH/.trace-instrument/anchors/)."),
+        typer.Option(
+            "--out",
+            help="A folder for a review copy, recorded nowhere (default: PATH/.trace-instrument/anchors/,"
+            " named in the project configuration so every command reads it).",
+        ),
     ] = None,
     min_confidence: Annotated[
         Confidence, typer.Option("--min-confidence", help="Write only the places found at least this sure.")
@@ -498,7 +502,9 @@ def port(
 ) -> None:
     """Find where the points that lost their anchors belong in this verl; write them as overrides.
 
-    Writes no verl source: review with `apply --dry-run --anchors DIR`, then `apply --anchors DIR`.
+    Writes no verl source. The default folder is named in the checkout's project configuration
+    (`anchors`), so plain `apply --dry-run` reviews and `apply`, `check`, `verify`, `remove` read it;
+    an override file edited by hand since port wrote it is kept.
     """
     from trace_instrument.engine.port import DEFAULT_OUT
     from trace_instrument.engine.port import port as run_port  # LibCST: apply proves each place
