@@ -1244,7 +1244,14 @@ def test_after_port_plain_commands_read_its_overrides_and_a_hand_edit_is_kept(tm
     assert runner.invoke(app, ["apply", str(tree)]).exit_code == exits.OK
     checked = runner.invoke(app, ["check", str(tree)])
     assert checked.exit_code == exits.OK, checked.output
+    # the README's CI gate and pre-commit hook, as written there
+    assert runner.invoke(app, ["check", str(tree), "--format", "github"]).exit_code == exits.OK
+    assert runner.invoke(app, ["check", "--quiet", str(tree)]).exit_code == exits.OK
     assert runner.invoke(app, ["verify", str(tree)]).exit_code == exits.OK
+    assert "log_progress('made')" in (tree / "verl" / "target.py").read_text("utf-8")
+    assert runner.invoke(app, ["remove", str(tree)]).exit_code == exits.OK
+    assert (tree / "verl" / "target.py").read_text("utf-8") == textwrap.dedent(MOVED), "plain remove: every line"
+    assert runner.invoke(app, ["apply", str(tree)]).exit_code == exits.OK
     again = runner.invoke(app, ["port", str(tree), "--format", "json"])
     body = json.loads(again.output)
     jsonschema.validate(body, jsonout.schema("port"), cls=jsonschema.Draft202012Validator)
