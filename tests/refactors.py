@@ -230,6 +230,18 @@ def _statement_range(
     raise SystemExit(f"{node.name}: no statement starts with {first!r}")
 
 
+DEBUG_REWARD = """\
+    def _debug_reward(self, batch, timing_raw):
+        \"\"\"The reward of a batch again, to debug a reward function (nothing in the loop calls it).\"\"\"
+        with marked_timer("reward", timing_raw, color="yellow"):
+            if self.use_rm and "rm_scores" not in batch.batch.keys():
+                batch_reward = self._compute_reward_colocate(batch)
+                batch = batch.union(batch_reward)
+            reward_tensor, reward_extra_infos_dict = extract_reward(batch)
+        return reward_tensor, reward_extra_infos_dict
+
+"""
+
 CORPUS: dict[str, Refactor] = {
     "rename a method (RayPPOTrainer.fit)": _sub(RAY_TRAINER, r"^    def fit\(self", "    def fit_loop(self"),
     # as verl did in June 2026 (`_step_once` -> `step`, a parameter dropped): here one is added, so the body stays
@@ -269,6 +281,12 @@ CORPUS: dict[str, Refactor] = {
         r"^ +gen_batch_output = combined_gen_output\.slice\(0, num_sampled_prompts\)\n"
         r" +if \"__do_sample__\" in gen_batch_output\.non_tensor_batch:\n +gen_batch_output\.pop\(.*\)\n",
         "",
+    ),
+    # issue 38's class 8, a decoy: fit renamed, and a debug helper before it repeating the reward timer's statements;
+    # the reward points fit both, and fit's other points (gone to fit_loop) say where they go: never the helper
+    "rename a method beside a decoy repeating its reward timer (fit_loop, _debug_reward)": _both(
+        _sub(RAY_TRAINER, r"^    def fit\(self", "    def fit_loop(self"),
+        _sub(RAY_TRAINER, r"^    def _compute_values\(self", DEBUG_REWARD + "    def _compute_values(self"),
     ),
     "rename a class (AgentLoopWorker)": _sub(
         AGENT_LOOP, r"(?<=^class )AgentLoopWorker\b|(?<=ray\.remote\()AgentLoopWorker\b", "RolloutWorker"

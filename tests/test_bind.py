@@ -259,7 +259,8 @@ def test_a_key_read_that_means_another_thing_where_the_code_goes_is_not_bound(tm
     catalog = load_catalog([specs], shipped=False)
     (found,) = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS).suggestions
     assert (found.point_id, found.status, found.bindings) == ("t.scored", PortStatus.REFUSED, ())
-    assert "give the override `bind`" in found.message
+    # the real cause, not a way out that does not exist (issue 38, class 7)
+    assert "nothing to bind" in found.message and "give the override" not in found.message
 
 
 def test_a_name_nothing_spells_is_left_for_a_human_with_the_way_out(tmp_path: Path) -> None:
@@ -267,7 +268,9 @@ def test_a_name_nothing_spells_is_left_for_a_human_with_the_way_out(tmp_path: Pa
     tree, specs = _tree(tmp_path, RENAMED.replace("count", "n"), spec)
     (found,) = port(tree, load_catalog([specs], shipped=False), Selection(), _reload(specs)).suggestions
     assert found.status is PortStatus.REFUSED
-    assert "reads 'missing_thing', which Worker.run does not define; give the override `bind`" in found.message
+    assert "reads 'missing_thing', which Worker.run does not define: no anchor of that scope shows it" in found.message
+    assert "nothing there reads a key or attribute 'missing_thing', so there is nothing to bind" in found.message
+    assert "give the override" not in found.message
 
 
 def test_verl_071_reads_rollout_n_as_the_config_it_comes_from(tmp_path: Path, catalog, verl_release) -> None:  # type: ignore[no-untyped-def]

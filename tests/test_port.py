@@ -64,6 +64,7 @@ def _edit(relative: str, pattern: str, replacement: str, count: int) -> refactor
     return lambda tree: _refactor(tree, relative, pattern, replacement, count)
 
 
+DECOY = "rename a method beside a decoy repeating its reward timer (fit_loop, _debug_reward)"
 # case: (the file it edits, the edit, the points it loses)
 REFACTORS: dict[str, tuple[str, refactors.Refactor, int]] = {
     # the training loop's method renamed: its 24 points move with it, and the point anchored
@@ -77,6 +78,10 @@ REFACTORS: dict[str, tuple[str, refactors.Refactor, int]] = {
         refactors.CORPUS["rename a method and change its parameters (PPOTrainer._step_once)"],
         16,
     ),
+    # issue 38's decoy: fit renamed, and a debug helper repeating the reward timer's statements added to the class;
+    # the reward points fit both, fit's other points (gone to fit_loop) decide: the files are the oracle's, the
+    # helper untouched
+    "rename-a-method-beside-a-decoy": (RAY_TRAINER, refactors.CORPUS[DECOY], 25),
     # the agent-loop worker's class renamed where the code names it (the tracing strings keep theirs)
     "rename-a-class": (
         AGENT_LOOP,
@@ -141,6 +146,20 @@ def test_port_then_apply_gives_the_refactored_instrumented_tree(
     assert _without_baselines(tree / MANIFEST_NAME) == manifest
     assert exits.check_exit(check(tree, ported)) == exits.OK
     assert verify(tree, ported).ok
+
+
+def test_a_decoy_repeating_the_reward_timer_is_seen_and_set_aside(
+    verl_090: Path, catalog: Catalog, tmp_path: Path
+) -> None:
+    """The reward points fit the debug helper as well as fit_loop (a real decoy: port sees both); the other lost
+    points of fit went to fit_loop, so that is where they go, never the helper."""
+    tree = copy_tree(verl_090, tmp_path / "fork")
+    refactors.CORPUS[DECOY](tree)
+    by_id = {s.point_id: s for s in port(tree, catalog, Selection(), _shipped_reload).suggestions}
+    for point_id in ("flow.v0.train-reward", "progress.v0.reward"):
+        found = by_id[point_id]
+        assert (found.status, found.new_scope) == (PortStatus.PORTED, "RayPPOTrainer.fit_loop"), found
+        assert found.runners_up == ("RayPPOTrainer._debug_reward",), found
 
 
 def test_port_writes_no_verl_source_and_runs_twice_alike(verl_090: Path, catalog: Catalog, tmp_path: Path) -> None:
@@ -234,7 +253,8 @@ def test_two_places_that_fit_alike_are_a_tie_and_nothing_is_written(tmp_path: Pa
     result = port(tree, catalog, Selection(), _reload(specs))
     assert {s.status for s in result.suggestions} == {PortStatus.TIE}
     assert all(s.runners_up == ("Worker.train", "Worker.validate") for s in result.suggestions)
-    assert result.written == () and not (tree / DEFAULT_OUT).exists()
+    # the out folder exists after a run, empty: an empty override set is valid to read
+    assert result.written == () and (tree / DEFAULT_OUT).is_dir() and not any((tree / DEFAULT_OUT).iterdir())
     assert exits.port_exit(result) == exits.FAILED
 
 
@@ -500,6 +520,10 @@ points:
     [
         ("prepare(data)\nfinish(data)", "prepare(data)"),  # the anchor deleted, its neighbours together
         ("prepare(data)\nbatch = make(data, fast=True)\nfinish(data)", "batch = make(data, fast=True)"),  # replaced
+        # the anchor deleted, the statement before it calling what it called otherwise (45632b5fa's sample)
+        ("ready = prepare(data, fast=True)\nfinish(data)", "ready = prepare(data, fast=True)"),
+        # decoy: the statement before `finish` calls something else
+        ("prime(data)\nfinish(data)", ""),
         # decoys: a statement between them that calls something else; the neighbours together twice
         ("prepare(data)\nbatch = build(data)\nfinish(data)", ""),
         ("prepare(data)\nfinish(data)\nif again:\n    prepare(data)\n    finish(data)", ""),
@@ -1121,8 +1145,14 @@ PINNED_OLDER = {
                 "flow.v0.train-reward",
                 "progress.v0.reward",
                 "progress.v0.eval",
+                # before the sync/async generate branch, the end of the rollout after the gen timer (the end of
+                # generation after the branch)
+                "progress.v0.rollout-window",
+                "progress.v0.generation",
             )
         },
+        # before _run_agent_loop's one return (it post-processes inline)
+        "flow.v0.run-completed": "AgentLoopWorkerBase._run_agent_loop",
     },
     "0.6.1": {
         "traj.c0.store": "AgentLoopWorkerBase.__init__",
@@ -1144,8 +1174,15 @@ PINNED_OLDER = {
                 "flow.v0.train-logprob",
                 "progress.v0.reward",
                 "progress.v0.eval",
+                "progress.v0.rollout-window",
+                "progress.v0.generation",
+                # after the ref_in_actor if/else, whose two branches compute the reference log-probs
+                "flow.v0.train-ref-logprob",
             )
         },
+        "flow.v0.run-completed": "AgentLoopWorkerBase._run_agent_loop",
+        # _compute_score inlined: its reward statement (`output` for `final_output`) is in _run_agent_loop alone
+        "flow.v0.rollout-reward": "AgentLoopWorkerBase._run_agent_loop",
     },
 }
 
@@ -1168,3 +1205,173 @@ def test_older_releases_get_only_the_pinned_places_and_stay_clean(
     ), {p: planned[p].status for p in written}
     in_place = frozenset(r.point_id for r in check(tree, ported).points if r.status.in_place)
     assert verify(tree, ported, Selection(only=in_place)).ok
+
+
+# -- used without flags: port names its folder in the checkout's configuration ------------------------
+
+MOVED = """
+class Worker:
+    def train(self, data):
+        batch = make(data)
+        score = judge(batch)
+"""
+
+
+def test_after_port_plain_commands_read_its_overrides_and_a_hand_edit_is_kept(tmp_path: Path) -> None:
+    """The README's CI snippet: `port PATH`, then plain `check PATH` is clean (the configuration names the
+    overrides' folder, relative to the checkout); a second port keeps an override file a person edited."""
+    tree, _catalog, specs = _case(tmp_path, MOVED)
+    pyproject = tree / "pyproject.toml"
+    pyproject.write_text(f'[project]\nname = "verl"\n\n[tool.trace-instrument]\nanchors = ["{specs}"]\n', "utf-8")
+    runner = CliRunner()
+    assert runner.invoke(app, ["check", str(tree)]).exit_code != exits.OK, "lost before port"
+    review = runner.invoke(app, ["port", str(tree), "--out", str(tmp_path / "review")])
+    assert review.exit_code == exits.OK and (tmp_path / "review").is_dir()
+    assert ".trace-instrument/anchors" not in pyproject.read_text("utf-8"), "a review copy is recorded nowhere"
+    outcome = runner.invoke(app, ["port", str(tree)])
+    assert outcome.exit_code == exits.OK, outcome.output
+    assert f'anchors = ["{specs}", ".trace-instrument/anchors"]' in pyproject.read_text("utf-8")
+    assert "recorded in" in outcome.output and "plain apply, check, verify and remove" in outcome.output
+    missing = runner.invoke(app, ["check", str(tree)])
+    assert "missing         t.first" in missing.output and "anchor-lost" not in missing.output, missing.output
+    assert runner.invoke(app, ["apply", str(tree)]).exit_code == exits.OK
+    checked = runner.invoke(app, ["check", str(tree)])
+    assert checked.exit_code == exits.OK, checked.output
+    # the README's CI gate and pre-commit hook, as written there
+    assert runner.invoke(app, ["check", str(tree), "--format", "github"]).exit_code == exits.OK
+    assert runner.invoke(app, ["check", "--quiet", str(tree)]).exit_code == exits.OK
+    assert runner.invoke(app, ["verify", str(tree)]).exit_code == exits.OK
+    assert "log_progress('made')" in (tree / "verl" / "target.py").read_text("utf-8")
+    assert runner.invoke(app, ["remove", str(tree)]).exit_code == exits.OK
+    assert (tree / "verl" / "target.py").read_text("utf-8") == textwrap.dedent(MOVED), "plain remove: every line"
+    assert runner.invoke(app, ["apply", str(tree)]).exit_code == exits.OK
+    again = runner.invoke(app, ["port", str(tree), "--format", "json"])
+    body = json.loads(again.output)
+    jsonschema.validate(body, jsonout.schema("port"), cls=jsonschema.Draft202012Validator)
+    assert body["recorded"]["added"] is False and body["kept"] == [] and body["points"] == []
+    # a person edits the override port wrote: a second port (the points lost again) keeps it and says so
+    override = tree / DEFAULT_OUT / override_file_name("verl/target.py")
+    edited = override.read_text("utf-8").replace("scope: Worker.train", "scope: Worker.train  # checked by hand")
+    assert edited != override.read_text("utf-8")
+    override.write_text(edited, "utf-8")
+    pyproject.write_text(f'[project]\nname = "verl"\n\n[tool.trace-instrument]\nanchors = ["{specs}"]\n', "utf-8")
+    kept = runner.invoke(app, ["port", str(tree)])
+    assert override.read_text("utf-8") == edited
+    assert f"kept (edited by hand since port wrote it; move it away to have it rewritten): {override}" in kept.output
+
+
+def test_port_makes_its_folder_even_with_nothing_to_write(tmp_path: Path) -> None:
+    """An empty override set is valid: the folder the configuration names exists after any run."""
+    tree, _catalog, specs = _case(tmp_path, MOVED.replace("def train", "def run"))
+    outcome = CliRunner().invoke(app, ["port", str(tree), "--anchors", str(specs)])
+    assert outcome.exit_code == exits.OK, outcome.output
+    assert (tree / DEFAULT_OUT).is_dir() and not any((tree / DEFAULT_OUT).iterdir())
+    assert (tree / ".trace-instrument.toml").read_text("utf-8") == 'anchors = [".trace-instrument/anchors"]\n'
+
+
+BRANCH_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.generation
+    facility: progress
+    title: around the generate call
+    scope: Worker.run
+    edits:
+      - before: |
+          combined = self.manager.generate(batch)
+        code: |
+          log_progress('start generation')
+      - after: |
+          self.manager.sleep()
+        inside: |
+          with timer("gen", ...): ...
+        code: |
+          log_progress('end generation')
+  - id: t.ref
+    facility: progress
+    title: after the reference log-probs
+    scope: Worker.run
+    after: |
+      ref = self._compute_ref(batch)
+    inside: |
+      with timer(str(Role.Ref), ...): ...
+    code: |
+      log_progress('ref')
+  - id: t.ref-timer
+    facility: progress
+    title: around the reference timer
+    scope: Worker.run
+    edits:
+      - before: |
+          with timer(str(Role.Ref), ...): ...
+        code: |
+          log_progress('start ref')
+      - after: |
+          with timer(str(Role.Ref), ...): ...
+        code: |
+          log_progress('end ref')
+"""
+
+
+@pytest.mark.parametrize("timer", ['"ref"', "str(Role.Ref)"])
+def test_an_anchor_done_in_both_branches_of_an_if_is_anchored_on_the_if(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, timer: str
+) -> None:
+    """verl 0.6's generate call and reference log-probs sit in both branches of an if/else: the `if` is the anchor
+    (the one in the edit's timer, not the baseline's), the end of generation (its anchor gone, next to the call in
+    the validated release) goes after it; a timer named otherwise is learnt from the point it holds, for the other."""
+    neighbours = {"t.generation": [("", ""), ("combined = self.manager.generate(batch)", "")]}
+    monkeypatch.setattr(port_module, "shipped_neighbours", lambda: neighbours)
+    tree, catalog, specs = _case(
+        tmp_path,
+        f"""
+        class Worker:
+            def run(self, batch):
+                with timer("gen", raw):
+                    if not self.async_mode:
+                        out = self.group.generate(batch)
+                    else:
+                        out = self.manager.generate(batch)
+                    raw.update(out.timing)
+                with timer("gen_max", raw):
+                    if not self.async_mode:
+                        base = self.group.generate(batch)
+                    else:
+                        base = self.manager.generate(batch)
+                with timer({timer}, raw):
+                    if not self.ref_in_actor:
+                        ref = self.ref_group.compute_ref(batch)
+                    else:
+                        ref = self.group.compute_ref(batch)
+                    batch = batch.union(ref)
+        """,
+        BRANCH_SPEC,
+    )
+    by_id = {s.point_id: s for s in port(tree, catalog, Selection(), _reload(specs)).suggestions}
+    generation = by_id["t.generation"]
+    assert (generation.status, generation.confidence) == (PortStatus.PORTED, Confidence.LIKELY), generation
+    assert generation.anchors == ("if not self.async_mode: ...", "if not self.async_mode: ...")
+    assert generation.line == 5 and "does its work in both branches" in generation.evidence
+    ref = by_id["t.ref"]
+    assert (ref.status, ref.confidence, ref.anchors, ref.line) == (
+        PortStatus.PORTED,
+        Confidence.LIKELY,
+        ("if not self.ref_in_actor: ...",),
+        16,
+    )
+    timers = by_id.get("t.ref-timer")
+    if timer == '"ref"':  # named otherwise: learnt from t.ref
+        assert timers is not None and (timers.status, timers.confidence, timers.line) == (
+            PortStatus.PORTED,
+            Confidence.LIKELY,
+            15,
+        )
+        assert "as t.ref shows" in timers.evidence
+    else:
+        assert timers is None, "found as shipped"
+    ported = load_catalog([specs, tree / DEFAULT_OUT], shipped=False)
+    assert exits.apply_exit(apply(tree, ported)) == exits.OK
+    text = (tree / "verl" / "target.py").read_text(encoding="utf-8")
+    assert text.index("log_progress('start generation')") < text.index("if not self.async_mode")
+    assert text.index("log_progress('end generation')") < text.index("raw.update(out.timing)")
+    assert text.index("log_progress('ref')") < text.index("batch = batch.union(ref)")

@@ -207,3 +207,66 @@ def test_the_text_outputs_name_the_file(tmp_path):
         assert outcome.output.splitlines()[0] == "config: .trace-instrument.toml", command
     assert "- config: .trace-instrument.toml\n" in _run("report", "--format", "markdown", root).output
     assert "config:" not in _run("check", "--quiet", root).output
+
+
+# -- port names its folder in the configuration (record_anchors) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        # no configuration, no pyproject.toml: a file of its own
+        ({}, {".trace-instrument.toml": 'anchors = [".trace-instrument/anchors"]\n'}),
+        # a pyproject.toml without the table: the table at its end
+        (
+            {"pyproject.toml": '[project]\nname = "verl"'},
+            {
+                "pyproject.toml": '[project]\nname = "verl"\n\n[tool.trace-instrument]\nanchors = [".trace-instrument/anchors"]\n'
+            },
+        ),
+        # the table without the key: the key first in it, the table's other keys and the next table kept
+        (
+            {"pyproject.toml": '[tool.trace-instrument]\nskip = ["x.y"]\n\n[tool.ruff]\nline-length = 1\n'},
+            {
+                "pyproject.toml": '[tool.trace-instrument]\nanchors = [".trace-instrument/anchors"]\nskip = ["x.y"]\n\n'
+                "[tool.ruff]\nline-length = 1\n"
+            },
+        ),
+        # a list of other folders: the folder added to it
+        (
+            {".trace-instrument.toml": 'anchors = ["mine"]  # reviewed\n'},
+            {".trace-instrument.toml": 'anchors = ["mine", ".trace-instrument/anchors"]  # reviewed\n'},
+        ),
+    ],
+)
+def test_port_names_its_folder_in_the_configuration(tmp_path, files, expected):
+    from trace_instrument.spec.project import find_config, record_anchors
+
+    root = _tiny(tmp_path)
+    (root / ".trace-instrument" / "anchors").mkdir(parents=True)
+    (root / "mine").mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    recorded = record_anchors(root, ".trace-instrument/anchors")
+    assert recorded.added and not recorded.problem and recorded.file == root / next(iter(expected))
+    for name, text in expected.items():
+        assert (root / name).read_text(encoding="utf-8") == text
+    config = find_config(root)
+    assert config is not None and (root / ".trace-instrument" / "anchors").resolve() in config.anchors
+    again = record_anchors(root, ".trace-instrument/anchors")
+    assert not again.added and again.file == recorded.file
+    assert [(root / n).read_text(encoding="utf-8") for n in expected] == list(expected.values())
+
+
+def test_a_list_over_several_lines_is_not_edited_and_says_what_to_add(tmp_path):
+    from trace_instrument.spec.project import record_anchors
+
+    root = _tiny(tmp_path)
+    (root / ".trace-instrument" / "anchors").mkdir(parents=True)
+    (root / "mine").mkdir()
+    text = 'anchors = [\n  "mine",\n]\n'
+    (root / ".trace-instrument.toml").write_text(text, encoding="utf-8")
+    recorded = record_anchors(root, ".trace-instrument/anchors")
+    assert not recorded.added and "not a one-line list" in recorded.problem
+    assert 'anchors = [".trace-instrument/anchors"]' in recorded.problem
+    assert (root / ".trace-instrument.toml").read_text(encoding="utf-8") == text

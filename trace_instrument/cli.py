@@ -33,7 +33,14 @@ from trace_instrument.model import EXTRAS, FACILITIES, Catalog, Confidence, RunR
 from trace_instrument.render import exits, text  # (ci and jsonout: where their formats are asked for)
 from trace_instrument.render.items import counts_line
 from trace_instrument.spec import SpecError, load_catalog
-from trace_instrument.spec.project import NAME_KEYS, ConfigError, ProjectConfig, find_config, unknown_name
+from trace_instrument.spec.project import (
+    NAME_KEYS,
+    ConfigError,
+    ProjectConfig,
+    find_config,
+    record_anchors,
+    unknown_name,
+)
 from trace_instrument.traces.cli import register as register_trace_commands
 
 app = typer.Typer(
@@ -482,7 +489,11 @@ def port(
     path: PathArg,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Where the overrides go (default: PATH/.trace-instrument/anchors/)."),
+        typer.Option(
+            "--out",
+            help="A folder for a review copy, recorded nowhere (default: PATH/.trace-instrument/anchors/,"
+            " named in the project configuration so every command reads it).",
+        ),
     ] = None,
     min_confidence: Annotated[
         Confidence, typer.Option("--min-confidence", help="Write only the places found at least this sure.")
@@ -497,7 +508,9 @@ def port(
 ) -> None:
     """Find where the points that lost their anchors belong in this verl; write them as overrides.
 
-    Writes no verl source: review with `apply --dry-run --anchors DIR`, then `apply --anchors DIR`.
+    Writes no verl source. The default folder is named in the checkout's project configuration
+    (`anchors`), so plain `apply --dry-run` reviews and `apply`, `check`, `verify`, `remove` read it;
+    an override file edited by hand since port wrote it is kept.
     """
     from trace_instrument.engine.port import DEFAULT_OUT
     from trace_instrument.engine.port import port as run_port  # LibCST: apply proves each place
@@ -515,14 +528,21 @@ def port(
 
     result = run_port(path, catalog, selection, reload, out=out, min_confidence=min_confidence, write=not dry_run)
     code = exits.port_exit(result)
+    # the default folder is the checkout's: named in its configuration, every command reads it unasked;
+    # `--out DIR` is a copy for review, recorded nowhere
+    recorded = (
+        record_anchors(path, DEFAULT_OUT.as_posix()) if out is None and not dry_run and result.error is None else None
+    )
     if fmt is Format.json:
         from trace_instrument.render import jsonout
 
-        _print_raw(jsonout.dumps(jsonout.port(result, dry_run=dry_run, config=_label(config))))
+        body = jsonout.port(result, dry_run=dry_run, config=_label(config), recorded=recorded)
+        _print_raw(jsonout.dumps(body))
         raise typer.Exit(code)
     if result.error is not None:
         _fail(result.error.message)
-    _print([*text.config_lines(_label(config)), *text.port_lines(result, written=not dry_run)])
+    lines = [*text.config_lines(_label(config)), *text.port_lines(result, written=not dry_run)]
+    _print([*lines, *text.recorded_lines(recorded)])
     raise typer.Exit(code)
 
 

@@ -725,3 +725,4 @@ class PortResult:
     out: str = ""  # the folder the overrides go in
     written: tuple[str, ...] = ()  # the override files written (paths under `out`)
     error: RunError | None = None
+    kept: tuple[str, ...] = ()  # override files port wrote before and a person edited since: left as they are

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import collections
 import difflib
+import hashlib
 import os
 import re
 import tempfile
@@ -40,6 +41,7 @@ from trace_instrument.locate.match import Captures, Matcher
 from trace_instrument.model import (
     Anchor,
     Catalog,
+    CodePattern,
     Confidence,
     Edit,
     EditKind,
@@ -122,11 +124,12 @@ def port(
     final = tuple(_graded(s, min_confidence) for s in proven)
     writing = [s for s in final if s.status is PortStatus.PORTED]
     try:
-        written = _write(folder, catalog, writing) if write and writing else ()
+        # the folder exists after a run that writes, overrides or none: an empty set is valid to read
+        written, kept = _write(folder, catalog, writing) if write else ((), ())
     except (CheckoutError, OSError) as exc:
         error = exc.as_run_error() if isinstance(exc, CheckoutError) else RunError(RunErrorKind.WRITE_FAILED, str(exc))
         return PortResult(str(base), final, str(folder), error=error)
-    return PortResult(str(base), final, str(folder), written)
+    return PortResult(str(base), final, str(folder), written, kept=kept)
 
 
 # -- where a point fits --------------------------------------------------------------------------
@@ -150,6 +153,8 @@ class _Fit:
     gained: str = ""  # for a fit whose enclosing `if` gained conditions: those, as evidence says them
     between: str = ""  # for a fit by the anchor's neighbours (deleted or replaced between them): how
     free: str = ""  # for a point whose place in its __init__ does not matter: the new attribute it sets
+    inlined: str = ""  # for a fit by aligned statements in another method, its own def gone: where it went
+    retimed: tuple[tuple[str, str], ...] = ()  # the timers (`with` headers) it showed named otherwise: (old, new)
 
 
 @dataclass
@@ -202,13 +207,31 @@ def _suggest(
                     _condition_fit(work, point, scope)
                     or _counterpart_fit(work, point, scope)
                     or _neighbour_fit(work, point, scope)
+                    or _branch_fit(work, point, scope)
+                    or _return_fit(work, point, scope)
                     or _aligned_fit(work, point, scope)
                     or _nearest_fit(work, point, scope)
                 )
+            else:
+                near = _inlined_fit(work, point, scope, moved)
             free = _new_attribute(work, point, scope)
             if free and (near is None or _top_level(work, near, scope)):
                 near = replace(near, free=free) if near is not None else _at_the_end(work, point, scope, free)
             fits[point.id] = [near] if near is not None else []
+    # a timer one point showed named otherwise here renames the anchors of the scope's other points that name it
+    timers = {
+        old: (new, point.id)
+        for point in points
+        for fit in fits[point.id][:1]
+        if len(fits[point.id]) == 1
+        for old, new in fit.retimed
+    }
+    for point in points:
+        # stronger evidence than statements only alike (a nearest fit, a guess)
+        if timers and all(f.nearest for f in fits[point.id]):
+            scope = renames.get(point.scope) or moved.get(point.scope) or point.scope
+            retimed = _retimed_fit(work, point, scope, timers)
+            fits[point.id] = [retimed] if retimed is not None else fits[point.id]
     decided = [
         _decide(point, result, fits[point.id], consensus.get(point.scope), _kept_scope(work, point.scope))
         for point, result in zip(points, results)
@@ -445,6 +468,28 @@ def _aligned_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
         bindings=bindings,
         confirmed=_confirmed(spelled, shown),
     )
+
+
+def _inlined_fit(work: FileWork, point: Point, scope: str, moved: dict[str, str]) -> _Fit | None:
+    """A point whose def is gone from the file (its class's, or the class its methods moved to, has none
+    of its name) in the one method of that class holding its anchors' statements but for names spelled
+    otherwise (`_aligned_fit`), the renames borne out: the def was inlined there (0.6 computes the
+    reward in `_run_agent_loop`, `output` for 0.9.0's `_compute_score`'s `final_output`)."""
+    owner, _, name = scope.rpartition(".")
+    index = work.locator.index
+    classes = [c for c in dict.fromkeys([owner, moved.get(owner, "")]) if c and index.scope_nodes(c)]
+    methods = [
+        f"{cls}.{node.name}"
+        for cls in classes
+        for holder in index.scope_nodes(cls)
+        for node in getattr(holder, "body", [])
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+    fits = [f for f in (_aligned_fit(work, point, m) for m in dict.fromkeys(methods)) if f is not None]
+    if len(fits) != 1 or not fits[0].confirmed:
+        return None
+    where = " or ".join(f"{c}.{name}" for c in classes)
+    return replace(fits[0], inlined=f"no {where} in this tree: it was inlined into {fits[0].scope}, alone of its class")
 
 
 def _confirmed(spelled: dict[str, str], shown: collections.Counter[str]) -> bool:
@@ -791,6 +836,235 @@ def _neighbour_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     return _Fit(scope, tuple(texts), placements, between="; ".join(notes))
 
 
+def _branch_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
+    """The point in `scope` with each edit whose anchor's work this tree does in both branches of an
+    `if`/`else` (`_branches`: verl 0.6's `if not self.async_rollout_mode:` calling `generate_sequences` of
+    the worker group or of the rollout manager, where 0.9.0 calls the manager's alone) anchored at that
+    `if`; an edit whose anchor followed (or preceded) such an anchor in the validated release, and is
+    gone, goes after (or before) the `if` too; the point's other edits as `_neighbour_fit` places them.
+    Several such `if`s: the one in or beside the block of the point's other edits."""
+    nodes = work.locator.index.scope_nodes(scope)
+    known = shipped_neighbours().get(point.id)
+    if len(nodes) != 1:
+        return None
+    moved = replace(point, scope=scope)
+    own = [n for n in _own_nodes(nodes[0]) if isinstance(n, ast.stmt)]
+    placed = [work.locator.place(moved, edit) for edit in moved.edits]
+    near = [p.neighbor for p in placed if isinstance(p, Placement) and p.neighbor is not None]
+    near += _neighbour_guides(work, moved, nodes[0])
+    texts = [""] * len(moved.edits)
+    insides = [""] * len(moved.edits)
+    notes: list[str] = []
+    branched: dict[str, tuple[str, str]] = {}  # an edit's old anchor statement -> the `if` doing its work, its block
+    retimed: list[tuple[str, str]] = []
+    for index, (edit, place) in enumerate(zip(moved.edits, placed)):
+        if isinstance(place, Placement) or len(edit.anchors[0].target.stmts) != 1:
+            continue
+        found = []
+        for node, note in _branches(edit.anchors[0].target.stmts[0], own):
+            # an `if` is told from others with its header by the block it is in (the edit's own, when it has one)
+            inside = _block_header(work, node) if edit.anchors[0].inside is None else ""
+            if _places_at(work, replace(moved, edits=(edit,)), node, inside):
+                found.append((node, note, inside))
+                continue
+            # its block a timer named otherwise (0.6.0's `marked_timer("ref", ...)` for `str(Role.RefPolicy)`)
+            timer = _retimed(work, node, edit.anchors[0].inside)
+            if timer and _places_at(work, replace(moved, edits=(edit,)), node, timer):
+                old = edit.anchors[0].inside.text.strip()  # type: ignore[union-attr]
+                found.append(
+                    (node, f"{note}, in `{first_line(_parsed(timer))}`, the timer `{old}` named so here", timer)
+                )
+                retimed.append((old, timer))
+        if len(found) > 1:
+            # the one beside the point's other edits, or in the block their anchors are inside
+            blocks = [e.anchors[0].inside.text for e in moved.edits if e is not edit and e.anchors[0].inside]
+            single = replace(moved, edits=(edit,))
+            found = [
+                f for f in found if _beside(work, f[0], near) or any(_places_at(work, single, f[0], b) for b in blocks)
+            ]
+        if len(found) == 1:
+            texts[index], insides[index] = _as_anchor(found[0][0]), found[0][2]
+            notes.append(found[0][1])
+            branched[first_line(edit.anchors[0].target.stmts[0])] = (texts[index], found[0][2])
+    if not notes:
+        return None
+    for index, edit in enumerate(moved.edits):
+        before, after = known[index] if known is not None and len(known) == len(moved.edits) else ("", "")
+        kind = edit.anchors[0].kind
+        follows = branched.get(before) if kind is EditKind.AFTER else None
+        precedes = branched.get(after) if kind is EditKind.BEFORE else None
+        next_to = follows or precedes
+        if not texts[index] and not isinstance(placed[index], Placement) and next_to is not None:
+            texts[index] = next_to[0]
+            insides[index] = next_to[1] if edit.anchors[0].inside is None else ""
+            notes.append(f"edit {index + 1}'s statements, next to that anchor in the validated release, are gone")
+    branch = _with_anchors(moved, texts, insides)
+    placements = _placed_all(work, branch)
+    timers = tuple(dict.fromkeys(retimed))
+    if placements is not None:
+        note = "; ".join(notes)
+        return _Fit(scope, tuple(texts), placements, insides=tuple(insides), counterpart=note, retimed=timers)
+    rest = _neighbour_fit(work, branch, scope)
+    if rest is None:
+        return None
+    merged = tuple(new or ours for new, ours in zip(rest.anchors, texts))
+    between = f"{rest.between}; " + "; ".join(notes)
+    return replace(rest, anchors=merged, insides=tuple(insides), between=between, retimed=timers)
+
+
+def _retimed_fit(work: FileWork, point: Point, scope: str, timers: dict[str, tuple[str, str]]) -> _Fit | None:
+    """The point in `scope` with each anchor or `inside` that is a timer another point of the scope showed
+    named otherwise here (`timers`: old header -> (new header, the point that showed it)) renamed so."""
+    if not timers or len(work.locator.index.scope_nodes(scope)) != 1:
+        return None
+    moved = replace(point, scope=scope)
+    texts: list[str] = []
+    insides: list[str] = []
+    shown: list[str] = []
+    for edit in moved.edits:
+        anchor = edit.anchors[0]
+        target = timers.get(anchor.target.text.strip())
+        inside = timers.get(anchor.inside.text.strip()) if anchor.inside is not None else None
+        texts.append(target[0] if target else "")
+        insides.append(inside[0] if inside else "")
+        shown += [
+            f"`{anchor.target.text.strip()}` is `{first_line(_parsed(t[0]))}` here, as {t[1]} shows"
+            for t in (target, inside)
+            if t
+        ]
+    if not shown:
+        return None
+    placements = _placed_all(work, _with_anchors(moved, texts, insides))
+    if placements is None:
+        return None
+    note = "its timer named otherwise: " + "; ".join(dict.fromkeys(shown))
+    return _Fit(scope, tuple(texts), placements, insides=tuple(insides), counterpart=note)
+
+
+def _retimed(work: FileWork, node: ast.stmt, inside: CodePattern | None) -> str:
+    """The header of the `with` block holding `node` when it calls what the edit's `inside` block (a
+    `with` of one call) calls, with other arguments: the same timer named otherwise ("" else)."""
+    pattern = inside.stmts[0] if inside is not None and len(inside.stmts) == 1 else None
+    owner = work.locator.index.site(node).owner
+    if not (isinstance(pattern, ast.With) and isinstance(owner, ast.With) and owner.items and pattern.items):
+        return ""
+    ours, theirs = pattern.items[0].context_expr, owner.items[0].context_expr
+    if not (isinstance(ours, ast.Call) and isinstance(theirs, ast.Call)):
+        return ""
+    return _as_anchor(owner) if ast.dump(ours.func) == ast.dump(theirs.func) else ""
+
+
+def _parsed(text: str) -> ast.stmt:
+    return ast.parse(text).body[0]
+
+
+def _places_at(work: FileWork, point: Point, node: ast.stmt, inside: str) -> bool:
+    """Is the one-edit point, anchored at `node`'s header (inside `inside`, "" its own), placed at `node`?"""
+    placements = _placed_all(work, _with_anchors(point, (_as_anchor(node),), (inside,)))
+    return placements is not None and placements[0].neighbor is node
+
+
+def _return_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
+    """The point in `scope` with each edit anchored before its def's return that is not found (0.9.0's
+    `return await self._agent_loop_postprocess(...)`) before the one `return` of the def here (0.6's
+    `_run_agent_loop` post-processes inline and returns `_InternalAgentLoopOutput(...)`): where the def
+    returns is what such an anchor marks."""
+    nodes = work.locator.index.scope_nodes(scope)
+    if len(nodes) != 1:
+        return None
+    returns = [n for n in _own_nodes(nodes[0]) if isinstance(n, ast.Return)]
+    moved = replace(point, scope=scope)
+    texts: list[str] = []
+    for edit in moved.edits:
+        anchor = edit.anchors[0]
+        if isinstance(work.locator.place(moved, edit), Placement):
+            texts.append("")
+        elif anchor.kind is EditKind.BEFORE and [type(s) for s in anchor.target.stmts] == [ast.Return]:
+            if len(returns) != 1:
+                return None
+            texts.append(_return_text(returns[0]))
+        else:
+            return None
+    if not any(texts):
+        return None
+    placements = _placed_all(work, _with_anchors(moved, texts))
+    if placements is None:
+        return None
+    note = f"its anchor was {scope}'s return; {scope} returns once here, `{_return_text(returns[0])}`"
+    return _Fit(scope, tuple(texts), placements, counterpart=note)
+
+
+def _return_text(node: ast.Return) -> str:
+    """A return as an anchor: a call's arguments as `...` (`return _InternalAgentLoopOutput(...)`)."""
+    value = node.value
+    if isinstance(value, ast.Call):
+        return f"return {ast.unparse(value.func)}(...)"
+    return ast.unparse(node)
+
+
+def _block_header(work: FileWork, node: ast.stmt) -> str:
+    """The header of the block a statement is in, as an `inside` ("" at a def's top level)."""
+    owner = work.locator.index.site(node).owner
+    return _as_anchor(owner) if isinstance(owner, _BLOCKS) else ""
+
+
+def _branches(pattern: ast.stmt, own: list[ast.stmt]) -> list[tuple[ast.If, str]]:
+    """The `if`/`else` statements of a def's own code whose two branches each do what `pattern` (a call, or
+    an assignment of one) does: one branch holds one statement calling what it calls, or assigning its
+    names from a call, and the other one statement assigning the same names from a call of a method of
+    the same name (`self.actor_rollout_wg.generate_sequences` and `self.async_rollout_manager.generate_sequences`)."""
+    found = []
+    for node in own:
+        if not isinstance(node, ast.If) or not node.orelse:
+            continue
+        sides = [[s for s in block if _call_of(s) is not None] for block in (node.body, node.orelse)]
+        if any(len(side) != 1 for side in sides):
+            continue
+        (one,), (other,) = sides
+        if not any(_does(pattern, s) for s in (one, other)) or not _twins(one, other):
+            continue
+        calls = " and ".join(f"`{ast.unparse(_call_of(s).func)}`" for s in (one, other))  # type: ignore[union-attr]
+        note = f"`if {ast.unparse(node.test)}:` does its work in both branches ({calls})"
+        found.append((node, note))
+    return found
+
+
+def _call_of(stmt: ast.stmt) -> ast.Call | None:
+    """The call a statement makes whole (`f(x)`, `y = f(x)`), or None."""
+    value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+    return value if isinstance(value, ast.Call) else None
+
+
+def _does(pattern: ast.stmt, stmt: ast.stmt) -> bool:
+    """Does `stmt` call what `pattern` calls, or assign the names it assigns from a call?"""
+    if _same_call([pattern], stmt):
+        return True
+    if not (isinstance(pattern, ast.Assign) and isinstance(stmt, ast.Assign) and _assigned(pattern)):
+        return False
+    return _assigned(pattern) == _assigned(stmt) and _twins(pattern, stmt)
+
+
+def _twins(one: ast.stmt, other: ast.stmt) -> bool:
+    """Do two statements assign the same names (or none) from calls of methods of the same name?"""
+    calls = [_call_of(s) for s in (one, other)]
+    names = [c.func.attr if c is not None and isinstance(c.func, ast.Attribute) else "" for c in calls]
+    targets = [_assigned(s) if isinstance(s, ast.Assign) else () for s in (one, other)]
+    same_targets = targets[0] == targets[1] and (
+        bool(targets[0]) or isinstance(one, ast.Expr) == isinstance(other, ast.Expr)
+    )
+    return bool(names[0]) and names[0].lstrip("_") == names[1].lstrip("_") and same_targets
+
+
+def _neighbour_guides(work: FileWork, point: Point, scope_node: ast.AST) -> list[ast.stmt]:
+    """The statements the validated release's neighbours put the point's edits at, where one place each."""
+    known = shipped_neighbours().get(point.id)
+    if known is None or len(known) != len(point.edits):
+        return []
+    sites = list(work.locator.index.sites_in(scope_node))
+    found = [_between(sites, b, a, e.anchors[0]) for e, (b, a) in zip(point.edits, known) if b and a]
+    return [f[0][2] for f in found if len(f) == 1]
+
+
 def _beside(work: FileWork, stmt: ast.stmt, others: list[ast.stmt]) -> bool:
     """Is the statement in the block of one of `others`, or inside one of them?"""
     site = work.locator.index.site(stmt)
@@ -811,6 +1085,20 @@ def _between(sites: list[Site], before: str, after: str, anchor: Anchor) -> list
         elif len(rest) == 2 and first_line(rest[1]) == after and _same_call(anchor.target.stmts, rest[0]):
             why = f"`{first_line(rest[0])}` replaced it between `{before}` and `{after}`"
             found.append((_as_anchor(rest[0]), why, rest[0]))
+    if found or anchor.kind not in (EditKind.AFTER, EditKind.BEFORE):
+        return found
+    # the statement before it calling what `before` called, otherwise (45632b5fa's replay-buffer sample without
+    # `off_policy_metrics`), right before `after`: the anchor's statements went with what it read
+    try:
+        was = ast.parse(before).body
+    except SyntaxError:
+        return found
+    for site in sites:
+        rest = site.siblings[site.index + 1 : site.index + 2]
+        if rest and first_line(rest[0]) == after and _same_call(was, site.node):
+            node = site.node if anchor.kind is EditKind.AFTER else rest[0]
+            why = f"its statements are gone from after `{first_line(site.node)}` (for `{before}`), before `{after}`"
+            found.append((_as_anchor(node), why, node))
     return found
 
 
@@ -1108,7 +1396,9 @@ def _decide(
             return _not_repeatable(point, fit, *again)
         spellings = ", ".join(f"{name} as `{code}`" for name, code in fit.spelled)
         evidence = f"its anchors' statements, found in {fit.scope} with {spellings}"
-        sure = fit.scope == point.scope and fit.confirmed and all(pure_read(code) for _, code in fit.bindings)
+        sure = (fit.scope == point.scope or bool(fit.inlined)) and fit.confirmed
+        sure = sure and all(pure_read(code) for _, code in fit.bindings)
+        evidence += f"; {fit.inlined}" if fit.inlined else ""
         return _ported(point, fit, Confidence.LIKELY if sure else Confidence.GUESS, evidence, ())
     if fit.nearest:
         evidence = f"not found word for word; the nearest statements in {fit.scope}: {fit.nearest}"
@@ -1150,7 +1440,7 @@ def _ported(point: Point, fit: _Fit, confidence: Confidence, evidence: str, othe
 def _not_repeatable(point: Point, fit: _Fit, name: str, code: str) -> PortSuggestion:
     """A fit whose code would read `name` as code that does verl's work again (a call)."""
     why = f"its code reads {name!r}, which this tree computes as `{code}`: read again, that code would run twice"
-    message = f"{why}; give the override `bind` (a name holding the value)"
+    message = f"{why}; no name there holds its value: nothing to bind (for a person: a local assigned once)"
     line = min(p.line for p in fit.placements)
     return PortSuggestion(
         point.id, point.file, PortStatus.REFUSED, point.scope, fit.scope, fit.anchors, line=line, message=message
@@ -1218,7 +1508,11 @@ def _rebound(suggestion: PortSuggestion, names: tuple[str, ...], known: _Spellin
         else:
             found = _named_read(known.works[suggestion.file], suggestion.new_scope, name)
             if found is None:
-                why = f"its code reads {name!r}, which {suggestion.new_scope} does not define; give the override `bind`"
+                why = (
+                    f"its code reads {name!r}, which {suggestion.new_scope} does not define: no anchor of that"
+                    f" scope shows it spelled otherwise and nothing there reads a key or attribute {name!r},"
+                    " so there is nothing to bind; the value is not in that def (for a person)"
+                )
                 return replace(suggestion, message=f"{suggestion.message}; {why}")
             code, sure = found, Confidence.GUESS
             note = f"{name} read as `{code}`, the one read of a key or attribute {name!r} in {suggestion.new_scope}"
@@ -1347,8 +1641,30 @@ def _override_files(folder: Path, catalog: Catalog, suggestions: Iterable[PortSu
         # an entry for a point now ported to another file goes; one written again keeps its place
         before = [e for e in _earlier_entries(folder / name) if e.get("overrides") not in ported - set(new)]
         body = {"file": verl_file, "points": _merged(before, new)}
-        files[name] = PORT_HEADER + yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+        files[name] = _stamped(yaml.dump(body, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100))
     return files
+
+
+_STAMP = "# port's checksum of what follows (a file edited since is kept as it is): "
+
+
+def _stamped(body: str) -> str:
+    """An override file's text: port's header, the checksum of its body, the body."""
+    return f"{PORT_HEADER}{_STAMP}{_checksum(body)}\n{body}"
+
+
+def _checksum(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+
+
+def _edited(text: str) -> bool:
+    """Was a file port wrote edited since (its body no longer has the checksum port wrote)? A file
+    written before port stamped its files cannot tell: not edited."""
+    rest = text.removeprefix(PORT_HEADER)
+    first, _, body = rest.partition("\n")
+    if not first.startswith(_STAMP):
+        return False
+    return first.removeprefix(_STAMP) != _checksum(body)
 
 
 def _merged(earlier: list[dict[str, object]], new: dict[str, dict[str, object]]) -> list[dict[str, object]]:
@@ -1428,18 +1744,27 @@ def _earlier_entries(path: Path) -> list[dict[str, object]]:
     return [p for p in points if isinstance(p, dict)]
 
 
-def _write(folder: Path, catalog: Catalog, suggestions: list[PortSuggestion]) -> tuple[str, ...]:
+def _write(
+    folder: Path, catalog: Catalog, suggestions: list[PortSuggestion]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Write the override files into `folder` (made when missing): the files written, and those port
+    wrote before that a person edited since, kept as they are (a person's word beats port's)."""
     folder.mkdir(parents=True, exist_ok=True)
     written = []
+    kept = []
     for name, text in _override_files(folder, catalog, suggestions).items():
         target = folder / name
-        if target.exists() and not target.read_text(encoding="utf-8").startswith(PORT_HEADER):
+        earlier = target.read_text(encoding="utf-8") if target.exists() else None
+        if earlier is not None and not earlier.startswith(PORT_HEADER):
             raise CheckoutError(
                 f"{target}: not written by port; move it away or choose another --out",
                 run_kind=RunErrorKind.WRITE_FAILED,
             )
+        if earlier is not None and _edited(earlier):
+            kept.append(str(target))
+            continue
         staging = target.with_name(f".{name}.{os.getpid()}.tmp")
         staging.write_text(text, encoding="utf-8")
         staging.replace(target)
         written.append(str(target))
-    return tuple(written)
+    return tuple(written), tuple(kept)

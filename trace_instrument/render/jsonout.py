@@ -22,6 +22,7 @@ from trace_instrument.model import (
 )
 from trace_instrument.render import exits
 from trace_instrument.render.items import check_items, summarise
+from trace_instrument.spec.project import Recorded
 
 if TYPE_CHECKING:
     from trace_instrument.engine.report import Report
@@ -226,8 +227,15 @@ def points(catalog: Catalog) -> dict[str, Any]:
     }
 
 
-def port(result: PortResult, *, dry_run: bool, config: str | None = None) -> dict[str, Any]:
-    """port: a suggestion per point that was not in place, the override files and the exit code."""
+def port(
+    result: PortResult, *, dry_run: bool, config: str | None = None, recorded: Recorded | None = None
+) -> dict[str, Any]:
+    """port: a suggestion per point that was not in place, the override files (those kept as a person
+    edited them), where the configuration names their folder, and the exit code."""
+    named = None
+    if recorded is not None:
+        file = str(recorded.file) if recorded.file is not None else None
+        named = {"folder": recorded.folder, "file": file, "added": recorded.added, "problem": recorded.problem}
     return {
         "command": "port",
         "root": result.root,
@@ -236,6 +244,8 @@ def port(result: PortResult, *, dry_run: bool, config: str | None = None) -> dic
         "error": _error(result.error),
         "out": result.out,
         "written": list(result.written),
+        "kept": list(result.kept),
+        "recorded": named,
         "points": [
             {
                 "id": s.point_id,

@@ -33,6 +33,7 @@ from trace_instrument.model import (
     VerifyResult,
 )
 from trace_instrument.render.items import CLEAN, check_items, counts_line, runtime_message, version_note
+from trace_instrument.spec.project import Recorded
 
 STATUS_STYLE = {
     Status.APPLIED: "green",
@@ -337,6 +338,7 @@ def port_lines(result: PortResult, *, written: bool) -> list[RenderableType]:
     for s in result.suggestions:
         counts[s.status.value] = counts.get(s.status.value, 0) + 1
     summary = ", ".join(f"{n} {status}" for status, n in counts.items()) or "every selected point is in place"
+    lines += kept_lines(result)
     if written and result.written:
         lines.append(Text(f"overrides written: {', '.join(result.written)}"))
         lines.append(Text(f"review: trace-instrument apply --dry-run --anchors {result.out} {result.root}"))
@@ -344,6 +346,30 @@ def port_lines(result: PortResult, *, written: bool) -> list[RenderableType]:
         lines.append(Text(f"dry run: nothing written (the overrides would go in {result.out})"))
     lines.append(Text(f"port: {summary}"))
     return lines
+
+
+def recorded_lines(recorded: Recorded | None) -> list[RenderableType]:
+    """port: whether the checkout's configuration names the overrides' folder, so that every command
+    reads them without a flag."""
+    if recorded is None:
+        return []
+    if recorded.problem:
+        return [Text(f"not recorded: {recorded.problem}", style="yellow")]
+    done = "recorded" if recorded.added else "already named"
+    return [
+        Text(
+            f'{done} in {recorded.file}: anchors = ["{recorded.folder}"] (commit it):'
+            " plain apply, check, verify and remove read the overrides"
+        )
+    ]
+
+
+def kept_lines(result: PortResult) -> list[RenderableType]:
+    """port: the override files a person edited since port wrote them, left as they are."""
+    return [
+        Text(f"kept (edited by hand since port wrote it; move it away to have it rewritten): {file}", style="yellow")
+        for file in result.kept
+    ]
 
 
 def _suggestion_lines(s: PortSuggestion) -> list[RenderableType]:

@@ -7,6 +7,7 @@ Command-line flags replace the configured value key by key (the command line mer
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -179,3 +180,103 @@ def _folder(config: ProjectConfig, name: str, root: Path) -> Path:
     if not folder.is_dir():
         raise ConfigError(f"{config.where('anchors')}: no such folder {name!r} (looked for {folder})")
     return folder
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What naming an anchors folder in a checkout's configuration did."""
+
+    folder: str  # as the configuration names it: relative to the checkout
+    file: Path | None = None  # the configuration that names it (None: it could not be recorded)
+    added: bool = False  # False: the configuration named it already (or could not be changed)
+    problem: str = ""  # why it could not be recorded, and what to add by hand
+
+
+def record_anchors(checkout: Path, folder: str) -> Recorded:
+    """Name `folder` (relative to the checkout) in the checkout's `anchors`, so that every command reads
+    it without a flag: in the configuration the checkout has (added to its `anchors` list, or as the key),
+    else in a `[tool.trace-instrument]` table appended to its pyproject.toml, else in a new
+    `.trace-instrument.toml`. The file is re-read after the change; a change it does not bear out is
+    undone and reported, as is a configuration that cannot be read or a list written over lines."""
+    root = checkout.resolve()
+    by_hand = f"name it by hand: anchors = [{_quoted(folder)}]"
+    try:
+        config = find_config(root)
+    except ConfigError as exc:
+        return Recorded(folder, problem=f"{exc}; {by_hand}")
+    target = (root / folder).resolve()
+    if config is not None and any(a.resolve() == target for a in config.anchors or ()):
+        return Recorded(folder, config.file)
+    file, text = _configured(root, config)
+    new = _with_folder(text, folder, config)
+    if new is None:
+        return Recorded(folder, problem=f"{file}: its `anchors` is not a one-line list; {by_hand}")
+    try:
+        file.write_text(new, encoding="utf-8")
+        again = find_config(root)
+        if again is None or not any(a.resolve() == target for a in again.anchors or ()):
+            raise ConfigError(f"{file}: the change did not name {folder}")
+    except (ConfigError, OSError) as exc:
+        _restore(file, text)
+        return Recorded(folder, problem=f"{exc}; {by_hand}")
+    return Recorded(folder, file, added=True)
+
+
+def _configured(root: Path, config: ProjectConfig | None) -> tuple[Path, str | None]:
+    """The file to name the folder in, and its text (None: a file to create)."""
+    file = config.file if config is not None else root / PYPROJECT
+    if config is None and not file.is_file():
+        file = root / OWN_FILE
+    return file, file.read_text(encoding="utf-8") if file.is_file() else None
+
+
+def _with_folder(text: str | None, folder: str, config: ProjectConfig | None) -> str | None:
+    """The configuration's text with the folder named (None: a list this cannot edit safely)."""
+    line = f"anchors = [{_quoted(folder)}]"
+    if text is None:
+        return line + "\n"
+    if config is None:  # a pyproject.toml without the table: the table goes at its end
+        return text + ("\n" if text and not text.endswith("\n") else "") + f"\n[{TABLE_NAME}]\n{line}\n"
+    lines = text.splitlines(keepends=True)
+    start, end = _table_lines(lines, config.in_pyproject)
+    if start < 0:
+        return None
+    if config.anchors is None:
+        lines.insert(start, line + "\n")
+        return "".join(lines)
+    listed = [i for i in range(start, end) if re.match(r"\s*anchors\s*=", lines[i])]
+    found = re.match(r"(\s*anchors\s*=\s*\[)(.*)(\]\s*(#.*)?)$", lines[listed[0]].rstrip("\n")) if listed else None
+    if found is None:
+        return None
+    items = found.group(2).strip().rstrip(",")
+    lines[listed[0]] = f"{found.group(1)}{items + ', ' if items else ''}{_quoted(folder)}{found.group(3)}\n"
+    return "".join(lines)
+
+
+def _table_lines(lines: list[str], in_pyproject: bool) -> tuple[int, int]:
+    """Where the configuration's keys are: the first line after its table's header (a file of its own:
+    the top) and the line its table ends at; (-1, -1) when the header is not written as one line."""
+    if not in_pyproject:
+        start = 0
+    else:
+        header = re.compile(r'\s*\[\s*tool\s*\.\s*(trace-instrument|"trace-instrument")\s*\]\s*(#.*)?$')
+        heads = [i for i, text in enumerate(lines) if header.match(text.rstrip("\n"))]
+        if len(heads) != 1:
+            return -1, -1
+        start = heads[0] + 1
+    ends = [i for i in range(start, len(lines)) if re.match(r"\s*\[", lines[i])]
+    return start, ends[0] if ends else len(lines)
+
+
+def _quoted(folder: str) -> str:
+    return '"' + folder.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _restore(file: Path, text: str | None) -> None:
+    try:
+        if text is None:
+            file.unlink(missing_ok=True)
+        else:
+            file.write_text(text, encoding="utf-8")
+    except OSError:
+        pass  # the problem reported names the file
