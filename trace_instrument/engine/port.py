@@ -420,10 +420,7 @@ def _beside_its_edits(work: FileWork, point: Point, scope: str) -> _Fit | None:
         head = header_only(method)
         head.body = [ast.Expr(ast.Constant(...))]
         insides.append(ast.unparse(head))
-    placements = _placed_all(work, _with_anchors(moved, ("",) * len(moved.edits), insides))
-    if placements is None:
-        return None
-    return _Fit(scope, ("",) * len(moved.edits), placements, insides=tuple(insides))
+    return _fit_if_placed(work, scope, moved, ("",) * len(moved.edits), insides)
 
 
 # -- statements that spell some names otherwise ------------------------------------------------------
@@ -510,6 +507,17 @@ def _says(name: str, code: str) -> bool:
     return bool(a and b) and (a.endswith(b) or b.endswith(a)) and min(len(a), len(b)) >= 4
 
 
+def _fit_if_placed(
+    work: FileWork, scope: str, moved: Point, texts: Sequence[str], insides: Sequence[str] = (), **evidence: str
+) -> _Fit | None:
+    """The fit of `moved` with these anchors (and `inside`s) in `scope`, when every edit then finds
+    its place; `evidence` says how the anchors were found (a `_Fit` field)."""
+    placements = _placed_all(work, _with_anchors(moved, texts, insides))
+    if placements is None:
+        return None
+    return _Fit(scope, tuple(texts), placements, insides=tuple(insides), **evidence)  # type: ignore[arg-type]
+
+
 def _placed_all(work: FileWork, point: Point) -> tuple[Placement, ...] | None:
     """Where each edit of the point goes, when every one finds its place (None otherwise)."""
     placed = [work.locator.place(point, edit) for edit in point.edits]
@@ -594,10 +602,7 @@ def _nearest_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
         notes.append(f"line {line} ({ratio:.0%} alike)")
     if not notes:
         return None
-    placements = _placed_all(work, _with_anchors(moved, texts))
-    if placements is None:
-        return None
-    return _Fit(scope, tuple(texts), placements, nearest=", ".join(notes))
+    return _fit_if_placed(work, scope, moved, texts, nearest=", ".join(notes))
 
 
 def _nearest_run(work: FileWork, scope: str, anchor: Anchor) -> tuple[str, float, int] | None:
@@ -752,10 +757,7 @@ def _counterpart_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
         notes.append(placed[0][2])
     if not notes:
         return None
-    placements = _placed_all(work, _with_anchors(moved, texts, insides))
-    if placements is None:
-        return None
-    return _Fit(scope, tuple(texts), placements, insides=tuple(insides), counterpart="; ".join(notes))
+    return _fit_if_placed(work, scope, moved, texts, insides, counterpart="; ".join(notes))
 
 
 def _new_attribute(work: FileWork, point: Point, scope: str) -> str:
@@ -830,10 +832,7 @@ def _neighbour_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
         notes.append(found[0][1])
     if not notes:
         return None
-    placements = _placed_all(work, _with_anchors(moved, texts))
-    if placements is None:
-        return None
-    return _Fit(scope, tuple(texts), placements, between="; ".join(notes))
+    return _fit_if_placed(work, scope, moved, texts, between="; ".join(notes))
 
 
 def _branch_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
