@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -22,7 +22,6 @@ from rich.text import Text
 if TYPE_CHECKING:
     from trace_instrument.traces.model import Analysis, MultipleRunsError, Skipped
     from trace_instrument.traces.options import Options
-    from trace_instrument.traces.render.compare import Comparison
 
 out = Console(soft_wrap=False, highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
@@ -164,7 +163,11 @@ def analyze_command(
     ] = None,
     baseline: Annotated[
         list[Path] | None,
-        typer.Option("--baseline", help="Another run's trace folder: every figure side by side; repeatable."),
+        typer.Option(
+            "--baseline",
+            help="Another run's trace folder: every figure side by side, with the difference and the change in "
+            "percent; repeatable (one run's folders, or several runs: each its own columns).",
+        ),
     ] = None,
     baseline_run: Annotated[
         str | None, typer.Option("--baseline-run", help="The baseline's run when its folders hold several.")
@@ -222,8 +225,8 @@ def analyze_command(
             return analyze(trace_dirs, options, progress)
 
     result = _read(read)
-    comparison = _compare(result, baseline, replace(options, run=baseline_run, open_slowest=0)) if baseline else None
-    _emit(result, fmt, html, csv_dir, comparison)
+    others = _baselines(baseline, replace(options, run=baseline_run, open_slowest=0)) if baseline else []
+    _emit(result, fmt, html, csv_dir, others)
 
 
 def _emit(
@@ -231,20 +234,19 @@ def _emit(
     fmt: AnalyzeFormat,
     html: Path | None,
     csv_dir: Path | None,
-    comparison: Comparison | None,
+    baselines: Sequence[Analysis] = (),
     reload_seconds: float | None = None,
 ) -> None:
-    """One analysis in the asked format on stdout, and the page and CSV files when asked for."""
-    extra = []
-    if comparison is not None:
-        from trace_instrument.traces.render.compare import comparison_sections
+    """One analysis in the asked format on stdout, and the page and CSV files when asked for;
+    ``baselines``: the runs it is compared with, each on its own."""
+    from trace_instrument.traces.render.compare import compare, comparison_json, comparison_sections
 
-        extra = comparison_sections(comparison)
+    comparisons = [compare(result, other) for other in baselines]
+    extra = comparison_sections(comparisons) if comparisons else []
     if fmt is AnalyzeFormat.json:
-        from trace_instrument.traces.render.compare import comparison_json
         from trace_instrument.traces.render.metrics import to_json
 
-        sys.stdout.write(to_json(result, comparison_json(comparison) if comparison else None) + "\n")
+        sys.stdout.write(to_json(result, [comparison_json(c) for c in comparisons]) + "\n")
     elif fmt is AnalyzeFormat.markdown:
         from trace_instrument.traces.render.text import markdown
 
@@ -256,7 +258,7 @@ def _emit(
     if html is not None:
         from trace_instrument.traces.render.html import write_html
 
-        write_html(result, html, extra, reload_seconds)
+        write_html(result, html, extra, reload_seconds, baselines)
         err.print(f"wrote {html}", markup=False)
     if csv_dir is not None:
         from trace_instrument.traces.render.csvs import write_csvs
@@ -289,7 +291,7 @@ def _follow(
                 refresh = _read(follower.refresh)
                 if fmt is AnalyzeFormat.text and out.is_terminal:
                     out.clear()
-                _emit(refresh.analysis, fmt, html, csv_dir, None, interval if interval > 0 else None)
+                _emit(refresh.analysis, fmt, html, csv_dir, (), interval if interval > 0 else None)
                 how = (
                     "loaded everything" + (f" ({refresh.reason})" if refresh.reason else "")
                     if refresh.full
@@ -308,17 +310,49 @@ def _follow(
         return
 
 
-def _compare(result: Analysis, baseline: list[Path], options: Options) -> Comparison:
-    """The baseline run analysed with the same options (its own --baseline-run); exit 2 when it cannot be."""
+def _baselines(folders: list[Path], options: Options) -> list[Analysis]:
+    """The baseline runs, each analysed alone with the same options (exit 2 when one cannot be read).
+
+    The folders are one run's (one per node) or several runs' each in folders of its own: then each
+    run is a baseline of its own, never added up with another. A folder that holds files of several
+    runs is refused (pick one with --baseline-run), as is a choice that names none of them."""
     from trace_instrument.traces.analyze import analyze
-    from trace_instrument.traces.render.compare import compare
+    from trace_instrument.traces.model import MultipleRunsError
     from trace_instrument.traces.render.progress import ReadProgress
 
-    def read() -> Analysis:
-        with ReadProgress(err) as progress:
-            return analyze(baseline, options, progress)
+    def read(chosen: Options) -> Callable[[], Analysis]:
+        def call() -> Analysis:
+            with ReadProgress(err) as progress:
+                return analyze(folders, chosen, progress)
 
-    return compare(result, _read(read, "--baseline-run", "the baseline's folders", "the baseline: "))
+        return call
+
+    def split(chosen: Options) -> Analysis | MultipleRunsError:
+        """The baseline read; several runs each in folders of their own come back as the error that lists them."""
+        try:
+            return read(chosen)()
+        except MultipleRunsError as exc:
+            if chosen.run is None and _one_run_a_folder(folders, exc):
+                return exc
+            raise
+
+    whose, prefix = "the baseline's folders", "the baseline: "
+    found = _read(lambda: split(options), "--baseline-run", whose, prefix)
+    if not isinstance(found, MultipleRunsError):
+        return [found]
+    return [_read(read(replace(options, run=r.run_id)), "--baseline-run", whose, prefix) for r in found.runs]
+
+
+def _one_run_a_folder(folders: list[Path], exc: MultipleRunsError) -> bool:
+    """Whether each of ``folders`` holds files of one of the runs only."""
+    from trace_instrument.traces.discover import discover
+
+    roots = {f.file_id: f.root for f in discover(folders).files}
+    owners: dict[str, set[str]] = {}
+    for run in exc.runs:
+        for file_id in run.file_ids:
+            owners.setdefault(roots.get(file_id, ""), set()).add(run.run_id)
+    return len(folders) > 1 and all(len(runs) == 1 for runs in owners.values())
 
 
 def _show_trajectories(trace_dirs: list[Path], ids: list[str], options: Options, fmt: AnalyzeFormat) -> None:
