@@ -429,6 +429,37 @@ def _print_left_out(left_out: tuple[Skipped, ...]) -> None:
         err.print(f"left out {item.count} {item.reason}{examples}", markup=False)
 
 
+def demo_traces(target: Path) -> None:
+    """``demo --traces DIR``: a simulated multi-host run written into ``DIR`` by the real runtime
+    (traces/demo.py), then analysed: the text report on stdout, the page as ``DIR/report.html``.
+    A folder that already holds files is refused (two runs' files would be mixed); exit 2."""
+    _require_engine("duckdb")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        _fail(f"{target} is not a new or empty folder: the demo writes a run of its own there")
+    _output_parent(target, "--traces")
+    from trace_instrument.traces.analyze import Options, analyze
+    from trace_instrument.traces.demo import DemoConfig, write_demo_run
+
+    config = DemoConfig()
+    err.print(
+        f"writing a simulated run into {target}: {config.hosts} hosts, {config.steps} steps, "
+        f"{config.prompts_per_step} prompts x {config.rollout_n} rollouts a step, through the real tracing runtime",
+        markup=False,
+    )
+    try:
+        processes = write_demo_run(target, config)
+    except RuntimeError as exc:
+        _fail(str(exc))
+    err.print(f"wrote the traces of {processes} processes; analysing them", markup=False)
+    result = _read(lambda: analyze([target], Options(open_slowest=OPENED_ON_PAGE)))
+    _emit(result, AnalyzeFormat.text, target / "report.html", None)
+    err.print(
+        f"open {target / 'report.html'} in a browser; your own run: trace-instrument analyze $VERL_TRACE_DIR "
+        "--html report.html",
+        markup=False,
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add ``analyze`` and ``export`` to the main command line."""
     app.command("analyze")(analyze_command)
