@@ -15,6 +15,8 @@ from trace_instrument.traces.render.charts import (
     log_ticks,
     round_above,
     round_below,
+    round_step,
+    round_steps,
 )
 from trace_instrument.traces.render.compare import change_percent, percent_text
 from trace_instrument.traces.render.html import loghist
@@ -113,3 +115,21 @@ def test_no_change_without_a_baseline_value(value: float | None, baseline: float
 @pytest.mark.parametrize(("percent", "text"), [(12.345, "+12.3%"), (-3.0, "-3.0%"), (0.0, "0.0%"), (None, "-")])
 def test_percent_text(percent: float | None, text: str) -> None:
     assert percent_text(percent) == text
+
+
+@pytest.mark.parametrize(
+    ("steps", "expected"),
+    [
+        (list(range(1, 121)), {20, 40, 60, 80, 100, 120}),  # 119 / 10 steps: 20 apart
+        (list(range(1, 13)), {2, 4, 6, 8, 10, 12}),
+        ([3, 4, 7], {3, 4, 7}),  # 3 4 5 6 7 are round (0.5 apart, the whole ones): those with a bar
+        ([5], {5}),
+    ],
+)
+def test_step_axes_label_round_step_numbers(steps: list[int], expected: set[int]) -> None:
+    assert round_steps(steps) == expected
+
+
+@pytest.mark.parametrize(("least", "step"), [(0.4, 1), (1.0, 1), (1.5, 2), (3.6, 5), (7.0, 10), (18.0, 20)])
+def test_every_kth_step_is_round(least: float, step: int) -> None:
+    assert round_step(least) == step

@@ -6,6 +6,7 @@ copy of the page, measuring what Chromium laid out."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -104,30 +105,57 @@ def _round(value: float, log: bool) -> bool:
     return value == float(f"{value:.3g}")
 
 
-@pytest.fixture(scope="module")
-def compared_page(sim_run, baselines: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _page(tmp_path_factory: pytest.TempPathFactory, trace: Path, baselines: list[Path]) -> Path:
     page = tmp_path_factory.mktemp("page") / "report.html"
-    args = ["analyze", str(sim_run[0]), "--no-cache", "--html", str(page)]
+    args = ["analyze", str(trace), "--no-cache", "--html", str(page)]
     result = runner.invoke(app, [*args, *(a for b in baselines for a in ("--baseline", str(b)))])
     assert result.exit_code == 0, result.output
     return page
 
 
+@pytest.fixture(scope="module")
+def compared_page(sim_run, baselines: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _page(tmp_path_factory, sim_run[0], baselines)
+
+
+@pytest.fixture(scope="module")
+def long_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """120 steps, one run: the step axes must be thinned to round step numbers."""
+    config = simulate.SimConfig(seed=11, hosts=1, workers_per_host=1, steps=120, prompts_per_step=1, rollout_n=2)
+    trace = simulate.run_plan(simulate.plan_run(config), tmp_path_factory.mktemp("long") / "trace")
+    return _page(tmp_path_factory, trace, [])
+
+
+def _evenly_round(values: list[float]) -> bool:
+    """Ticks of a linear axis: evenly spaced, each a multiple of that spacing (0 20 40, not 1 13 25)."""
+    if len(values) < 2:
+        return True
+    spacing = values[1] - values[0]
+    even = all(math.isclose(b - a, spacing, rel_tol=1e-6) for a, b in itertools.pairwise(values))
+    return even and all(math.isclose(v / spacing, round(v / spacing), abs_tol=1e-6) for v in values)
+
+
 @pytest.mark.parametrize("width", [1400, 800])
-def test_the_compared_page_reads_whole_at_both_widths(width: int, compared_page: Path, chromium: ModuleType) -> None:
-    out = _measured(chromium, compared_page, width)
+@pytest.mark.parametrize("which", ["compared", "long"])
+def test_the_page_reads_whole_at_both_widths(
+    width: int, which: str, compared_page: Path, long_page: Path, chromium: ModuleType
+) -> None:
+    page = compared_page if which == "compared" else long_page
+    out = _measured(chromium, page, width)
     assert out["width"] == width and out["scroll"] <= width, "the page scrolls sideways"
-    # the per-step trends: all seven drawn, each line chart with this run solid and both baselines dashed
+    # the per-step trends: all seven drawn, each line chart with this run solid and each baseline dashed
     trends = {t["id"]: t for t in out["trends"]}
     assert len(trends) == 7 and all(t["empty"] == 0 for t in trends.values()), trends
+    baselines = 2 if which == "compared" else 0
     for key, trend in trends.items():
         if key == "trend-stop-reasons":
-            assert trend["paler"] > 0, "the baselines' stop-reason bars are missing"
+            assert (trend["paler"] > 0) == (baselines > 0), "the baselines' stop-reason bars"
         else:
-            assert trend["solid"] >= 1 and trend["dashed"] == 2 * trend["solid"], (key, trend)
+            assert trend["solid"] >= 1 and trend["dashed"] == baselines * trend["solid"], (key, trend)
     assert out["tablePx"] == 12
     ticks = 0
     for chart in out["charts"]:
+        axes: dict[str, list[float]] = {"x": [], "y": []}
         for t in chart["texts"]:
             where = f"{chart['label']}: {t['text']!r}"
             assert abs(t["px"] - out["tablePx"]) < 0.2, (
@@ -141,13 +169,18 @@ def test_the_compared_page_reads_whole_at_both_widths(width: int, compared_page:
                 log = chart["log"] == ("x" if "x" in classes else "y")
                 assert _round(value, log), f"{where} is not a round value"
                 assert value > 0 or not log, f"{where}: 0 on a log axis"
+                if not log and "tick" in classes:
+                    axes["x" if "x" in classes else "y"].append(value)
+        for axis, values in axes.items():
+            shown = sorted(values) if axis == "y" else values
+            assert _evenly_round(shown), f"{chart['label']}: {axis} ticks {shown} are not evenly round"
     assert ticks > 100
     for section in out["sections"]:
         assert section["outside"] == [], f"#{section['id']}: leaves its card: {section['outside'][:3]}"
         for wrap in section["wraps"]:
             assert wrap["scroll"] <= wrap["client"] or wrap["overflow"] in ("auto", "scroll"), section["id"]
     wide = [s["id"] for s in out["sections"] for w in s["wraps"] if w["scroll"] > w["client"]]
-    if width == 800:
+    if width == 800 and which == "compared":
         assert "baseline-steps" in wide  # wider than the card at 800 px: it scrolls inside it
-    shot = chromium.screenshot(compared_page, compared_page.with_name(f"compared-{width}.png"), width, 3000)
+    shot = chromium.screenshot(page, page.with_name(f"{which}-{width}.png"), width, 3000)
     assert shot.stat().st_size > 30_000

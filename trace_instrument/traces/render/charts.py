@@ -40,9 +40,12 @@ def text(
     size: int = 11,
     cls: str = "",
     room: float | None = None,
+    value: float | None = None,
 ) -> str:
-    """A chart text; ``room`` (chart units): the page's script cuts it, ending in …, if it is wider."""
+    """A chart text; ``room`` (chart units): the page's script cuts it, ending in …, if it is wider;
+    ``value``: the number a tick label stands for (the script keeps the round ones when it thins them)."""
     fit = f' data-room="{room:.0f}"' if room is not None else ""
+    fit += f' data-v="{value:g}"' if value is not None else ""
     klass = f' class="{cls}"' if cls else ""
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}"{klass}{fit}>{esc(content)}</text>'
 
@@ -76,6 +79,19 @@ def linear_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     # rounded to the step's own digits: 0.30000000000000004 is 0.3
     digits = max(0, -math.floor(math.log10(step)))
     return [round(first + i * step, digits) for i in range(count)]
+
+
+def round_steps(steps: Sequence[int], most: int = 10) -> set[int]:
+    """The steps to label on a step axis: about ``most`` round ones (1, 2 or 5 x 10^k apart)."""
+    if not steps:
+        return set()
+    ticks = {int(t) for t in linear_ticks(min(steps), max(steps), most) if float(t).is_integer()}
+    return (ticks & set(steps)) or {min(steps)}
+
+
+def round_step(least: float) -> int:
+    """The smallest 1, 2 or 5 x 10^k (an integer) at least ``least``."""
+    return max(1, int(round_above(max(least, 1.0))))
 
 
 def round_below(value: float) -> float:
@@ -173,7 +189,7 @@ def _step_axis(f: Frame, lo: float, hi: float) -> tuple[Callable[[float], float]
     for t in ticks:
         x = x_of(t)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{f.base}" y2="{f.base + 4}" class="axis"/>')
-        parts.append(text(x, f.base + 17, f"{t:,.0f}", "middle", 10, "tick x"))
+        parts.append(text(x, f.base + 17, f"{t:,.0f}", "middle", 10, "tick x", value=t))
     return x_of, "".join(parts)
 
 
@@ -235,9 +251,11 @@ def lines(
         path = " ".join(f"{'M' if i == 0 else 'L'}{x_of(x):.1f},{y_of(y):.1f}" for i, (x, y) in enumerate(s.points))
         dash = f' stroke-dasharray="{s.dash}"' if s.dash else ""
         parts.append(f'<path d="{path}" fill="none" stroke="{s.color}" stroke-width="2"{dash} class="series"/>')
+        # a dot per point while they stand apart; past 40 a point is a tooltip alone (dots would hide the line)
+        dot = ' r="2.6"' if len(s.points) <= 40 else ' r="2.6" fill-opacity="0"'
         for x, y in s.points:
             parts.append(
-                f'<circle cx="{x_of(x):.1f}" cy="{y_of(y):.1f}" r="2.6" fill="{s.color}">'
+                f'<circle cx="{x_of(x):.1f}" cy="{y_of(y):.1f}"{dot} fill="{s.color}">'
                 f"<title>{esc(s.name)}, step {x:.0f}: {esc(label(y) if log else f'{y:,.4g}')}</title></circle>"
             )
     parts.append(axis_titles(width, height, f.left, "global step", y_label))
@@ -262,7 +280,7 @@ def stacked_steps(
     bar = max(slot * 0.86 / len(runs), 0.6)
     y_of, y_axis = value_axis(f, 0.0, 1.0, False, lambda v: f"{v:.0%}")
     parts = [y_axis, f'<line x1="{f.left}" x2="{f.width - f.right}" y1="{f.base}" y2="{f.base}" class="axis"/>']
-    every = max(1, math.ceil(len(steps) / 30))
+    ticked = round_steps(steps)  # ticks under the round step numbers that have a bar
     for i, step in enumerate(steps):
         x0 = f.left + i * slot + slot * 0.07
         for r, (name, by_step) in enumerate(runs):
@@ -280,8 +298,8 @@ def stacked_steps(
                     f'fill="{PALETTE[j % len(PALETTE)]}" fill-opacity="{1.0 if r == 0 else 0.55}">'
                     f"<title>{esc(name)}, step {step}: {esc(part)} {value:.1%}</title></rect>"
                 )
-        if i % every == 0:
-            parts.append(text(f.left + (i + 0.5) * slot, f.base + 17, f"{step:,}", "middle", 10, "tick x"))
+        if step in ticked:
+            parts.append(text(f.left + (i + 0.5) * slot, f.base + 17, f"{step:,}", "middle", 10, "tick x", value=step))
     parts.append(axis_titles(width, height, f.left, "global step", y_label))
     return svg(height, "".join(parts), title, width)
 

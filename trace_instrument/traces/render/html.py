@@ -36,6 +36,8 @@ from trace_instrument.traces.render.charts import (
     log_ticks,
     round_above,
     round_below,
+    round_step,
+    round_steps,
     svg,
     text,
 )
@@ -67,9 +69,11 @@ def bars(
     ticks: Sequence[str] | None = None,
     x_label: str = "",
     y_label: str = "",
+    centered: bool | None = None,
 ) -> str:
     """A vertical bar chart with a value axis; ``ticks`` (one per bar, "" for none) label the x axis
-    (the page's script shows as many as fit)."""
+    (the page's script shows as many as fit), under each bar's centre (default without ``ticks``) or
+    its left edge (a histogram's bin edges)."""
     left, bottom, top = 64, 46, 10
     if not values or max(values) <= 0:
         return _no_data(title, width)
@@ -81,7 +85,8 @@ def bars(
         y = top + plot_h - t / vmax * plot_h
         parts.append(f'<line x1="{left}" x2="{width - 12}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         parts.append(text(left - 5, y + 4, num(t), "end", 10, "tick y", left - 24))
-    centered = ticks is None
+    if centered is None:
+        centered = ticks is None
     if ticks is None:
         ticks = list(labels)
     for i, (label, value) in enumerate(zip(labels, values)):
@@ -96,10 +101,24 @@ def bars(
             parts.append(
                 f'<line x1="{centre:.1f}" x2="{centre:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" class="axis"/>'
             )
-            parts.append(text(centre, top + plot_h + 17, ticks[i], "middle", 10, "tick x"))
+            parts.append(text(centre, top + plot_h + 17, ticks[i], "middle", 10, "tick x", value=_number(ticks[i])))
     parts.append(f'<line x1="{left}" x2="{width - 12}" y1="{top + plot_h}" y2="{top + plot_h}" class="axis"/>')
     parts.append(axis_titles(width, height, left, x_label or title, y_label))
     return svg(height, "".join(parts), title, width)
+
+
+def _number(label: str) -> float | None:
+    """The number a tick label says (``1,500``), None for a label that is not one (``0–10``)."""
+    try:
+        return float(label.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _step_ticks(steps: Sequence[int]) -> list[str]:
+    """A label under each round step number (round_steps), none under the others."""
+    ticked = round_steps(steps)
+    return [f"{step:,}" if step in ticked else "" for step in steps]
 
 
 def _log_edges(hist: Histogram) -> list[float]:
@@ -205,7 +224,7 @@ def gantt(a: Analysis) -> str:
     span = max(t1 - t0, 1)
     left, top, width = 84, 24, W_WIDE
     row_h = max(GANTT_MIN_ROW, min(26.0, GANTT_PLOT_PX / len(steps)))
-    every = max(1, math.ceil(18 / row_h))  # step labels at least 18 units apart
+    every = round_step(18 / row_h)  # step labels at least 18 units apart, on round step numbers
     height = int(top + row_h * len(steps) + 46)
     bar_h = max(2.8, row_h * 0.36)
 
@@ -221,10 +240,10 @@ def gantt(a: Analysis) -> str:
     for t in linear_ticks(0, span / 1000, 8):
         x = x_of(t0 + t * 1000)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{plot_bottom:.1f}" class="grid"/>')
-        parts.append(text(x, plot_bottom + 17, f"{t:,g} s", "middle", 10, "tick x"))
+        parts.append(text(x, plot_bottom + 17, f"{t:,g} s", "middle", 10, "tick x", value=t))
     for i, s in enumerate(steps):
         y = top + i * row_h
-        if i % every == 0:
+        if s.step % every == 0 or every == 1:
             parts.append(text(left - 6, y + row_h / 2 + 4, f"{s.step:,}", "end", 11, "tick y", left - 27))
         for start, end, color, label, dy in (
             (s.rollout_start_ms, s.rollout_end_ms, PALETTE[0], "rollout", row_h * 0.1),
@@ -272,6 +291,7 @@ def stacked(a: Analysis) -> str:
         y = top + plot_h - t / vmax * plot_h
         parts.append(f'<line x1="{left}" x2="{W - 12}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
         parts.append(text(left - 5, y + 4, num(t), "end", 10, "tick y", left - 24))
+    ticked = round_steps(steps)
     for i, step in enumerate(steps):
         base = 0.0
         x = left + i * bw
@@ -286,7 +306,8 @@ def stacked(a: Analysis) -> str:
                 f"{c}</title></rect>"
             )
             base += h
-        parts.append(text(x + bw / 2, height - bottom + 17, step, "middle", 10, "tick x"))
+        if step in ticked:
+            parts.append(text(x + bw / 2, height - bottom + 17, f"{step:,}", "middle", 10, "tick x", value=step))
     parts.append(axis_titles(W, height, left, "train step", "trained samples"))
     return svg(height, "".join(parts), "staleness")
 
@@ -394,23 +415,29 @@ function fitText(svg, scale) {
     t.setAttribute('data-cut', '1');
   });
 }
-// as many tick labels of an x axis as fit side by side inside the chart, every k-th
+// as many tick labels of an x axis as fit side by side inside the chart: every k-th, k itself 1, 2 or
+// 5 x 10^j; with their values known (data-v), the multiples of k spacings (20 40 60 80: 40 80)
 function thinTicks(svg, width) {
   var ticks = Array.prototype.slice.call(svg.querySelectorAll('text.tick.x'));
   ticks.forEach(function (t) { t.style.display = ''; });
   var boxes = ticks.map(function (t) { return t.getBBox(); });
-  for (var k = 1; k <= ticks.length; k++) {
-    var last = -Infinity, ok = true;
-    for (var i = 0; i < ticks.length; i += k) {
-      var b = boxes[i];
-      if (b.x < last + 6) { ok = false; break; }
-      last = b.x + b.width;
+  var v = ticks.map(function (t) { return parseFloat(t.getAttribute('data-v')); });
+  var spacing = v.length > 1 ? Math.abs(v[1] - v[0]) : 0;
+  var byValue = spacing > 0 && v.every(function (x) { return isFinite(x); });
+  function kept(i, k) { return byValue ? Math.round(v[i] / spacing) % k === 0 : i % k === 0; }
+  function fits(k) {
+    var last = -Infinity;
+    for (var i = 0; i < ticks.length; i++) {
+      if (!kept(i, k)) continue;
+      if (boxes[i].x < last + 6) return false;
+      last = boxes[i].x + boxes[i].width;
     }
-    if (ok) break;
+    return true;
   }
+  var k = 1;
+  for (var j = 1; !fits(k) && k < 10 * ticks.length; j++) k = [1, 2, 5][j % 3] * Math.pow(10, Math.floor(j / 3));
   ticks.forEach(function (t, i) {
-    var b = boxes[i];
-    if (i % k !== 0 || b.x < 0 || b.x + b.width > width) t.style.display = 'none';
+    if (!kept(i, k) || boxes[i].x < 0 || boxes[i].x + boxes[i].width > width) t.style.display = 'none';
   });
 }
 function fitCharts() {
@@ -588,8 +615,10 @@ def page(
                 "throughput per step",
                 " tok/s",
                 PALETTE[5],
+                ticks=_step_ticks([t.step for t in a.step_throughput]),
                 x_label="global step",
                 y_label="tokens/s",
+                centered=True,
             )
             + _table(by_key["throughput-per-step"]),
         ),
