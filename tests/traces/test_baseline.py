@@ -103,22 +103,35 @@ def third(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_each_baseline_its_own_comparison_with_the_change_in_percent(runs: tuple[Path, Path], third: Path) -> None:
-    """Two --baseline folders holding a run each: each run compared on its own, never added up."""
+    """Two --baseline folders holding a run each: each run compared on its own, never added up, in
+    the order of the options (here the third run first)."""
     current, baseline = runs
-    doc = _compared(current, baseline, "--baseline", str(third))
+    result = runner.invoke(
+        app,
+        [
+            "analyze",
+            str(current),
+            "--no-cache",
+            "--format",
+            "json",
+            "--baseline",
+            str(third),
+            "--baseline",
+            str(baseline),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
     mine = _mean_turns(current)
     assert len(doc["baselines"]) == 2 and doc["baseline"] == doc["baselines"][0]
-    seen = set()
-    for each in doc["baselines"]:
-        figures = {c["key"]: c for c in each["metrics"]}
-        theirs = next(_mean_turns(t) for t in (baseline, third) if each["baseline_run_id"] in _run_ids(t))
-        turns = figures["num_turns/mean"]
+    for each, other in zip(doc["baselines"], (third, baseline)):
+        assert {each["baseline_run_id"]} == _run_ids(other)
+        theirs = _mean_turns(other)
+        turns = {c["key"]: c for c in each["metrics"]}["num_turns/mean"]
         assert turns["value"] == pytest.approx(mine)
         assert turns["baseline"] == pytest.approx(theirs)
         assert turns["difference"] == pytest.approx(mine - theirs)
         assert turns["percent"] == pytest.approx((mine - theirs) / theirs * 100)
-        seen.add(each["baseline_run_id"])
-    assert len(seen) == 2
 
 
 def _run_ids(trace: Path) -> set[str]:
@@ -138,9 +151,8 @@ def test_text_shows_each_baseline_in_columns_of_its_own(runs: tuple[Path, Path],
     row = next(line for line in result.stdout.splitlines() if line.startswith("| num_turns/mean "))
     values = [c.strip() for c in row.strip("|").split("|")]
     mine, first, second = _mean_turns(current), _mean_turns(baseline), _mean_turns(third)
-    # which baseline is 1 and which 2 is the order the runs were found in: either way, each its own
-    expected = {(f"{a:,.3f}", f"{(mine - a) / a * 100:+.1f}%") for a in (first, second)}
-    assert {(values[2], values[4]), (values[5], values[7])} == expected
+    expected = [(f"{a:,.3f}", f"{(mine - a) / a * 100:+.1f}%") for a in (first, second)]
+    assert [(values[2], values[4]), (values[5], values[7])] == expected
     text = page.read_text(encoding="utf-8")
     # both baselines drawn on the per-step charts: the legend names each
     assert text.count("baseline 1 (") >= 1 and text.count("baseline 2 (") >= 1

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from trace_instrument.traces.model import Analysis, MultipleRunsError, Skipped
+    from trace_instrument.traces.model import Analysis, MultipleRunsError, Run, Skipped
     from trace_instrument.traces.options import Options
 
 out = Console(soft_wrap=False, highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -327,24 +327,26 @@ def _baselines(folders: list[Path], options: Options) -> list[Analysis]:
 
         return call
 
-    def split(chosen: Options) -> Analysis | MultipleRunsError:
-        """The baseline read; several runs each in folders of their own come back as the error that lists them."""
+    def split(chosen: Options) -> Analysis | list[Run]:
+        """The baseline read; several runs each in folders of their own come back as those runs."""
         try:
             return read(chosen)()
         except MultipleRunsError as exc:
-            if chosen.run is None and _one_run_a_folder(folders, exc):
-                return exc
-            raise
+            runs = _runs_by_folder(folders, exc) if chosen.run is None else None
+            if runs is None:
+                raise
+            return runs
 
     whose, prefix = "the baseline's folders", "the baseline: "
     found = _read(lambda: split(options), "--baseline-run", whose, prefix)
-    if not isinstance(found, MultipleRunsError):
+    if not isinstance(found, list):
         return [found]
-    return [_read(read(replace(options, run=r.run_id)), "--baseline-run", whose, prefix) for r in found.runs]
+    return [_read(read(replace(options, run=r.run_id)), "--baseline-run", whose, prefix) for r in found]
 
 
-def _one_run_a_folder(folders: list[Path], exc: MultipleRunsError) -> bool:
-    """Whether each of ``folders`` holds files of one of the runs only."""
+def _runs_by_folder(folders: list[Path], exc: MultipleRunsError) -> list[Run] | None:
+    """The runs in the order of the folders that hold them (baseline 1 is the first --baseline's), or
+    None when a folder holds files of several runs (or a single folder was given)."""
     from trace_instrument.traces.discover import discover
 
     roots = {f.file_id: f.root for f in discover(folders).files}
@@ -352,7 +354,14 @@ def _one_run_a_folder(folders: list[Path], exc: MultipleRunsError) -> bool:
     for run in exc.runs:
         for file_id in run.file_ids:
             owners.setdefault(roots.get(file_id, ""), set()).add(run.run_id)
-    return len(folders) > 1 and all(len(runs) == 1 for runs in owners.values())
+    if len(folders) < 2 or any(len(runs) > 1 for runs in owners.values()):
+        return None
+    position = {str(folder): i for i, folder in enumerate(folders)}
+    first = {
+        r: min(position.get(root, len(folders)) for root, ids in owners.items() if r in ids)
+        for r in {run.run_id for run in exc.runs}
+    }
+    return sorted(exc.runs, key=lambda run: first[run.run_id])
 
 
 def _show_trajectories(trace_dirs: list[Path], ids: list[str], options: Options, fmt: AnalyzeFormat) -> None:
