@@ -336,7 +336,10 @@ def _table(section: Section, links: dict[str, str] | None = None, caption: str =
     body = "".join(
         "<tr>"
         + "".join(
-            f'<td><a href="#{links[c]}">{esc(c)}</a></td>' if i == 0 and links and c in links else f"<td>{esc(c)}</td>"
+            f'<td><a href="#{links[c]}">{esc(c)}</a></td>'
+            if i == 0 and links and c in links
+            # a first cell (a figure's key) may break after its slashes when the card is narrow
+            else f"<td>{esc(c).replace('/', '/<wbr>') if i == 0 else esc(c)}</td>"
             for i, c in enumerate(row)
         )
         + "</tr>"
@@ -385,7 +388,7 @@ table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}
 .table-caption{font-size:12px;color:#57606a;margin:8px 0 0}
 th,td{border-bottom:1px solid #eaeef2;padding:3px 8px;text-align:right;white-space:nowrap}
 th{white-space:normal;min-width:3em;vertical-align:bottom}
-th:first-child,td:first-child{text-align:left}th{background:#f6f8fa;position:sticky;top:0}
+th:first-child,td:first-child{text-align:left}td:first-child{white-space:normal;overflow-wrap:break-word;max-width:24em}th{background:#f6f8fa;position:sticky;top:0}
 .legend-rollout{fill:#4e79a7!important}.legend-train{fill:#f28e2b!important}.legend-sync{fill:#e15759!important}
 """ + "".join(f".swatch-{i}{{fill:{c}!important}}" for i, c in enumerate(PALETTE))
 
