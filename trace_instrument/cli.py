@@ -597,10 +597,25 @@ def demo(
     version: Annotated[str, typer.Option("--version", help="verl release to fetch from PyPI.")] = "0.9.0",
     keep: Annotated[Path | None, typer.Option("--keep", help="Leave the instrumented copy in this folder.")] = None,
     excerpt: Annotated[int, typer.Option("--excerpt", help="Lines of diff to show.")] = 40,
+    traces: Annotated[
+        Path | None,
+        typer.Option(
+            "--traces",
+            help="Instead: write a simulated 3-host run into this new folder through the real tracing runtime "
+            "(no GPU, no verl) and analyse it: the text report, and the page as report.html in it.",
+        ),
+    ] = None,
 ) -> None:
-    """Fetch verl from PyPI, instrument a copy, verify it, and show what changed."""
+    """Fetch verl from PyPI, instrument a copy, verify it, and show what changed (or, with --traces,
+    see traces without a GPU)."""
     import shutil
     import tempfile
+
+    if traces is not None:
+        from trace_instrument.traces.cli import demo_traces
+
+        demo_traces(traces)
+        return
 
     catalog = _catalog(None)
     workdir = Path(tempfile.mkdtemp(prefix="trace-instrument-demo-")) if keep is None else keep

@@ -25,9 +25,10 @@ def test_report_renders_offline_in_chromium(
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text), "the page must not load anything"
     assert "<link" not in text and "@import" not in text
     charts = text.count('<svg class="chart"')
-    # gantt, reward score per step, the 12 busiest latencies, funnel, never trained, stop reasons,
-    # turns, completion tokens, tools, turns per step, staleness, throughput per step and per worker
-    assert charts == 1 + 1 + 12 + 2 + 4 + 1 + 1 + 2
+    # the 7 per-step trends (stop reasons, turns, response length, clip ratio, staleness, score, stage
+    # times; they replace the score and turns per step bars), gantt, the 12 busiest latencies, funnel,
+    # never trained, stop reasons, turns, completion tokens, tools, staleness, throughput per step and per worker
+    assert charts == 7 + 1 + 12 + 2 + 4 + 1 + 2
     dom, console = chromium.dom_and_console(page)
     assert f'data-charts="{charts}"' in dom
     assert f'data-charts-rendered="{charts}"' in dom  # every chart laid out with a size

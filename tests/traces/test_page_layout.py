@@ -34,6 +34,7 @@ window.addEventListener('load', function () {
                  outside: []};
     chart.smallest = 1e9;
     svg.querySelectorAll('text').forEach(function (t) {
+      if (getComputedStyle(t).display === 'none') return;  // a tick label the page's script left out
       var r = t.getBoundingClientRect();
       if (t.textContent.trim()) chart.smallest = Math.min(chart.smallest, r.height);
       if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1)

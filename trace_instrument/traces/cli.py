@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -20,9 +20,8 @@ from rich.console import Console
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from trace_instrument.traces.model import Analysis, MultipleRunsError, Skipped
+    from trace_instrument.traces.model import Analysis, MultipleRunsError, Run, Skipped
     from trace_instrument.traces.options import Options
-    from trace_instrument.traces.render.compare import Comparison
 
 out = Console(soft_wrap=False, highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
@@ -164,7 +163,11 @@ def analyze_command(
     ] = None,
     baseline: Annotated[
         list[Path] | None,
-        typer.Option("--baseline", help="Another run's trace folder: every figure side by side; repeatable."),
+        typer.Option(
+            "--baseline",
+            help="Another run's trace folder: every figure side by side, with the difference and the change in "
+            "percent; repeatable (one run's folders, or several runs: each its own columns).",
+        ),
     ] = None,
     baseline_run: Annotated[
         str | None, typer.Option("--baseline-run", help="The baseline's run when its folders hold several.")
@@ -222,8 +225,8 @@ def analyze_command(
             return analyze(trace_dirs, options, progress)
 
     result = _read(read)
-    comparison = _compare(result, baseline, replace(options, run=baseline_run, open_slowest=0)) if baseline else None
-    _emit(result, fmt, html, csv_dir, comparison)
+    others = _baselines(baseline, replace(options, run=baseline_run, open_slowest=0)) if baseline else []
+    _emit(result, fmt, html, csv_dir, others)
 
 
 def _emit(
@@ -231,20 +234,19 @@ def _emit(
     fmt: AnalyzeFormat,
     html: Path | None,
     csv_dir: Path | None,
-    comparison: Comparison | None,
+    baselines: Sequence[Analysis] = (),
     reload_seconds: float | None = None,
 ) -> None:
-    """One analysis in the asked format on stdout, and the page and CSV files when asked for."""
-    extra = []
-    if comparison is not None:
-        from trace_instrument.traces.render.compare import comparison_sections
+    """One analysis in the asked format on stdout, and the page and CSV files when asked for;
+    ``baselines``: the runs it is compared with, each on its own."""
+    from trace_instrument.traces.render.compare import compare, comparison_json, comparison_sections
 
-        extra = comparison_sections(comparison)
+    comparisons = [compare(result, other) for other in baselines]
+    extra = comparison_sections(comparisons) if comparisons else []
     if fmt is AnalyzeFormat.json:
-        from trace_instrument.traces.render.compare import comparison_json
         from trace_instrument.traces.render.metrics import to_json
 
-        sys.stdout.write(to_json(result, comparison_json(comparison) if comparison else None) + "\n")
+        sys.stdout.write(to_json(result, [comparison_json(c) for c in comparisons]) + "\n")
     elif fmt is AnalyzeFormat.markdown:
         from trace_instrument.traces.render.text import markdown
 
@@ -256,7 +258,7 @@ def _emit(
     if html is not None:
         from trace_instrument.traces.render.html import write_html
 
-        write_html(result, html, extra, reload_seconds)
+        write_html(result, html, extra, reload_seconds, baselines)
         err.print(f"wrote {html}", markup=False)
     if csv_dir is not None:
         from trace_instrument.traces.render.csvs import write_csvs
@@ -289,7 +291,7 @@ def _follow(
                 refresh = _read(follower.refresh)
                 if fmt is AnalyzeFormat.text and out.is_terminal:
                     out.clear()
-                _emit(refresh.analysis, fmt, html, csv_dir, None, interval if interval > 0 else None)
+                _emit(refresh.analysis, fmt, html, csv_dir, (), interval if interval > 0 else None)
                 how = (
                     "loaded everything" + (f" ({refresh.reason})" if refresh.reason else "")
                     if refresh.full
@@ -308,17 +310,58 @@ def _follow(
         return
 
 
-def _compare(result: Analysis, baseline: list[Path], options: Options) -> Comparison:
-    """The baseline run analysed with the same options (its own --baseline-run); exit 2 when it cannot be."""
+def _baselines(folders: list[Path], options: Options) -> list[Analysis]:
+    """The baseline runs, each analysed alone with the same options (exit 2 when one cannot be read).
+
+    The folders are one run's (one per node) or several runs' each in folders of its own: then each
+    run is a baseline of its own, never added up with another. A folder that holds files of several
+    runs is refused (pick one with --baseline-run), as is a choice that names none of them."""
     from trace_instrument.traces.analyze import analyze
-    from trace_instrument.traces.render.compare import compare
+    from trace_instrument.traces.model import MultipleRunsError
     from trace_instrument.traces.render.progress import ReadProgress
 
-    def read() -> Analysis:
-        with ReadProgress(err) as progress:
-            return analyze(baseline, options, progress)
+    def read(chosen: Options) -> Callable[[], Analysis]:
+        def call() -> Analysis:
+            with ReadProgress(err) as progress:
+                return analyze(folders, chosen, progress)
 
-    return compare(result, _read(read, "--baseline-run", "the baseline's folders", "the baseline: "))
+        return call
+
+    def split(chosen: Options) -> Analysis | list[Run]:
+        """The baseline read; several runs each in folders of their own come back as those runs."""
+        try:
+            return read(chosen)()
+        except MultipleRunsError as exc:
+            runs = _runs_by_folder(folders, exc) if chosen.run is None else None
+            if runs is None:
+                raise
+            return runs
+
+    whose, prefix = "the baseline's folders", "the baseline: "
+    found = _read(lambda: split(options), "--baseline-run", whose, prefix)
+    if not isinstance(found, list):
+        return [found]
+    return [_read(read(replace(options, run=r.run_id)), "--baseline-run", whose, prefix) for r in found]
+
+
+def _runs_by_folder(folders: list[Path], exc: MultipleRunsError) -> list[Run] | None:
+    """The runs in the order of the folders that hold them (baseline 1 is the first --baseline's), or
+    None when a folder holds files of several runs (or a single folder was given)."""
+    from trace_instrument.traces.discover import discover
+
+    roots = {f.file_id: f.root for f in discover(folders).files}
+    owners: dict[str, set[str]] = {}
+    for run in exc.runs:
+        for file_id in run.file_ids:
+            owners.setdefault(roots.get(file_id, ""), set()).add(run.run_id)
+    if len(folders) < 2 or any(len(runs) > 1 for runs in owners.values()):
+        return None
+    position = {str(folder): i for i, folder in enumerate(folders)}
+    first = {
+        r: min(position.get(root, len(folders)) for root, ids in owners.items() if r in ids)
+        for r in {run.run_id for run in exc.runs}
+    }
+    return sorted(exc.runs, key=lambda run: first[run.run_id])
 
 
 def _show_trajectories(trace_dirs: list[Path], ids: list[str], options: Options, fmt: AnalyzeFormat) -> None:
@@ -393,6 +436,37 @@ def _print_left_out(left_out: tuple[Skipped, ...]) -> None:
     for item in left_out:
         examples = f": {', '.join(item.examples)}" if item.examples else ""
         err.print(f"left out {item.count} {item.reason}{examples}", markup=False)
+
+
+def demo_traces(target: Path) -> None:
+    """``demo --traces DIR``: a simulated multi-host run written into ``DIR`` by the real runtime
+    (traces/demo.py), then analysed: the text report on stdout, the page as ``DIR/report.html``.
+    A folder that already holds files is refused (two runs' files would be mixed); exit 2."""
+    _require_engine("duckdb")
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        _fail(f"{target} is not a new or empty folder: the demo writes a run of its own there")
+    _output_parent(target, "--traces")
+    from trace_instrument.traces.analyze import Options, analyze
+    from trace_instrument.traces.demo import DemoConfig, write_demo_run
+
+    config = DemoConfig()
+    err.print(
+        f"writing a simulated run into {target}: {config.hosts} hosts, {config.steps} steps, "
+        f"{config.prompts_per_step} prompts x {config.rollout_n} rollouts a step, through the real tracing runtime",
+        markup=False,
+    )
+    try:
+        processes = write_demo_run(target, config)
+    except RuntimeError as exc:
+        _fail(str(exc))
+    err.print(f"wrote the traces of {processes} processes; analysing them", markup=False)
+    result = _read(lambda: analyze([target], Options(open_slowest=OPENED_ON_PAGE)))
+    _emit(result, AnalyzeFormat.text, target / "report.html", None)
+    err.print(
+        f"open {target / 'report.html'} in a browser; your own run: trace-instrument analyze $VERL_TRACE_DIR "
+        "--html report.html",
+        markup=False,
+    )
 
 
 def register(app: typer.Typer) -> None:

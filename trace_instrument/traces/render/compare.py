@@ -1,11 +1,14 @@
 """``analyze RUN --baseline OTHER``: every run-wide and per-step figure of two runs side by side.
 
 Each figure is one of the JSON document's keys (verl's names), read from each run's own analysis;
-the difference is this run's value minus the baseline's. Nothing of the two runs is ever added up.
+the difference is this run's value minus the baseline's, the change that difference in percent of
+the baseline's value. Several baselines are compared one by one, each in columns of its own:
+nothing of two runs is ever added up.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -30,12 +33,14 @@ HEADLINE_STEP_KEYS = (
 
 @dataclass(frozen=True)
 class Compared:
-    """One figure of both runs; the difference is this run's minus the baseline's (None unless both are numbers)."""
+    """One figure of both runs; the difference is this run's minus the baseline's (None unless both are
+    numbers), the percent that difference over the baseline's magnitude (None also when that is 0)."""
 
     key: str
     value: float | None
     baseline: float | None
     difference: float | None
+    percent: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,8 +70,16 @@ def _compared(current: dict[str, Any], baseline: dict[str, Any]) -> tuple[Compar
         if value is None and base is None:
             continue
         difference = value - base if value is not None and base is not None else None
-        out.append(Compared(key, value, base, difference))
+        out.append(Compared(key, value, base, difference, change_percent(value, base)))
     return tuple(out)
+
+
+def change_percent(value: float | None, baseline: float | None) -> float | None:
+    """``value``'s change from ``baseline`` in percent of the baseline's magnitude; None when either is
+    missing or the baseline is 0 (no finite change)."""
+    if value is None or baseline is None or baseline == 0:
+        return None
+    return (value - baseline) / abs(baseline) * 100
 
 
 def compare(current: Analysis, baseline: Analysis) -> Comparison:
@@ -84,34 +97,80 @@ def compare(current: Analysis, baseline: Analysis) -> Comparison:
     )
 
 
-def _difference(c: Compared) -> str:
-    if c.difference is None:
+def _difference(c: Compared | None) -> str:
+    if c is None or c.difference is None:
         return "-"
     text = num(c.difference, 3)
     return text if c.difference < 0 or text.strip("0.,") == "" else "+" + text
 
 
-def comparison_sections(c: Comparison) -> list[Section]:
-    """The run-wide figures, then the headline figures of each step."""
-    title = f"Compared with the baseline run {c.baseline_run_id or '(one run)'}"
-    run_rows = tuple((x.key, num(x.value, 3), num(x.baseline, 3), _difference(x)) for x in c.metrics)
-    step_rows = tuple(
-        (str(s.step), x.key, num(x.value, 3), num(x.baseline, 3), _difference(x))
-        for s in c.steps
-        for x in s.figures
-        if x.key in HEADLINE_STEP_KEYS
-    )
+def percent_text(percent: float | None) -> str:
+    """``+12.5%``, ``-3.0%``, ``0.0%``; ``-`` when there is no change to give."""
+    if percent is None:
+        return "-"
+    text = f"{percent:,.1f}%"
+    return text if text.startswith("-") or text.strip("0.,%") == "" else "+" + text
+
+
+def _by_key(figures: Sequence[Compared]) -> dict[str, Compared]:
+    return {x.key: x for x in figures}
+
+
+def _sides(
+    keys: Sequence[str], value_of: dict[str, float | None], each: list[dict[str, Compared]]
+) -> list[tuple[str, ...]]:
+    """A row per key: the figure, this run's value, then each baseline's value, difference and change."""
+    rows = []
+    for key in keys:
+        row = [key, num(value_of.get(key), 3)]
+        for figures in each:
+            x = figures.get(key)
+            row += [num(x.baseline if x else None, 3), _difference(x), percent_text(x.percent if x else None)]
+        rows.append(tuple(row))
+    return rows
+
+
+def _keys(each: Sequence[Sequence[Compared]]) -> list[str]:
+    """Every key of every comparison, in the first's order, then each later one's own."""
+    return list(dict.fromkeys(x.key for figures in each for x in figures))
+
+
+def _values(each: Sequence[Sequence[Compared]]) -> dict[str, float | None]:
+    """This run's value of each key (the same in every comparison: one run's own figure)."""
+    out: dict[str, float | None] = {}
+    for figures in each:
+        for x in figures:
+            if out.get(x.key) is None:
+                out[x.key] = x.value
+    return out
+
+
+def comparison_sections(comparisons: Comparison | Sequence[Comparison]) -> list[Section]:
+    """The run-wide figures, then the headline figures of each step: this run's value, then for each
+    baseline its value, the difference and the change in percent (a baseline's columns each)."""
+    cs = [comparisons] if isinstance(comparisons, Comparison) else list(comparisons)
+    if len(cs) == 1:
+        title = f"Compared with the baseline run {cs[0].baseline_run_id or '(one run)'}"
+        heads: tuple[str, ...] = ("baseline", "difference", "change")
+    else:
+        title = "Compared with the baseline runs " + ", ".join(
+            f"{i} = {c.baseline_run_id or '(one run)'}" for i, c in enumerate(cs, 1)
+        )
+        heads = tuple(h for i in range(1, len(cs) + 1) for h in (f"baseline {i}", f"difference {i}", f"change {i}"))
+    run_each = [list(c.metrics) for c in cs]
+    run_rows = _sides(_keys(run_each), _values(run_each), [_by_key(f) for f in run_each])
+    step_rows: list[tuple[str, ...]] = []
+    for step in sorted({s.step for c in cs for s in c.steps}):
+        each = [[x for s in c.steps if s.step == step for x in s.figures if x.key in HEADLINE_STEP_KEYS] for c in cs]
+        keys = [k for k in HEADLINE_STEP_KEYS if k in set(_keys(each))]
+        step_rows += [(str(step), *row) for row in _sides(keys, _values(each), [_by_key(f) for f in each])]
     return [
-        Section("baseline-metrics", title + ": run-wide", ("figure", "this run", "baseline", "difference"), run_rows),
-        Section(
-            "baseline-steps",
-            title + ": per step",
-            ("step", "figure", "this run", "baseline", "difference"),
-            step_rows,
-        ),
+        Section("baseline-metrics", title + ": run-wide", ("figure", "this run", *heads), tuple(run_rows)),
+        Section("baseline-steps", title + ": per step", ("step", "figure", "this run", *heads), tuple(step_rows)),
     ]
 
 
 def comparison_json(c: Comparison) -> dict[str, Any]:
-    """The ``baseline`` object of the JSON document: every key, both values and the difference."""
+    """The ``baseline`` object of the JSON document: every key, both values, the difference and the
+    change in percent (each of several baselines has one such object in ``baselines``)."""
     return asdict(c)

@@ -1,82 +1,61 @@
-"""``analyze --html``: one self-contained offline page (inline CSS and SVG, no network, no library).
+"""``analyze --html``: one self-contained offline page (inline CSS, SVG and a little script; no network).
 
-The engine has already aggregated everything in SQL; the page only draws binned series.
-Each chart is an ``<svg class="chart">`` with native ``<title>`` tooltips; a few lines of
-inline script only count the charts the browser laid out (``data-charts-rendered`` on
-``<body>``), which the end-to-end test reads back from a headless Chromium.
+The engine has already aggregated everything in SQL; the page only draws binned series: per-step
+trends of verl's keys (render/trends.py, with every ``--baseline`` on the same charts), step
+windows, latency histograms on log axes, distributions and bars.
+
+Why hand-drawn SVG rather than a chart library (Vega-Lite through altair, plotly): the page must be
+ONE file that opens offline. plotly's bundled JavaScript is about 3.5 MB and Vega + Vega-Lite +
+vega-embed about 1 MB, inlined into every page, and rewritten at every refresh of ``analyze
+--follow``; neither is installed with the ``analyze`` extra (altair loads its JavaScript from a CDN
+unless yet another package inlines it), and a new dependency of the reader is one more thing to keep
+working offline. Zoom is not needed to read a run's trend, and hover comes with SVG's own
+``<title>`` tooltips. What a library does better, fitting text, is done where it can be done right:
+in the browser. The inline script (SCRIPT) measures every chart text as laid out
+(``getComputedTextLength``, ``getBBox``): it sets chart text to the size of the tables' text in
+pixels whatever the chart's scale, cuts a text only when it is wider than its room (none is cut on
+the simulated runs the page test opens at 1400 and 800 px), and shows as many tick labels as fit,
+evenly spaced. Ticks are at round values (1, 2, 5 x 10^k; render/charts.py), log axes never show 0.
+Each chart is an ``<svg class="chart">``; the script also counts the charts the browser laid out
+(``data-charts-rendered`` on ``<body>``), which the end-to-end test reads back from headless Chromium.
 """
 
 from __future__ import annotations
 
-import html
-import itertools
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from trace_instrument.traces.model import Analysis, Histogram
+from trace_instrument.traces.render.charts import (
+    PALETTE,
+    axis_titles,
+    duration_label,
+    esc,
+    linear_ticks,
+    log_ticks,
+    round_above,
+    round_below,
+    round_step,
+    round_steps,
+    svg,
+    text,
+)
+from trace_instrument.traces.render.charts import no_data as _no_data_w
 from trace_instrument.traces.render.metrics import short_name_of
 from trace_instrument.traces.render.tables import Section, header_lines, ms, num, sections
 from trace_instrument.traces.render.trajectory import rows_section, summary_lines, turns_section
+from trace_instrument.traces.render.trends import trend_figures
 
-PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f")
 # Charts are drawn in these units and scaled to their box's width (a chart fills its section): W for
 # a section of the two-column grid, W_WIDE for a section across the page.
 W = 640
 W_WIDE = 960
-# An average glyph's width per px of font size (system-ui); labels are cut to what fits by it, with
-# a margin: the page test measures every text in Chromium and fails on any that leaves its chart.
-CHAR_PX = 0.62
-
-
-def _esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def _svg(height: int, body: str, label: str, width: int = W, empty: bool = False) -> str:
-    kind = "chart empty" if empty else "chart"
-    return (
-        f'<svg class="{kind}" role="img" aria-label="{_esc(label)}" width="100%" '
-        f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet">{body}</svg>'
-    )
+TABLE_FONT_PX = 12  # the tables' text size (CSS), which the script gives every chart text
 
 
 def _no_data(title: str, width: int = W) -> str:
-    return _svg(60, _text(10, 34, _fit(f"{title}: no data", width - 20)), title, width, empty=True)
-
-
-def _fit(text: str, room_px: float, size: int = 11) -> str:
-    """``text`` cut (ending in …) to what fits in ``room_px`` at font ``size``."""
-    chars = max(1, int(room_px / (size * CHAR_PX)))
-    return text if len(text) <= chars else text[: max(1, chars - 1)] + "…"
-
-
-def _axes(width: int, height: int, left: float, x_label: str, y_label: str) -> str:
-    """The axis titles, with their units: the x one under the plot, the y one upright at the left edge."""
-    parts = [_text((left + width - 10) / 2, height - 5, _fit(x_label, width - left), "middle", 11, "axis-label x")]
-    if y_label:
-        parts.append(
-            f'<text transform="translate(13,{(height - 24) / 2:.1f}) rotate(-90)" text-anchor="middle" '
-            f'font-size="11" class="axis-label y">{_esc(_fit(y_label, height - 30))}</text>'
-        )
-    return "".join(parts)
-
-
-def _text(x: float, y: float, text: object, anchor: str = "start", size: int = 11, cls: str = "") -> str:
-    return (
-        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}"'
-        f"{f' class={chr(34)}{cls}{chr(34)}' if cls else ''}>{_esc(text)}</text>"
-    )
-
-
-def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    if hi <= lo:
-        return [lo]
-    raw = (hi - lo) / n
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(s * magnitude for s in (1, 2, 5, 10) if raw <= s * magnitude)
-    first = math.ceil(lo / step) * step
-    return [first + i * step for i in range(int((hi - first) / step) + 1)]
+    return _no_data_w(title, width)
 
 
 def bars(
@@ -90,86 +69,124 @@ def bars(
     ticks: Sequence[str] | None = None,
     x_label: str = "",
     y_label: str = "",
+    centered: bool | None = None,
 ) -> str:
-    """A vertical bar chart with a value axis; ``ticks`` (one per bar, "" for none) label the x axis."""
-    left, bottom, top = 62, 44, 10
+    """A vertical bar chart with a value axis; ``ticks`` (one per bar, "" for none) label the x axis
+    (the page's script shows as many as fit), under each bar's centre (default without ``ticks``) or
+    its left edge (a histogram's bin edges)."""
+    left, bottom, top = 64, 46, 10
     if not values or max(values) <= 0:
         return _no_data(title, width)
     vmax = max(values)
-    plot_w, plot_h = width - left - 10, height - bottom - top
+    plot_w, plot_h = width - left - 12, height - bottom - top
     bw = plot_w / len(values)
     parts = []
-    for t in _ticks(0, vmax, 4):
+    for t in linear_ticks(0, vmax, 4):
         y = top + plot_h - t / vmax * plot_h
-        parts.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
-        parts.append(_text(left - 4, y + 4, num(t), "end", 10))
-    centered = ticks is None
+        parts.append(f'<line x1="{left}" x2="{width - 12}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
+        parts.append(text(left - 5, y + 4, num(t), "end", 10, "tick y", left - 24))
+    if centered is None:
+        centered = ticks is None
     if ticks is None:
-        every = max(1, math.ceil(len(labels) / max(2, plot_w // 48)))
-        ticks = [label if i % every == 0 else "" for i, label in enumerate(labels)]
-    marked = [i for i, tick in enumerate(ticks) if tick]
-    room = min((b - a for a, b in itertools.pairwise(marked)), default=len(values)) * bw
+        ticks = list(labels)
     for i, (label, value) in enumerate(zip(labels, values)):
         h = value / vmax * plot_h
         x = left + i * bw
         parts.append(
             f'<rect x="{x + 0.5:.1f}" y="{top + plot_h - h:.1f}" width="{max(bw - 1, 1):.1f}" height="{h:.1f}" '
-            f'fill="{color}"><title>{_esc(label)}: {_esc(num(value))}{_esc(unit)}</title></rect>'
+            f'fill="{color}"><title>{esc(label)}: {esc(num(value))}{esc(unit)}</title></rect>'
         )
         if ticks[i]:
-            parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" class="axis"/>')
             centre = x + (bw / 2 if centered else 0)
-            # a label is no wider than the gap to the next one, nor than twice the room to either edge
-            edge = 2 * min(centre, width - centre)
-            parts.append(_text(centre, height - bottom + 16, _fit(ticks[i], min(room, edge) - 4, 10), "middle", 10))
-    parts.append(f'<line x1="{left}" x2="{width - 10}" y1="{top + plot_h}" y2="{top + plot_h}" class="axis"/>')
-    parts.append(_axes(width, height, left, x_label or title, y_label))
-    return _svg(height, "".join(parts), title, width)
+            parts.append(
+                f'<line x1="{centre:.1f}" x2="{centre:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" class="axis"/>'
+            )
+            parts.append(text(centre, top + plot_h + 17, ticks[i], "middle", 10, "tick x", value=_number(ticks[i])))
+    parts.append(f'<line x1="{left}" x2="{width - 12}" y1="{top + plot_h}" y2="{top + plot_h}" class="axis"/>')
+    parts.append(axis_titles(width, height, left, x_label or title, y_label))
+    return svg(height, "".join(parts), title, width)
 
 
-def loghist(hist: Histogram, title: str) -> str:
-    """A latency histogram on a log scale (10 bins per decade), the decades labelled."""
-    labels, ticks = [], []
-    for lo, hi in zip(hist.edges, hist.edges[1:]):
-        labels.append(f"{ms(lo)} – {ms(hi)}")
-        decade = lo > 0 and abs(math.log10(lo) - round(math.log10(lo))) < 1e-9
-        ticks.append(_duration_label(lo) if decade or lo == 0 else "")
-    if ticks and sum(1 for t in ticks if t) < 2:
-        # a narrow histogram (a training stage) holds no two decades: its first and last bins say where it is
-        ticks[0], ticks[-1] = _duration_label(hist.edges[0]), _duration_label(hist.edges[-2])
+def _number(label: str) -> float | None:
+    """The number a tick label says (``1,500``), None for a label that is not one (``0–10``)."""
+    try:
+        return float(label.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _step_ticks(steps: Sequence[int]) -> list[str]:
+    """A label under each round step number (round_steps), none under the others."""
+    ticked = round_steps(steps)
+    return [f"{step:,}" if step in ticked else "" for step in steps]
+
+
+def _log_edges(hist: Histogram) -> list[float]:
+    """The bins' edges on a log axis: the first bin, from 0, as wide as the others (10 a decade)."""
+    edges = list(hist.edges)
+    if edges and edges[0] <= 0 < len(edges) - 1:
+        edges[0] = edges[1] / 10**0.1
+    return edges
+
+
+def loghist(hist: Histogram, title: str, width: int = 300, height: int = 160) -> str:
+    """A latency histogram on a log axis (10 bins a decade), ticked at round durations (log_ticks)."""
     counts = [float(c) for c in hist.counts]
-    return bars(labels, counts, title, "", PALETTE[0], 300, 150, ticks, "latency (log scale)", "transitions")
+    if not counts or max(counts) <= 0 or len(hist.edges) < 2:
+        return _no_data(title, width)
+    edges = _log_edges(hist)
+    lo, hi = round_below(edges[0]), round_above(edges[-1])
+    left, bottom, top, right = 52, 46, 8, 10
+    plot_w, plot_h = width - left - right, height - bottom - top
+    base = top + plot_h
 
+    def x_of(v: float) -> float:
+        return left + (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo)) * plot_w
 
-def _duration_label(value_ms: float) -> str:
-    if value_ms == 0:
-        return "0"
-    if value_ms >= 1000:
-        return f"{value_ms / 1000:g} s"
-    return f"{value_ms:g} ms"
+    vmax = max(counts)
+    parts = []
+    for t in linear_ticks(0, vmax, 3):
+        y = base - t / vmax * plot_h
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
+        parts.append(text(left - 5, y + 4, num(t), "end", 10, "tick y", left - 22))
+    for i, count in enumerate(counts):
+        x0, x1 = x_of(edges[i]), x_of(edges[i + 1])
+        h = count / vmax * plot_h
+        parts.append(
+            f'<rect x="{x0:.1f}" y="{base - h:.1f}" width="{max(x1 - x0 - 0.6, 0.8):.1f}" height="{h:.1f}" '
+            f'fill="{PALETTE[0]}"><title>{esc(ms(hist.edges[i]))} – {esc(ms(hist.edges[i + 1]))}: '
+            f"{esc(num(count))}</title></rect>"
+        )
+    for t in log_ticks(lo, hi, 5):
+        x = x_of(t)
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{base}" y2="{base + 4}" class="axis"/>')
+        parts.append(text(x, base + 17, duration_label(t), "middle", 10, "tick x"))
+    parts.append(f'<line x1="{left}" x2="{width - right}" y1="{base}" y2="{base}" class="axis"/>')
+    parts.append(axis_titles(width, height, left, "latency (log scale)", "transitions"))
+    return svg(height, "".join(parts), title, width)
 
 
 def hbars(rows: Sequence[tuple[str, float, str]], title: str, color: str = PALETTE[0], x_label: str = "") -> str:
-    """Horizontal bars: (label, value, annotation); a label or note too long for its room is cut
-    (the bar's tooltip has it whole)."""
+    """Horizontal bars: (label, value, annotation); each label on a line of its own above its bar,
+    the whole chart wide (so none is cut), the annotation right of the bar."""
     if not rows:
         return _no_data(title)
-    row_h, left, note_room, top = 24, 170, 220, 5
-    height = top + row_h * len(rows) + 26
+    row_h, left, top = 40, 10, 4
+    bar_room = (W - left - 10) * 0.55
+    height = top + row_h * len(rows) + 28
     vmax = max(v for _, v, _ in rows) or 1
     parts = []
     for i, (label, value, note) in enumerate(rows):
         y = top + i * row_h
-        w = value / vmax * (W - left - note_room - 10)
-        parts.append(_text(left - 6, y + 15, _fit(label, left - 10), "end"))
+        w = max(value / vmax * bar_room, 1.0)
+        parts.append(text(left, y + 14, label, "start", 11, "bar-label", W - left - 10))
         parts.append(
-            f'<rect x="{left}" y="{y + 3}" width="{max(w, 1):.1f}" height="{row_h - 6}" fill="{color}">'
-            f"<title>{_esc(label)}: {_esc(note)}</title></rect>"
+            f'<rect x="{left}" y="{y + 19}" width="{w:.1f}" height="{row_h - 24}" fill="{color}">'
+            f"<title>{esc(label)}: {esc(note)}</title></rect>"
         )
-        parts.append(_text(left + w + 6, y + 15, _fit(note, W - 10 - (left + w + 6))))
-    parts.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + row_h * len(rows)}" class="axis"/>')
-    parts.append(_axes(W, height, left, x_label or title, ""))
-    return _svg(height, "".join(parts), title)
+        parts.append(text(left + w + 6, y + 31, note, "start", 11, "bar-note", W - 10 - (left + w + 6)))
+    parts.append(axis_titles(W, height, left, x_label or title, ""))
+    return svg(height, "".join(parts), title)
 
 
 def histogram(hist: Histogram, title: str, x_label: str, y_label: str) -> str:
@@ -177,8 +194,7 @@ def histogram(hist: Histogram, title: str, x_label: str, y_label: str) -> str:
     labels = [f"{lo:g}" if hi - lo == 1 else f"{lo:g}–{hi:g}" for lo, hi in zip(hist.edges, hist.edges[1:])]
     ticks = None
     if hist.edges and any(hi - lo != 1 for lo, hi in zip(hist.edges, hist.edges[1:])):
-        every = max(1, math.ceil(len(labels) / 10))
-        ticks = [f"{lo:g}" if i % every == 0 else "" for i, lo in enumerate(hist.edges[:-1])]
+        ticks = [f"{lo:,g}" for lo in hist.edges[:-1]]
     counts = [float(c) for c in hist.counts]
     return bars(labels, counts, title, "", ticks=ticks, x_label=x_label, y_label=y_label)
 
@@ -206,29 +222,29 @@ def gantt(a: Analysis) -> str:
     ]
     t0, t1 = min(times), max(times)
     span = max(t1 - t0, 1)
-    left, top, width = 76, 24, W_WIDE
+    left, top, width = 84, 24, W_WIDE
     row_h = max(GANTT_MIN_ROW, min(26.0, GANTT_PLOT_PX / len(steps)))
-    every = max(1, math.ceil(14 / row_h))  # step labels at least 14 px apart
-    height = int(top + row_h * len(steps) + 44)
+    every = round_step(18 / row_h)  # step labels at least 18 units apart, on round step numbers
+    height = int(top + row_h * len(steps) + 46)
     bar_h = max(2.8, row_h * 0.36)
 
     def x_of(t: float) -> float:
         return left + (t - t0) / span * (width - left - 12)
 
     parts = [
-        _text(left, 14, "rollout", size=11, cls="legend-rollout"),
-        _text(left + 60, 14, "train", cls="legend-train"),
-        _text(left + 110, 14, "| weight sync", cls="legend-sync"),
+        text(left, 14, "rollout", cls="legend-rollout"),
+        text(left + 70, 14, "train", cls="legend-train"),
+        text(left + 130, 14, "| weight sync", cls="legend-sync"),
     ]
     plot_bottom = top + row_h * len(steps)
-    for t in _ticks(0, span / 1000, 8):
+    for t in linear_ticks(0, span / 1000, 8):
         x = x_of(t0 + t * 1000)
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{plot_bottom:.1f}" class="grid"/>')
-        parts.append(_text(x, plot_bottom + 16, f"{num(t)} s", "middle", 10))
+        parts.append(text(x, plot_bottom + 17, f"{t:,g} s", "middle", 10, "tick x", value=t))
     for i, s in enumerate(steps):
         y = top + i * row_h
-        if i % every == 0:
-            parts.append(_text(left - 6, y + row_h / 2 + 4, f"step {s.step}", "end", 11 if row_h >= 12 else 10))
+        if s.step % every == 0 or every == 1:
+            parts.append(text(left - 6, y + row_h / 2 + 4, f"{s.step:,}", "end", 11, "tick y", left - 27))
         for start, end, color, label, dy in (
             (s.rollout_start_ms, s.rollout_end_ms, PALETTE[0], "rollout", row_h * 0.1),
             (s.train_start_ms, s.train_end_ms, PALETTE[1], "train", max(row_h * 0.5, row_h * 0.1 + bar_h)),
@@ -238,7 +254,7 @@ def gantt(a: Analysis) -> str:
             x, w = x_of(start), max(x_of(end) - x_of(start), 4.0)
             parts.append(
                 f'<rect x="{x:.1f}" y="{y + dy:.1f}" width="{w:.1f}" height="{bar_h:.1f}" fill="{color}">'
-                f"<title>step {s.step} {label}: {_esc(ms(end - start))}</title></rect>"
+                f"<title>step {s.step} {label}: {esc(ms(end - start))}</title></rect>"
             )
         if s.sync_ms is not None:
             x = x_of(s.sync_ms)
@@ -246,8 +262,8 @@ def gantt(a: Analysis) -> str:
                 f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y + 1:.1f}" y2="{y + row_h - 1:.1f}" stroke="{PALETTE[3]}" '
                 f'stroke-width="2"><title>step {s.step} weights synced</title></line>'
             )
-    parts.append(_axes(width, height, left, "time since the first step's first row (s)", "global step"))
-    return _svg(height, "".join(parts), "step windows", width)
+    parts.append(axis_titles(width, height, left, "time since the first step's first row (s)", "global step"))
+    return svg(height, "".join(parts), "step windows", width)
 
 
 def stacked(a: Analysis) -> str:
@@ -258,24 +274,24 @@ def stacked(a: Analysis) -> str:
     values = sorted({r.staleness for r in a.staleness})
     counts = {(r.train_step, r.staleness): r.count for r in a.staleness}
     totals = [sum(counts.get((s, v), 0) for v in values) for s in steps]
-    height, left, bottom, top = 240, 62, 44, 30
+    height, left, bottom, top = 240, 64, 46, 30
     plot_h = height - top - bottom
     vmax = max(totals) or 1
-    bw = (W - left - 10) / len(steps)
+    bw = (W - left - 12) / len(steps)
     # the legend: "staleness +0 +1 ..." in one line, as many lags as fit
-    parts = [_text(left, 14, "staleness")]
-    at = left + 64.0
+    parts = [text(left, 14, "staleness")]
+    at = left + 74.0
     for i, v in enumerate(values):
-        if at + 30 > W - 10:
-            parts.append(_text(at, 14, "…"))
+        if at + 40 > W - 12:
+            parts.append(text(at, 14, "…"))
             break
-        parts.append(_text(at, 14, f"+{v}", cls=f"swatch-{i % len(PALETTE)}"))
-        at += 12 + 7 * len(str(v))
-    for t in _ticks(0, vmax):
+        parts.append(text(at, 14, f"+{v}", cls=f"swatch-{i % len(PALETTE)}"))
+        at += 20 + 8 * len(str(v))
+    for t in linear_ticks(0, vmax):
         y = top + plot_h - t / vmax * plot_h
-        parts.append(f'<line x1="{left}" x2="{W - 10}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
-        parts.append(_text(left - 4, y + 4, num(t), "end"))
-    every = max(1, math.ceil(len(steps) / 12))
+        parts.append(f'<line x1="{left}" x2="{W - 12}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
+        parts.append(text(left - 5, y + 4, num(t), "end", 10, "tick y", left - 24))
+    ticked = round_steps(steps)
     for i, step in enumerate(steps):
         base = 0.0
         x = left + i * bw
@@ -290,10 +306,10 @@ def stacked(a: Analysis) -> str:
                 f"{c}</title></rect>"
             )
             base += h
-        if i % every == 0:
-            parts.append(_text(x + bw / 2, height - bottom + 14, step, "middle", 10))
-    parts.append(_axes(W, height, left, "train step", "trained samples"))
-    return _svg(height, "".join(parts), "staleness")
+        if step in ticked:
+            parts.append(text(x + bw / 2, height - bottom + 17, f"{step:,}", "middle", 10, "tick x", value=step))
+    parts.append(axis_titles(W, height, left, "train step", "trained samples"))
+    return svg(height, "".join(parts), "staleness")
 
 
 def _latency_charts(a: Analysis) -> str:
@@ -307,36 +323,42 @@ def _latency_charts(a: Analysis) -> str:
         title = f"{short_name_of(lat.from_event)} → {short_name_of(lat.to_event)}"
         caption = f"n={num(lat.count)} p50 {ms(lat.p50)} · p90 {ms(lat.p90)} · p99 {ms(lat.p99)} · max {ms(lat.max)}"
         out.append(
-            f"<figure><figcaption><b>{_esc(title)}</b><br><span>{_esc(caption)}</span></figcaption>"
+            f'<figure class="latency"><figcaption><b>{esc(title)}</b><br><span>{esc(caption)}</span></figcaption>'
             f"{loghist(hist, title)}</figure>"
         )
-    return "".join(out) or "<p>No transitions.</p>"
+    return f'<div class="latencies">{"".join(out)}</div>' if out else "<p>No transitions.</p>"
 
 
-def _table(section: Section, links: dict[str, str] | None = None) -> str:
-    """The section as a table; a first cell named in ``links`` links to that anchor of the page."""
-    head = "".join(f"<th>{_esc(c)}</th>" for c in section.columns)
+def _table(section: Section, links: dict[str, str] | None = None, caption: str = "") -> str:
+    """The section as a table in a box that scrolls sideways when the table is wider than its card;
+    a first cell named in ``links`` links to that anchor of the page."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in section.columns)
     body = "".join(
         "<tr>"
         + "".join(
-            f'<td><a href="#{links[c]}">{_esc(c)}</a></td>'
+            f'<td><a href="#{links[c]}">{esc(c)}</a></td>'
             if i == 0 and links and c in links
-            else f"<td>{_esc(c)}</td>"
+            # a first cell (a figure's key) may break after its slashes when the card is narrow
+            else f"<td>{esc(c).replace('/', '/<wbr>') if i == 0 else esc(c)}</td>"
             for i, c in enumerate(row)
         )
         + "</tr>"
         for row in section.rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body or '<tr><td>(none)</td></tr>'}</tbody></table>"
+    cap = f'<p class="table-caption">{esc(caption)}</p>' if caption else ""
+    return (
+        f'{cap}<div class="table-wrap"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body or '<tr><td>(none)</td></tr>'}</tbody></table></div>"
+    )
 
 
 def _opened(a: Analysis) -> str:
     """The slowest rollouts opened turn by turn, each under an anchor the table above links to."""
     parts = []
     for index, detail in enumerate(a.slowest_details):
-        lines = "".join(f"<p>{_esc(line)}</p>" for line in summary_lines(detail))
+        lines = "".join(f"<p>{esc(line)}</p>" for line in summary_lines(detail))
         parts.append(
-            f'<details id="trajectory-{index}" class="trajectory"><summary>{_esc(detail.sample_id)}</summary>'
+            f'<details id="trajectory-{index}" class="trajectory"><summary>{esc(detail.sample_id)}</summary>'
             f"{lines}{_table(turns_section(detail))}{_table(rows_section(detail))}</details>"
         )
     return "".join(parts)
@@ -345,29 +367,100 @@ def _opened(a: Analysis) -> str:
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
 header{background:#24292f;color:#fff;padding:16px 28px}header h1{margin:0 0 6px;font-size:20px}
-header p{margin:2px 0;font-size:13px;color:#d0d7de;font-family:ui-monospace,Menlo,monospace}
-main{padding:12px 28px 40px;display:grid;grid-template-columns:repeat(auto-fill,minmax(680px,1fr));gap:18px}
-section{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:12px 16px;overflow-x:auto}
+header p{margin:2px 0;font-size:13px;color:#d0d7de;font-family:ui-monospace,Menlo,monospace;overflow-wrap:anywhere}
+main{padding:12px 28px 40px;display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,600px),1fr));gap:18px}
+section{background:#fff;border:1px solid #d0d7de;border-radius:8px;padding:12px 16px;min-width:0}
 section.wide{grid-column:1/-1}details.trajectory{margin:8px 0;border-top:1px solid #d0d7de;padding-top:6px}
-details.trajectory summary{cursor:pointer;font-family:ui-monospace,Menlo,monospace}h2{font-size:16px;margin:4px 0 10px}
+details.trajectory summary{cursor:pointer;font-family:ui-monospace,Menlo,monospace;overflow-wrap:anywhere}
+h2{font-size:16px;margin:4px 0 10px}section p{overflow-wrap:anywhere}
 svg.chart{display:block;max-width:100%;height:auto}
-figure{display:inline-block;margin:0 14px 14px 0;vertical-align:top;width:300px}figcaption{font-size:12px;margin-bottom:4px;min-height:34px}
+.trends{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,330px),1fr));gap:14px 20px}
+.latencies{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,260px),1fr));gap:10px 16px;margin-bottom:12px}
+figure{margin:0;min-width:0}figcaption{font-size:12px;margin-bottom:4px}
+figure.latency figcaption{min-height:34px}
 figcaption span{color:#57606a}svg text{fill:#24292f;font-family:system-ui,sans-serif}
+.legend{font-size:12px;display:flex;flex-wrap:wrap;gap:2px 12px;margin:2px 0 4px}
+.legend span{white-space:nowrap}.legend svg{vertical-align:middle;margin-right:4px}
+.chart-note{font-size:12px;color:#57606a;margin:0 0 4px}
 .grid{stroke:#eaeef2}.axis{stroke:#8c959f}.note{color:#9a6700;background:#fff8c5;padding:6px 10px;border-radius:6px}
+.table-wrap{max-width:100%;overflow-x:auto;margin-top:8px}
 table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}
+.table-caption{font-size:12px;color:#57606a;margin:8px 0 0}
 th,td{border-bottom:1px solid #eaeef2;padding:3px 8px;text-align:right;white-space:nowrap}
-th:first-child,td:first-child{text-align:left}th{background:#f6f8fa;position:sticky;top:0}
+th{white-space:normal;min-width:3em;vertical-align:bottom}
+th:first-child,td:first-child{text-align:left}td:first-child{white-space:normal;overflow-wrap:break-word;max-width:24em}th{background:#f6f8fa;position:sticky;top:0}
 .legend-rollout{fill:#4e79a7!important}.legend-train{fill:#f28e2b!important}.legend-sync{fill:#e15759!important}
 """ + "".join(f".swatch-{i}{{fill:{c}!important}}" for i, c in enumerate(PALETTE))
 
-SCRIPT = """
+SCRIPT = (
+    f"var TABLE_FONT_PX = {TABLE_FONT_PX};"
+    + """
+// every chart text at the tables' text size whatever the chart's scale, cut only if wider than its room
+function fitText(svg, scale) {
+  svg.querySelectorAll('text').forEach(function (t) {
+    if (t.dataset.full === undefined) t.dataset.full = t.textContent;
+    var size = TABLE_FONT_PX / scale;
+    t.setAttribute('font-size', size.toFixed(2));
+    // an upright axis title: its glyphs reach its font size left of its baseline
+    var y = t.getAttribute('data-y');
+    if (y !== null) t.setAttribute('transform', 'translate(' + (size + 1).toFixed(2) + ',' + y + ') rotate(-90)');
+    t.textContent = t.dataset.full;
+    t.removeAttribute('data-cut');
+    var room = parseFloat(t.getAttribute('data-room'));
+    if (!(room > 0) || t.getComputedTextLength() <= room) return;
+    var full = t.dataset.full, lo = 1, hi = full.length - 1;
+    while (lo < hi) {
+      var mid = Math.ceil((lo + hi) / 2);
+      t.textContent = full.slice(0, mid) + '\\u2026';
+      if (t.getComputedTextLength() <= room) lo = mid; else hi = mid - 1;
+    }
+    t.textContent = full.slice(0, lo) + '\\u2026';
+    t.setAttribute('data-cut', '1');
+  });
+}
+// as many tick labels of an x axis as fit side by side inside the chart: every k-th, k itself 1, 2 or
+// 5 x 10^j; with their values known (data-v), the multiples of k spacings (20 40 60 80: 40 80)
+function thinTicks(svg, width) {
+  var ticks = Array.prototype.slice.call(svg.querySelectorAll('text.tick.x'));
+  ticks.forEach(function (t) { t.style.display = ''; });
+  var boxes = ticks.map(function (t) { return t.getBBox(); });
+  var v = ticks.map(function (t) { return parseFloat(t.getAttribute('data-v')); });
+  var spacing = v.length > 1 ? Math.abs(v[1] - v[0]) : 0;
+  var byValue = spacing > 0 && v.every(function (x) { return isFinite(x); });
+  function kept(i, k) { return byValue ? Math.round(v[i] / spacing) % k === 0 : i % k === 0; }
+  function fits(k) {
+    var last = -Infinity;
+    for (var i = 0; i < ticks.length; i++) {
+      if (!kept(i, k)) continue;
+      if (boxes[i].x < last + 6) return false;
+      last = boxes[i].x + boxes[i].width;
+    }
+    return true;
+  }
+  var k = 1;
+  for (var j = 1; !fits(k) && k < 10 * ticks.length; j++) k = [1, 2, 5][j % 3] * Math.pow(10, Math.floor(j / 3));
+  ticks.forEach(function (t, i) {
+    if (!kept(i, k) || boxes[i].x < 0 || boxes[i].x + boxes[i].width > width) t.style.display = 'none';
+  });
+}
+function fitCharts() {
+  document.querySelectorAll('svg.chart').forEach(function (svg) {
+    var view = svg.viewBox.baseVal, box = svg.getBoundingClientRect();
+    if (!view || !view.width || !box.width) return;
+    fitText(svg, box.width / view.width);
+    thinTicks(svg, view.width);
+  });
+}
 document.addEventListener('DOMContentLoaded', function () {
   var charts = document.querySelectorAll('svg.chart'), shown = 0;
   charts.forEach(function (svg) { var r = svg.getBoundingClientRect(); if (r.width > 0 && r.height > 0) shown++; });
   document.body.setAttribute('data-charts', String(charts.length));
   document.body.setAttribute('data-charts-rendered', String(shown));
+  fitCharts();
   openLinked();
 });
+var resizing = null;
+window.addEventListener('resize', function () { clearTimeout(resizing); resizing = setTimeout(fitCharts, 100); });
 // a link to an opened trajectory unfolds it
 function openLinked() {
   var target = location.hash && document.getElementById(location.hash.slice(1));
@@ -375,49 +468,34 @@ function openLinked() {
 }
 window.addEventListener('hashchange', openLinked);
 """
+)
 
 
-def _score_trend(a: Analysis) -> str:
-    """Mean reward score per step (bars; steps without scored samples are left out)."""
-    scored = [(w.step, w.score.mean) for w in a.steps if w.score.count and w.score.mean is not None]
-    # bars start at zero: negative scores would be drawn wrong, so then the table alone shows them
-    if not scored or min(score for _, score in scored) < 0:
-        return ""
-    return bars(
-        [str(step) for step, _ in scored],
-        [score for _, score in scored],
-        "mean reward score per step",
-        "",
-        PALETTE[2],
-        W_WIDE,
-        x_label="global step",
-        y_label="mean reward score",
+def _trends(a: Analysis, baselines: Sequence[Analysis]) -> str:
+    compared = "" if not baselines else " (baselines dashed: the same figure of each run, never added up)"
+    return (
+        f"<p class=\"chart-note\">verl's per-step keys, as in <code>--format json</code>'s <code>steps</code>"
+        f"{esc(compared)}; hover a point for its value.</p>"
+        f'<div class="trends">{trend_figures(a, baselines)}</div>'
     )
 
 
-def _turns_trend(a: Analysis) -> str:
-    """Mean turns per trajectory per step."""
-    return bars(
-        [str(r.step) for r in a.step_rollouts],
-        [r.turns.mean or 0.0 for r in a.step_rollouts],
-        "mean turns per trajectory per step",
-        " turns",
-        PALETTE[4],
-        W_WIDE,
-        x_label="global step",
-        y_label="turns per trajectory",
-    )
-
-
-def page(a: Analysis, extra: Sequence[Section] = (), reload_seconds: float | None = None) -> str:
+def page(
+    a: Analysis,
+    extra: Sequence[Section] = (),
+    reload_seconds: float | None = None,
+    baselines: Sequence[Analysis] = (),
+) -> str:
     """The whole report as one HTML document; ``extra`` sections (the baseline comparison) as tables
-    after it; ``reload_seconds``: the page reloads itself that often (``analyze --follow``)."""
+    after it; ``reload_seconds``: the page reloads itself that often (``analyze --follow``);
+    ``baselines``: the runs drawn beside this one on the per-step trend charts."""
     h = a.header
     by_key = {s.key: s for s in sections(a)}
     r = a.rollouts
     blocks = [
+        ("wide", "trends", "Trends per step: is this run unstable?", _trends(a, baselines)),
         ("wide", "step-windows", "Step windows", gantt(a) + _table(by_key["step-windows"])),
-        ("wide", "training-per-step", "Training per step", _score_trend(a) + _table(by_key["training-per-step"])),
+        ("wide", "training-per-step", "Training per step", _table(by_key["training-per-step"])),
         (
             "wide",
             "stage-latencies",
@@ -492,7 +570,12 @@ def page(a: Analysis, extra: Sequence[Section] = (), reload_seconds: float | Non
                     "completion tokens per trajectory",
                     "trajectories",
                 )
-                + _table(by_key["response-length"]),
+                # the table is another figure than the histogram: say so, or their means contradict
+                + _table(
+                    by_key["response-length"],
+                    caption=by_key["response-length"].title
+                    + "; not the completion tokens of the histogram above, which leave the observations out",
+                ),
             ),
             (
                 "",
@@ -521,12 +604,7 @@ def page(a: Analysis, extra: Sequence[Section] = (), reload_seconds: float | Non
     )
     if "rollouts-per-step" in by_key:
         blocks.append(
-            (
-                "wide",
-                "rollouts-per-step",
-                by_key["rollouts-per-step"].title,
-                _turns_trend(a) + _table(by_key["rollouts-per-step"]),
-            )
+            ("wide", "rollouts-per-step", by_key["rollouts-per-step"].title, _table(by_key["rollouts-per-step"]))
         )
     blocks += [
         ("", "staleness", "Staleness (train step − generation step)", stacked(a)),
@@ -540,8 +618,10 @@ def page(a: Analysis, extra: Sequence[Section] = (), reload_seconds: float | Non
                 "throughput per step",
                 " tok/s",
                 PALETTE[5],
+                ticks=_step_ticks([t.step for t in a.step_throughput]),
                 x_label="global step",
                 y_label="tokens/s",
+                centered=True,
             )
             + _table(by_key["throughput-per-step"]),
         ),
@@ -561,28 +641,32 @@ def page(a: Analysis, extra: Sequence[Section] = (), reload_seconds: float | Non
         ),
     ]
     blocks += [("wide", section.key, section.title, _table(section)) for section in extra]
-    notes = "".join(f'<p class="note">{_esc(n)}</p>' for n in a.notes)
+    notes = "".join(f'<p class="note">{esc(n)}</p>' for n in a.notes)
     body = "".join(
-        f'<section id="{key}" class="{cls}"><h2>{_esc(title)}</h2>{content}</section>'
+        f'<section id="{key}" class="{cls}"><h2>{esc(title)}</h2>{content}</section>'
         for cls, key, title, content in blocks
     )
-    head_lines = "".join(f"<p>{_esc(line)}</p>" for line in header_lines(h))
+    head_lines = "".join(f"<p>{esc(line)}</p>" for line in header_lines(h))
     title = f"Trace analysis — {', '.join(h.job_ids) or 'run'}"
     reload = f'<meta http-equiv="refresh" content="{reload_seconds:g}">' if reload_seconds else ""
     return (
         "<!DOCTYPE html>\n"
-        f'<html lang="en"><head><meta charset="utf-8"><title>{_esc(title)}</title>'
+        f'<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">{reload}<style>{CSS}</style></head>'
-        f"<body><header><h1>{_esc(title)}</h1>{head_lines}</header>"
+        f"<body><header><h1>{esc(title)}</h1>{head_lines}</header>"
         f'<main><section id="warnings" class="wide">{notes or "<p>No warnings.</p>"}</section>{body}</main>'
         f"<script>{SCRIPT}</script></body></html>\n"
     )
 
 
 def write_html(
-    analysis: Analysis, target: Path, extra: Sequence[Section] = (), reload_seconds: float | None = None
+    analysis: Analysis,
+    target: Path,
+    extra: Sequence[Section] = (),
+    reload_seconds: float | None = None,
+    baselines: Sequence[Analysis] = (),
 ) -> None:
     """Write the report to ``target``, whole or not at all (a reloading browser never sees half a page)."""
     partial = target.with_name(target.name + ".partial")
-    partial.write_text(page(analysis, extra, reload_seconds), encoding="utf-8")
+    partial.write_text(page(analysis, extra, reload_seconds, baselines), encoding="utf-8")
     partial.replace(target)

@@ -221,8 +221,9 @@ def _score_keys(window: StepWindow) -> dict[str, float]:
     return {f"critic/score/{stat}": getattr(score, stat) for stat in ("mean", "max", "min")}
 
 
-def to_json(analysis: Analysis, baseline: dict[str, Any] | None = None) -> str:
-    """The ``--format json`` document; ``baseline``: the comparison with another run (render/compare.py)."""
+def to_json(analysis: Analysis, baselines: Sequence[dict[str, Any]] = ()) -> str:
+    """The ``--format json`` document; ``baselines``: the comparison with each other run
+    (render/compare.py), the first also as ``baseline``."""
     details = asdict(analysis)
     header = details.pop("header")
     document = {
@@ -232,8 +233,9 @@ def to_json(analysis: Analysis, baseline: dict[str, Any] | None = None) -> str:
         "steps": step_metrics(analysis),
         "details": details,
     }
-    if baseline is not None:
-        document["baseline"] = baseline
+    if baselines:
+        document["baseline"] = baselines[0]
+        document["baselines"] = list(baselines)
     return json.dumps(finite(document), indent=2, default=str, allow_nan=False)
 
 
