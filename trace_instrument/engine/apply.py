@@ -17,7 +17,7 @@ from pathlib import Path
 import libcst as cst
 
 from trace_instrument import __version__
-from trace_instrument.edit import chunks
+from trace_instrument.edit import chunks, formatting
 from trace_instrument.edit.cstmap import PairingError
 from trace_instrument.edit.imports import ImportChanges
 from trace_instrument.edit.modules import parse_file
@@ -47,6 +47,7 @@ from trace_instrument.locate.runnable import PointNames
 from trace_instrument.model import (
     Catalog,
     ChangeKind,
+    CodeStyle,
     ContextIssue,
     Extents,
     FileError,
@@ -56,11 +57,14 @@ from trace_instrument.model import (
     Point,
     PointResult,
     Reason,
+    RunError,
+    RunErrorKind,
     RunResult,
     RuntimeStatus,
     Selection,
     Status,
 )
+from trace_instrument.spec.style import find_style
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class ApplyOptions:
     update: bool = False  # refresh points applied with an older template
 
 
+FROM_CHECKOUT = "checkout"  # apply's `styling`: the formatter the checkout's configuration names
+
+
 def apply(
     root: str | Path,
     catalog: Catalog,
@@ -80,18 +87,50 @@ def apply(
     write: bool = True,
     keep_going: bool = False,
     update: bool = False,
+    styling: formatting.Styling | None | str = FROM_CHECKOUT,
 ) -> RunResult:
-    """Put the selected points in place (or, with write=False, say what would change)."""
+    """Put the selected points in place (or, with write=False, say what would change).
+
+    The inserted code is written as the checkout's formatter writes it (`spec/style.py` finds
+    it; `styling` None: the templates as they are, or another checkout's formatting); a
+    formatter configured but not installed stops the run (error formatter-missing, with the
+    command that installs it), nothing written.
+    """
     options = ApplyOptions(write, keep_going, update)
     try:
         base = checkout_root(root)
         with locked(base, write):
-            return _apply(base, catalog, selection, options)
+            chosen = _styling(base) if styling == FROM_CHECKOUT else styling
+            if isinstance(chosen, RunError):
+                return RunResult(str(base), (), error=chosen, verl_version=verl_version(base))
+            assert not isinstance(chosen, str)  # FROM_CHECKOUT is the only word it takes
+            return _apply(base, catalog, selection, options, chosen)
     except CheckoutError as exc:
         return RunResult(str(root), (), error=exc.as_run_error())
 
 
-def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOptions) -> RunResult:
+def _styling(base: Path) -> formatting.Styling | RunError | None:
+    """The checkout's formatting, None without one, or the error of a formatter not installed here."""
+    style = find_style(base)
+    if style is None:
+        return None
+    if not formatting.installed(style):
+        return _missing(style)
+    return formatting.Styling(style, str(base))
+
+
+def _missing(style: CodeStyle) -> RunError:
+    message = (
+        f"the checkout formats its code with {style.formatter.value} ({style.found_in}), which is not "
+        f"installed here: {style.install}, then run apply again (the inserted code is written its way)"
+    )
+    file = style.found_in.split(" ")[0]  # the label's file, without its table or hook
+    return RunError(RunErrorKind.FORMATTER_MISSING, message, path=file, install=style.install)
+
+
+def _apply(
+    base: Path, catalog: Catalog, selection: Selection, options: ApplyOptions, styling: formatting.Styling | None
+) -> RunResult:
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     jobs = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     manifest = Manifest.load(base)
@@ -111,7 +150,8 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
             validated_on=catalog.validated_on,
         )
     runtime_plan = runtime.plan_install(base, catalog, found)
-    context = _ApplyRun(catalog, manifest, runtime.state_for_points([p.file for p in runtime_plan]), options.update)
+    state = runtime.state_for_points([p.file for p in runtime_plan])
+    context = _ApplyRun(catalog, manifest, state, options.update, styling)
     outcomes = _run_jobs(base, context, selected, {path: frozenset() for path in jobs})
     outcomes = _settle_across_files(base, context, selected, outcomes)
     outcomes = {path: _refuse_unwritable(base, outcome) for path, outcome in outcomes.items()}
@@ -133,7 +173,7 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
     writes += [PendingWrite(o.result.path, o.data, o.before) for o in outcomes.values() if o.data is not None]
     manifest_write = _manifest_write(base, catalog, manifest, outcomes, runtime_plan, writes)
     if manifest_write is not None and unfinished.manifest_lost(base) and unfinished.instrumented(result.points):
-        manifest_write = _as_clean_apply(base, catalog, selection, manifest_write, outcomes, runtime_plan)
+        manifest_write = _as_clean_apply(base, catalog, selection, manifest_write, outcomes, runtime_plan, styling)
     if manifest_write is not None:
         writes.append(manifest_write)
     # a killed run's staged copies go last (those next to a file written now went when it was staged)
@@ -148,6 +188,7 @@ def _as_clean_apply(
     planned: PendingWrite,
     outcomes: dict[str, _Outcome],
     runtime_plan: list[runtime.RuntimePlan],
+    styling: formatting.Styling | None = None,
 ) -> PendingWrite:
     """A lost manifest of an instrumented tree (a run killed before writing it): what a clean apply
     records for the tree this run leaves, when one gives it back exactly; else the `planned` one
@@ -158,7 +199,7 @@ def _as_clean_apply(
     for plan in runtime_plan:
         write = plan.write
         after[plan.file.path] = write.data if write is not None else _bytes(base / plan.file.path)
-    clean = clean_manifest(base, catalog, selection, after)
+    clean = clean_manifest(base, catalog, selection, after, styling)
     return planned if clean is None else replace(planned, data=clean)
 
 
@@ -229,6 +270,7 @@ class _ApplyRun:
     manifest: Manifest
     runtime: runtime.RuntimeState  # the package as it will be after this run
     update: bool
+    styling: formatting.Styling | None = None  # the checkout's formatter writes the inserted code
 
 
 @dataclass(frozen=True)
@@ -468,7 +510,9 @@ def _edit_once(work: FileWork, plans: list[_PointPlan], context: _ApplyRun, disk
     )
     extra_imports = tuple(dict.fromkeys([*(i for p in inserting for i in p.point.imports), *_plain_repairs(repairing)]))
     try:
-        updated, measures = _edited_text(work, placements, ImportChanges(names, extra_imports), context.manifest)
+        layout = context.styling.layout(work.path) if context.styling is not None else None
+        imports = ImportChanges(names, extra_imports)
+        updated, measures = _edited_text(work, placements, imports, context.manifest, layout)
         extents = {**context.manifest.extents, **placed_extents(placements, work.locator)}
         checked = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog, extents)
         baseline, tree, locator = checked
@@ -493,7 +537,11 @@ def _edit_once(work: FileWork, plans: list[_PointPlan], context: _ApplyRun, disk
 
 
 def _edited_text(
-    work: FileWork, placements: list[Placement], imports: ImportChanges, manifest: Manifest
+    work: FileWork,
+    placements: list[Placement],
+    imports: ImportChanges,
+    manifest: Manifest,
+    layout: formatting.Layout | None = None,
 ) -> tuple[str, _Measures | None]:
     """The file's text with the placements made and the imports added, and (when the manifest is
     to record replaced regions) what measuring them needs.
@@ -506,12 +554,12 @@ def _edited_text(
     records = refresh or any(records_edit(p.edit) for p in placements)
     if not refresh and chunks.ENABLED:
         index = work.locator.index
-        edit = chunks.edit_by_chunks(work.text, work.tree, index, placements, imports, measured=records)
+        edit = chunks.edit_by_chunks(work.text, work.tree, index, placements, imports, measured=records, layout=layout)
         if edit is not None:
             measured = edit.module()  # the chunks' indentation and line break: what regions are measured with
             return edit.text, _Measures(manifest, measured, measured, edit) if records else None
     module = parse_file(work.source.data)
-    edited = edit_module(module, work.tree, placements, imports=imports)
+    edited = edit_module(module, work.tree, placements, imports=imports, layout=layout)
     return edited.code, _Measures(manifest, module, edited) if records else None
 
 
@@ -652,17 +700,24 @@ def _settle_across_files(
             outcomes[path] = _run_jobs(base, context, selected, {path: frozenset(ids | previous)})[path]
 
 
-def clean_manifest(base: Path, catalog: Catalog, selection: Selection, after: dict[str, bytes | None]) -> bytes | None:
+def clean_manifest(
+    base: Path,
+    catalog: Catalog,
+    selection: Selection,
+    after: dict[str, bytes | None],
+    styling: formatting.Styling | None = None,
+) -> bytes | None:
     """The manifest a clean apply of `selection` records for the tree a run leaves (`after`: the
     bytes of each file it may write once it is done; None: absent), or None when no clean apply
-    gives back exactly that tree (a hand edit remove keeps, a point outside the selection)."""
+    gives back exactly that tree (a hand edit remove keeps, a point outside the selection).
+    `styling`: the checkout's formatting (the scratch copy holds no configuration of its own)."""
     with tempfile.TemporaryDirectory(prefix="trace-instrument-recover-") as scratch:
         root = Path(scratch)
         shutil.copytree(base / "verl", root / "verl", symlinks=True, ignore=_not_code)
         removed = remove(root, catalog)
         if removed.error is not None or any(p.status is Status.KEPT for p in removed.points):
             return None
-        applied = apply(root, catalog, selection)
+        applied = apply(root, catalog, selection, styling=styling)
         if applied.error is not None or not (root / MANIFEST_NAME).is_file():
             return None
         for relative, data in after.items():

@@ -44,7 +44,13 @@ def dumps(body: dict[str, Any]) -> str:
 def _error(error: RunError | None) -> dict[str, str | int] | None:
     if error is None:
         return None
-    return {"kind": error.kind.value, "message": error.message, "path": error.path, "line": error.line}
+    return {
+        "kind": error.kind.value,
+        "message": error.message,
+        "path": error.path,
+        "line": error.line,
+        "install": error.install,
+    }
 
 
 def _file_error(error: FileError | None) -> dict[str, str] | None:
