@@ -234,6 +234,20 @@ def test_without_a_layout_or_with_tabs_the_template_is_as_written():
     assert formatting.statements(_black_layout(88), template, "      ", "    ") == template_nodes(template)
 
 
+def test_an_import_line_apply_makes_is_what_black_writes():
+    from trace_instrument.edit.imports import render_from_import
+
+    names = ["trace_flow", "log_progress", "log_step_window", "log_gen_throughput"]
+    made = render_from_import("verl.utils.tracing", names)
+    restyle = formatting.import_restyler(_black_layout(60))
+    assert restyle is not None and formatting.import_restyler(None) is None
+    written = render_from_import("verl.utils.tracing", names, restyle=restyle)
+    as_made, as_written = (cst.Module(body=[line]).code for line in (made, written))
+    assert len(as_made.splitlines()) == 1 and len(as_made) > 60  # the tool's own line length is 120
+    assert black.format_str(as_written, mode=black.Mode(line_length=60)) == as_written
+    assert black.format_str(as_made, mode=black.Mode(line_length=60)) == as_written
+
+
 # -- apply, check and remove on the small 0.9.0 checkout ---------------------------------------------
 
 

@@ -92,6 +92,39 @@ def test_under_verls_ruff_configuration_ruff_finds_nothing_to_reformat(verl_rele
     assert _changed_lines(diff) > 100
 
 
+def test_another_ruff_style_is_followed_too(verl_091, tmp_path, catalog):
+    """A fork formatted at 79 columns with single quotes: the inserted code, its import lines
+    included (past 79 columns they wrap), is what ruff writes there."""
+    root = copy_tree(verl_091, tmp_path / "narrow")
+    (root / "ruff.toml").write_text('line-length = 79\n[format]\nquote-style = "single"\n', encoding="utf-8")
+    files = _catalog_files(root, catalog)
+    assert _ruff(root, "format", "--no-cache", *files).returncode == 0
+    pristine = _bytes(root, files)
+    result = apply(root, catalog)
+    assert result.written
+    touched = _touched(result)
+    assert any(b"from verl.utils.tracing import (\n" in (root / f).read_bytes() for f in touched)
+    formatted = _ruff(root, "format", "--check", "--no-cache", *touched)
+    assert formatted.returncode == 0, formatted.stdout
+    _check_and_remove_exact(root, catalog, pristine)
+
+
+def test_chunks_and_whole_modules_are_formatted_alike(verl_091, tmp_path, catalog, monkeypatch):
+    """apply edits chunks of a file, or the whole module where a file cannot be cut: under a
+    formatter's configuration the two give the same bytes, as without one (tests/test_chunks.py)."""
+    from trace_instrument.edit import chunks
+
+    produced = {}
+    for enabled in (True, False):
+        monkeypatch.setattr(chunks, "ENABLED", enabled)
+        root = copy_tree(verl_091, tmp_path / f"chunks-{enabled}")
+        (root / "pyproject.toml").write_text("[tool.ruff]\nline-length = 79\n", encoding="utf-8")
+        result = apply(root, catalog)
+        assert result.written
+        produced[enabled] = _bytes(root, [*_touched(result), ".trace-instrument.json"])
+    assert produced[True] == produced[False]
+
+
 def _black_format(root: Path, files: list[str], mode: black.Mode) -> None:
     for relative in files:
         path = root / relative

@@ -24,13 +24,14 @@ indentation, a formatter error) the template goes in as it is written.
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +109,21 @@ def prepare(layout: Layout | None, wanted: Iterable[tuple[Template, str]], unit:
         pieces = [None] * len(pending)
     for (key, (template, _levels)), nodes in zip(pending.items(), pieces):
         _CACHE[key] = _keep_leading(template, nodes)
+
+
+def import_restyler(layout: Layout | None) -> Callable[[cst.SimpleStatementLine], cst.SimpleStatementLine] | None:
+    """What writes an import line apply makes as the formatter does (None without a layout)."""
+    if layout is None:
+        return None
+
+    def restyle(line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        text = cst.Module(body=[line.with_changes(leading_lines=())]).code
+        template = Template("import", text, tuple(ast.parse(text).body), "")
+        written = statements(layout, template, "", "    ")
+        first = written[0] if len(written) == 1 else None
+        return first if isinstance(first, cst.SimpleStatementLine) else line
+
+    return restyle
 
 
 def _key(layout: Layout | None, template: Template, indent: str, unit: str) -> tuple[Layout, str, str, str] | None:

@@ -511,7 +511,7 @@ def _edit_once(work: FileWork, plans: list[_PointPlan], context: _ApplyRun, disk
     extra_imports = tuple(dict.fromkeys([*(i for p in inserting for i in p.point.imports), *_plain_repairs(repairing)]))
     try:
         layout = context.styling.layout(work.path) if context.styling is not None else None
-        imports = ImportChanges(names, extra_imports)
+        imports = ImportChanges(names, extra_imports, restyle=formatting.import_restyler(layout))
         updated, measures = _edited_text(work, placements, imports, context.manifest, layout)
         extents = {**context.manifest.extents, **placed_extents(placements, work.locator)}
         checked = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog, extents)
