@@ -199,16 +199,20 @@ def _is_pass(node: Statement) -> bool:
 
 
 def _keep_leading(template: Template, nodes: tuple[Statement, ...] | None) -> tuple[Statement, ...] | None:
-    """The formatted statements with the template's own lines above the first one, in number:
-    `remove` takes out as many as the template has (the formatter only ever changes blank ones)."""
+    """The formatted statements with the template's own lines above each one, in number: `remove`
+    takes out as many above the first as the template has, and rebuilds a rewrite's captured
+    block from the lines above the statement after it (the formatter only ever changes blank ones)."""
     if not nodes:
         return None
     own = template_nodes(template)
     if len(nodes) != len(own):
         return None
-    if len(nodes[0].leading_lines) != len(own[0].leading_lines):
-        nodes = (nodes[0].with_changes(leading_lines=own[0].leading_lines), *nodes[1:])
-    return nodes
+    return tuple(
+        node
+        if len(node.leading_lines) == len(mine.leading_lines)
+        else node.with_changes(leading_lines=mine.leading_lines)
+        for node, mine in zip(nodes, own)
+    )
 
 
 def _format(layout: Layout, document: str) -> str:
