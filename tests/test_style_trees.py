@@ -23,7 +23,7 @@ from support import copy_tree
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.remove import remove
-from trace_instrument.model import Status
+from trace_instrument.model import EXTRAS, Selection, Status
 
 VERL_STYLE = Path(__file__).parent / "fixtures" / "style" / "verl"
 RUFF = [sys.executable, "-m", "ruff"]
@@ -90,6 +90,24 @@ def test_under_verls_ruff_configuration_ruff_finds_nothing_to_reformat(verl_rele
     assert apply(plain, catalog).written
     diff = _ruff(plain, "format", "--diff", "--no-cache", "--line-length", "120", TRAINER).stdout
     assert _changed_lines(diff) > 100
+
+
+def test_the_opt_in_extras_under_verls_configuration_too(verl_091, tmp_path, catalog):
+    """The extras add a swapped expression and a rewrite that moves a block out of a `with`:
+    under verl's configuration ruff finds nothing to reformat either, and both come out exactly."""
+    selection = Selection(extras=frozenset(EXTRAS))
+    root = copy_tree(verl_091, tmp_path / "extras")
+    shutil.copyfile(VERL_STYLE / "pyproject.toml", root / "pyproject.toml")
+    files = _catalog_files(root, catalog)
+    pristine = _bytes(root, files)
+    result = apply(root, catalog, selection)
+    assert result.written and {p.status for p in result.points} == {Status.APPLIED}
+    touched = _touched(result)
+    formatted = _ruff(root, "format", "--check", "--no-cache", *touched)
+    assert formatted.returncode == 0, formatted.stdout
+    assert {p.status for p in check(root, catalog, selection).points} == {Status.PRESENT}
+    assert remove(root, catalog).error is None
+    assert _bytes(root, files) == pristine
 
 
 def test_another_ruff_style_is_followed_too(verl_091, tmp_path, catalog):
