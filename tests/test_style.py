@@ -337,3 +337,45 @@ def test_apply_under_verls_ruff_configuration_writes_what_ruff_leaves_alone(tmp_
         [*ruff, "check", "--no-cache", "--select", "E501", "--line-length", "120", TURN_LOOP], cwd=root, check=False
     )
     assert long_lines.returncode == 0
+
+
+# -- what the commands say ----------------------------------------------------------------------------
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from trace_instrument.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_apply_names_the_formatter_that_wrote_the_code_in_text_and_json(tmp_path):
+    import json
+
+    from trace_instrument.render.jsonout import schema
+
+    root = _small(_git_root(tmp_path))
+    _write(root, "pyproject.toml", "[tool.black]\nline-length = 100\n")
+    shown = _cli("apply", "--dry-run", root)
+    assert "style: black (pyproject.toml [tool.black])" in shown.output
+    data = json.loads(_cli("apply", "--dry-run", "--format", "json", root).output)
+    assert data["style"] == {"formatter": "black", "found_in": "pyproject.toml [tool.black]"}
+    style = schema("run")["properties"]["style"]["anyOf"][0]["properties"]
+    assert style["formatter"] == {"enum": [f.value for f in Formatter]}
+    plain = _small(tmp_path / "plain")
+    assert "style:" not in _cli("apply", "--dry-run", plain).output
+    assert json.loads(_cli("apply", "--dry-run", "--format", "json", plain).output)["style"] is None
+
+
+def test_a_missing_formatter_is_an_error_of_the_command_exit_2(tmp_path, monkeypatch):
+    import json
+
+    root = _small(_git_root(tmp_path))
+    shutil.copyfile(VERL_STYLE / ".pre-commit-config.yaml", root / ".pre-commit-config.yaml")
+    monkeypatch.setattr(formatting, "installed", lambda style: False)
+    shown = _cli("apply", root)
+    assert shown.exit_code == 2 and "pip install 'ruff==0.12.2'" in shown.output
+    data = json.loads(_cli("apply", "--format", "json", root).output)
+    assert data["exit_code"] == 2
+    assert data["error"]["kind"] == "formatter-missing" and data["error"]["install"] == "pip install 'ruff==0.12.2'"

@@ -641,6 +641,7 @@ class RunResult:
     verl_version: str = ""  # the checkout's verl release ("" when it does not say)
     validated_on: tuple[str, ...] = ()  # the releases the catalog was validated on
     unfinished: tuple[PointResult, ...] = ()  # check: what a killed run left (status UNFINISHED, id "tree")
+    style: CodeStyle | None = None  # apply: the checkout's formatter, which wrote the inserted code
 
     @property
     def points(self) -> tuple[PointResult, ...]:

@@ -165,6 +165,7 @@ def _apply(
         runtime_files=tuple(p.file for p in runtime_plan),
         verl_version=verl_version(base),
         validated_on=catalog.validated_on,
+        style=styling.style if styling is not None else None,
     )
     if any(f.error for f in files) and not options.keep_going:
         return result
