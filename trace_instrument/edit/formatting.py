@@ -98,7 +98,7 @@ def prepare(layout: Layout | None, wanted: Iterable[tuple[Template, str]], unit:
     for template, indent in wanted:
         key = _key(layout, template, indent, unit)
         if key is not None and key not in _CACHE and key not in pending:
-            pending[key] = (template, len(indent) // len(unit))
+            pending[key] = (template, len(indent) // len(unit) if indent else 0)
     if not pending:
         return
     document = _document([piece for piece in pending.values()], unit)
@@ -117,21 +117,28 @@ def import_restyler(layout: Layout | None) -> Callable[[cst.SimpleStatementLine]
         return None
 
     def restyle(line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
-        text = cst.Module(body=[line.with_changes(leading_lines=())]).code
-        template = Template("import", text, tuple(ast.parse(text).body), "")
-        written = statements(layout, template, "", "    ")
+        written = statements(layout, import_template(line), "", "")
         first = written[0] if len(written) == 1 else None
         return first if isinstance(first, cst.SimpleStatementLine) else line
 
     return restyle
 
 
+def import_template(line: cst.SimpleStatementLine) -> Template:
+    """An import line apply makes, as a module-level template (so it is formatted as one)."""
+    text = cst.Module(body=[line.with_changes(leading_lines=())]).code
+    return Template("import", text, tuple(ast.parse(text).body), "")
+
+
 def _key(layout: Layout | None, template: Template, indent: str, unit: str) -> tuple[Layout, str, str, str] | None:
     """The cache key of a template at an indentation; None where it is not formatted (no
-    layout, an expression template, tabs, an indentation not made of whole levels)."""
-    if layout is None or template.expression or not unit or unit.strip(" ") or indent.strip(" "):
+    layout, an expression template, tabs, an indentation not made of whole levels). At the
+    top level the unit does not matter."""
+    if layout is None or template.expression or indent.strip(" "):
         return None
-    if len(indent) % len(unit):
+    if not indent:
+        return (layout, template.text, "", "")
+    if not unit or unit.strip(" ") or len(indent) % len(unit):
         return None
     return (layout, template.text, indent, unit)
 

@@ -80,14 +80,9 @@ class _EditsByStatement:
     restored: dict[str, str] = field(default_factory=dict)  # placeholder name -> original text
     restored_lines: set[str] = field(default_factory=set)  # ... of those standing for whole lines
 
-    def indent_of(self, stmt: ast.stmt) -> str:
-        """The indentation of a statement's line ("x" where other code shares the line before it)."""
-        line = self.lines[stmt.lineno - 1] if 0 < stmt.lineno <= len(self.lines) else ""
-        return line[: stmt.col_offset] if not line[: stmt.col_offset].strip() else "x"
-
     def template(self, template: Template, stmt: ast.stmt) -> Statements:
         """A template's statements as the checkout's formatter writes them where `stmt` stands."""
-        return list(formatting.statements(self.layout, template, self.indent_of(stmt), self.unit))
+        return list(formatting.statements(self.layout, template, indent_of(self.lines, stmt), self.unit))
 
     def placeholder(self, text: str, *, lines: bool) -> str:
         """A fresh name standing for `text` until the edited code is spliced."""
@@ -182,7 +177,7 @@ def edit_module(
         unit=module.default_indent,
         lines=recorded.lines if layout else (),
     )
-    formatting.prepare(layout, _wanted(plan, placements), plan.unit)
+    formatting.prepare(layout, templates_at(placements, plan.lines), plan.unit)
     for placement in placements:
         _plan_placement(plan, mapping, placement)
     for block in removals:
@@ -202,15 +197,22 @@ def edit_module(
 # -- planning -----------------------------------------------------------------------------------
 
 
-def _wanted(plan: _EditsByStatement, placements: Sequence[Placement]) -> list[tuple[Template, str]]:
-    """The statement templates the placements insert, each with the indentation it goes to."""
+def templates_at(placements: Sequence[Placement], lines: Sequence[str]) -> list[tuple[Template, str]]:
+    """The statement templates the placements put in, each with the indentation it goes to
+    (`lines`: the text the placements' positions are in), for formatting them in one go."""
     wanted = []
     for placement in placements:
         if placement.edit.kind.inserts and placement.neighbor is not None:
-            wanted.append((placement.edit.template, plan.indent_of(placement.neighbor)))
+            wanted.append((placement.edit.template, indent_of(lines, placement.neighbor)))
         elif placement.edit.kind is not EditKind.REPLACE_EXPR and placement.region:
-            wanted.append((placement.edit.template, plan.indent_of(placement.region[0])))
+            wanted.append((placement.edit.template, indent_of(lines, placement.region[0])))
     return wanted
+
+
+def indent_of(lines: Sequence[str], stmt: ast.stmt) -> str:
+    """The indentation of a statement's line ("x" where other code shares the line before it)."""
+    line = lines[stmt.lineno - 1] if 0 < stmt.lineno <= len(lines) else ""
+    return line[: stmt.col_offset] if not line[: stmt.col_offset].strip() else "x"
 
 
 def _plan_placement(plan: _EditsByStatement, mapping: CstMap, placement: Placement) -> None:

@@ -19,9 +19,10 @@ import libcst as cst
 from trace_instrument import __version__
 from trace_instrument.edit import chunks, formatting
 from trace_instrument.edit.cstmap import PairingError
-from trace_instrument.edit.imports import ImportChanges
+from trace_instrument.edit.imports import ImportChanges, render_from_import
 from trace_instrument.edit.modules import parse_file
-from trace_instrument.edit.transform import EditError, edit_module
+from trace_instrument.edit.regions import split_lines
+from trace_instrument.edit.transform import EditError, edit_module, templates_at
 from trace_instrument.engine import releases, runtime, unfinished
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
 from trace_instrument.engine.assess import (
@@ -45,6 +46,7 @@ from trace_instrument.locate.business import business_fingerprints, declared_rem
 from trace_instrument.locate.names import NameTable
 from trace_instrument.locate.runnable import PointNames
 from trace_instrument.model import (
+    TRACING_MODULE,
     Catalog,
     ChangeKind,
     CodeStyle,
@@ -551,6 +553,7 @@ def _edited_text(
     the whole module is when it does not, or when records of regions this run leaves in place
     are to be brought up to date.
     """
+    _format_at_once(layout, work, placements, imports)
     refresh = any(p.id in manifest.replaced for p in work.points)
     records = refresh or any(records_edit(p.edit) for p in placements)
     if not refresh and chunks.ENABLED:
@@ -562,6 +565,24 @@ def _edited_text(
     module = parse_file(work.source.data)
     edited = edit_module(module, work.tree, placements, imports=imports, layout=layout)
     return edited.code, _Measures(manifest, module, edited) if records else None
+
+
+def _format_at_once(
+    layout: formatting.Layout | None, work: FileWork, placements: list[Placement], imports: ImportChanges
+) -> None:
+    """Every template the file's placements put in, and its new tracing import line, through the
+    checkout's formatter in one run (the chunks then find them formatted)."""
+    if layout is None:
+        return
+    lines = split_lines(work.text)
+    try:
+        unit = chunks.file_indent(work.tree, lines)
+    except chunks.Unsuitable:
+        unit = chunks.LIBCST_DEFAULT_INDENT  # (tabs: nothing is formatted at those places)
+    wanted = templates_at(placements, lines)
+    if imports.tracing_names:
+        wanted.append((formatting.import_template(render_from_import(TRACING_MODULE, imports.tracing_names)), ""))
+    formatting.prepare(layout, wanted, unit)
 
 
 @dataclass(frozen=True)
