@@ -363,9 +363,13 @@ def test_apply_names_the_formatter_that_wrote_the_code_in_text_and_json(tmp_path
     assert data["style"] == {"formatter": "black", "found_in": "pyproject.toml [tool.black]"}
     style = schema("run")["properties"]["style"]["anyOf"][0]["properties"]
     assert style["formatter"] == {"enum": [f.value for f in Formatter]}
-    plain = _small(tmp_path / "plain")
-    assert "style:" not in _cli("apply", "--dry-run", plain).output
-    assert json.loads(_cli("apply", "--dry-run", "--format", "json", plain).output)["style"] is None
+    # without configuration: no line, and null (the renderers alone: the commands run as above)
+    from trace_instrument.model import RunResult
+    from trace_instrument.render import jsonout, text
+
+    plain = RunResult(str(tmp_path), ())
+    assert text.style_lines(plain) == []
+    assert jsonout.run("apply", plain, dry_run=True)["style"] is None
 
 
 def test_a_missing_formatter_is_an_error_of_the_command_exit_2(tmp_path, monkeypatch):
