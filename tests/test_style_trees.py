@@ -110,6 +110,25 @@ def test_the_opt_in_extras_under_verls_configuration_too(verl_091, tmp_path, cat
     assert _bytes(root, files) == pristine
 
 
+def test_a_lost_manifest_comes_back_whole_under_a_formatters_configuration(verl_091, tmp_path, catalog):
+    """A run killed before writing the manifest: the next apply writes the one a clean apply
+    records, found by applying to a scratch copy of verl/ (which holds no configuration): that
+    copy is formatted as the checkout is, or it would not give the tree back and the originals of
+    the rewrites would be lost."""
+    root = copy_tree(verl_091, tmp_path / "lost")
+    shutil.copyfile(VERL_STYLE / "pyproject.toml", root / "pyproject.toml")
+    files = _catalog_files(root, catalog)
+    pristine = _bytes(root, files)
+    assert apply(root, catalog).written
+    manifest = root / ".trace-instrument.json"
+    recorded = manifest.read_bytes()
+    assert b'"replaced"' in recorded
+    manifest.unlink()
+    assert apply(root, catalog).written
+    assert manifest.read_bytes() == recorded
+    _check_and_remove_exact(root, catalog, pristine)
+
+
 def test_another_ruff_style_is_followed_too(verl_091, tmp_path, catalog):
     """A fork formatted at 79 columns with single quotes: the inserted code, its import lines
     included (past 79 columns they wrap), is what ruff writes there."""
