@@ -113,7 +113,7 @@ def test_the_json_schemas_list_every_run_error_kind():
         assert len(found) == count, name
         for properties in found:
             assert properties["kind"] == {"enum": [k.value for k in RunErrorKind]}, name
-            assert set(properties) == {"kind", "message", "path", "line"}, name
+            assert set(properties) == {"kind", "message", "path", "line", "install"}, name
 
 
 def test_the_trace_reader_reads_only_fields_the_trajectory_line_has():

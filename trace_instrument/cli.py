@@ -341,7 +341,7 @@ def apply(
 def _print_apply(
     result: RunResult, dry_run: bool, full: bool, write: bool, keep_going: bool, patch_note: str, config: str | None
 ) -> None:
-    lines: list[RenderableType] = [*text.config_lines(config), *text.note_lines(result)]
+    lines: list[RenderableType] = [*text.config_lines(config), *text.style_lines(result), *text.note_lines(result)]
     if dry_run:
         lines += text.dry_run_lines(result, full=full)
     lines.append(text.files_table(result, "written" if result.written else "would change"))

@@ -577,6 +577,40 @@ class RunErrorKind(str, enum.Enum):
     RUNTIME_NOT_OURS = "runtime-not-ours"  # apply: the runtime package's place holds what the tool did not write
     MANIFEST_CONFLICT = "manifest-conflict"  # the manifest holds a merge's conflict markers
     MANIFEST_INVALID = "manifest-invalid"  # the manifest is not JSON, not UTF-8, or not a manifest's shape
+    FORMATTER_MISSING = "formatter-missing"  # apply: the checkout's formatter is not installed here
+
+
+class Formatter(str, enum.Enum):
+    """The code formatters whose style inserted code follows (see spec/style.py)."""
+
+    RUFF = "ruff"
+    BLACK = "black"
+
+
+@dataclass(frozen=True)
+class CodeStyle:
+    """The formatter a checkout's configuration names, and what it says of the style.
+
+    `found_in` is where it was named (`pyproject.toml [tool.ruff]`, `.pre-commit-config.yaml
+    hook ruff-format`), relative to the checkout root. Ruff reads its own settings (it is run
+    on the target file's path); black's come from `[tool.black]` and the hook's arguments.
+    """
+
+    formatter: Formatter
+    found_in: str
+    directory: str = ""  # absolute folder holding that configuration (ruff resolves its settings from there)
+    line_length: int = 88
+    string_normalization: bool = True
+    magic_trailing_comma: bool = True
+    preview: bool = False
+    target_versions: tuple[str, ...] = ()  # black's `target-version` (py310, ...), as configured
+    pinned: str = ""  # the version a pre-commit hook pins (`rev: v0.12.2` -> "0.12.2"), else ""
+
+    @property
+    def install(self) -> str:
+        """The command that installs this formatter (at the hook's version when one is pinned)."""
+        version = f"=={self.pinned}" if self.pinned else ""
+        return f"pip install '{self.formatter.value}{version}'"
 
 
 @dataclass(frozen=True)
@@ -588,6 +622,7 @@ class RunError:
     message: str
     path: str = ""  # the file it is about, relative to the checkout ("" when it is about none)
     line: int = 0  # the line in that file (0 when none)
+    install: str = ""  # the command that installs what the run lacks (formatter-missing), else ""
 
     def __str__(self) -> str:
         return self.message
@@ -606,6 +641,7 @@ class RunResult:
     verl_version: str = ""  # the checkout's verl release ("" when it does not say)
     validated_on: tuple[str, ...] = ()  # the releases the catalog was validated on
     unfinished: tuple[PointResult, ...] = ()  # check: what a killed run left (status UNFINISHED, id "tree")
+    style: CodeStyle | None = None  # apply: the checkout's formatter, which wrote the inserted code
 
     @property
     def points(self) -> tuple[PointResult, ...]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trace_instrument.edit.cstmap import CstMap, PairingError, pair
+from trace_instrument.edit.formatting import Layout
 from trace_instrument.edit.imports import ImportChanges, add_imports, prune_imports
 from trace_instrument.edit.regions import Original, split_lines
 from trace_instrument.edit.transform import EditError, edit_module
@@ -124,11 +125,13 @@ def edit_by_chunks(
     removals: Sequence[Block] = (),
     originals: Mapping[Block, Original] | None = None,
     headers: Mapping[Block, str] | None = None,
+    layout: Layout | None = None,
 ) -> ChunkedEdit | None:
     """The file's text with the placements made, the `removals` taken out (their `originals` put
     back where the region is as apply left it) and the imports added, by editing chunks (with
-    `measured`, also the pairings its regions are measured with); None when the file cannot be
-    cut faithfully (edit the whole module then)."""
+    `measured`, also the pairings its regions are measured with; `layout`: the checkout's
+    formatter, for the templates); None when the file cannot be cut faithfully (edit the whole
+    module then)."""
     if not _chunkable(text):
         return None  # LibCST's view of such files depends on more than a chunk's own lines
     lines = split_lines(text)
@@ -145,7 +148,7 @@ def edit_by_chunks(
             edited[head.span] = _edit_head(lines, head, imports, result.indent)
         shift = _shift(lines, head.span, edited[head.span]) if head is not None else 0
         for span, chunk in spans:
-            edited[span] = _edit_chunk(lines, span, chunk, result, shift if measured else None)
+            edited[span] = _edit_chunk(lines, span, chunk, result, shift if measured else None, layout)
             shift += _shift(lines, span, edited[span])
     except (Unsuitable, EditError, PairingError, cst.ParserSyntaxError, KeyError):
         return None  # (KeyError: a statement the index does not hold; the whole module is edited)
@@ -274,7 +277,14 @@ def _no_overlap(spans: list[tuple[int, int]], head: _Head | None) -> None:
 # -- editing a chunk --------------------------------------------------------------------------------
 
 
-def _edit_chunk(lines: list[str], span: tuple[int, int], chunk: _Chunk, result: ChunkedEdit, shift: int | None) -> str:
+def _edit_chunk(
+    lines: list[str],
+    span: tuple[int, int],
+    chunk: _Chunk,
+    result: ChunkedEdit,
+    shift: int | None,
+    layout: Layout | None = None,
+) -> str:
     """The chunk's lines edited; with a `shift` (lines the edits above it added), the pairings
     of its statements go into `result`."""
     statements = chunk.statements()
@@ -294,6 +304,7 @@ def _edit_chunk(lines: list[str], span: tuple[int, int], chunk: _Chunk, result: 
         text=text,
         positions=result.text,
         headers={b: result.headers[b] for b in removals if b in result.headers},
+        layout=layout,
     )
     edited = edited_module.code
     if not edited.startswith(prefix):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import takewhile
 
@@ -34,6 +34,8 @@ class ImportChanges:
     prune: bool = False  # remove: drop tracing names and listed statements the code no longer uses
     prunable: tuple[str, ...] = ()  # remove: import statements the catalog may have added
     still_used: frozenset[str] = frozenset()  # remove: names the code uses once the removals are done
+    # apply: the checkout's formatter writing an import line apply makes (edit/formatting.py); None: as made
+    restyle: Callable[[cst.SimpleStatementLine], cst.SimpleStatementLine] | None = None
 
 
 def _section(module: str) -> int:
@@ -95,9 +97,13 @@ Alias = tuple[str, "str | None"]  # (name, asname)
 
 
 def render_from_import(
-    module: str, names: Iterable[str | Alias], like: cst.SimpleStatementLine | None = None
+    module: str,
+    names: Iterable[str | Alias],
+    like: cst.SimpleStatementLine | None = None,
+    restyle: Callable[[cst.SimpleStatementLine], cst.SimpleStatementLine] | None = None,
 ) -> cst.SimpleStatementLine:
-    """`from module import ...`, names sorted like isort; one line, or one name per line past the line length."""
+    """`from module import ...`, names sorted like isort; one line, or one name per line past the line
+    length (`restyle`: as the checkout's formatter writes it)."""
     aliases = {(n, None) if isinstance(n, str) else n for n in names}
     ordered = sorted(aliases, key=lambda a: (_name_key(a[0]), a[1] or ""))
     texts = [name if asname is None else f"{name} as {asname}" for name, asname in ordered]
@@ -107,6 +113,8 @@ def render_from_import(
         one_line = f"from {module} import (\n{inner})"
     line = cst.parse_statement(one_line + "\n")
     assert isinstance(line, cst.SimpleStatementLine)  # an import is a simple statement
+    if restyle is not None:
+        line = restyle(line)
     if like is not None:
         line = line.with_changes(leading_lines=like.leading_lines, trailing_whitespace=like.trailing_whitespace)
     return line
@@ -125,13 +133,17 @@ def add_imports(module: cst.Module, changes: ImportChanges) -> cst.Module:
     the code needs added where isort would put them (each only when not there yet)."""
     body = list(module.body)
     if changes.tracing_names:
-        body = _merge_tracing(body, changes.tracing_names)
+        body = _merge_tracing(body, changes.tracing_names, changes.restyle)
     for text in changes.statements:
         body = _ensure(body, text)
     return module.with_changes(body=body)
 
 
-def _merge_tracing(body: list[Statement], names: frozenset[str]) -> list[Statement]:
+def _merge_tracing(
+    body: list[Statement],
+    names: frozenset[str],
+    restyle: Callable[[cst.SimpleStatementLine], cst.SimpleStatementLine] | None = None,
+) -> list[Statement]:
     for index, node in _import_region(body):
         if isinstance(node, ast.ImportFrom) and node.module == TRACING_MODULE and node.level == 0:
             bound = _imported_names(node)
@@ -139,9 +151,10 @@ def _merge_tracing(body: list[Statement], names: frozenset[str]) -> list[Stateme
                 return body
             line = body[index]
             assert isinstance(line, cst.SimpleStatementLine)  # the import region holds one-import lines
-            body[index] = render_from_import(TRACING_MODULE, [*_aliases(node), *(names - bound)], like=line)
+            merged: list[str | Alias] = [*_aliases(node), *(names - bound)]
+            body[index] = render_from_import(TRACING_MODULE, merged, like=line, restyle=restyle)
             return body
-    return _insert_sorted(body, render_from_import(TRACING_MODULE, names))
+    return _insert_sorted(body, render_from_import(TRACING_MODULE, names, restyle=restyle))
 
 
 def _ensure(body: list[Statement], text: str) -> list[Statement]:

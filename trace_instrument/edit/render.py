@@ -37,6 +37,11 @@ class _UnindentBlankLines(cst.CSTTransformer):
         return updated_node
 
 
+def unindented_blank_lines(stmts: Sequence[Statement]) -> Statements:
+    """The statements with their blank lines carrying no indentation (as templates' do)."""
+    return list(cst.Module(body=list(stmts)).visit(_UnindentBlankLines()).body)
+
+
 @functools.lru_cache(maxsize=4096)  # one entry per edit of the catalog
 def template_nodes(template: Template) -> tuple[Statement, ...]:
     """An insert or rewrite template as LibCST statements (header comments become the first
@@ -126,13 +131,14 @@ class _Fill(cst.CSTTransformer):
         return updated
 
 
-def fill_template(template: Template, captured: Captured) -> Statements:
+def fill_template(template: Template, captured: Captured, written: Sequence[Statement] | None = None) -> Statements:
     """A rewrite template's statements with its placeholders replaced by the captured code.
 
-    Comment lines that ended a captured block stay below its statements: they lead the template
-    statement that follows the placeholder.
+    `written`: the template's statements as the checkout's formatter writes them (default: as
+    the template is written). Comment lines that ended a captured block stay below its
+    statements: they lead the template statement that follows the placeholder.
     """
-    nodes = list(template_nodes(template))
+    nodes = list(template_nodes(template) if written is None else written)
     for at, node in enumerate(nodes[:-1]):
         footer = captured.footers.get(body_placeholder(node), ())
         if footer:

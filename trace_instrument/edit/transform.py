@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import libcst as cst
 
+from trace_instrument.edit import formatting
 from trace_instrument.edit.cstmap import CstMap, pair
 from trace_instrument.edit.imports import ImportChanges, Statement, add_imports, prune_imports
 from trace_instrument.edit.modules import parse_file
@@ -73,8 +74,15 @@ class _EditsByStatement:
     targets: set[int] = field(default_factory=set)  # statements the pass must reach
     deep: set[int] = field(default_factory=set)  # statements whose whole subtree the pass must visit
     newline: str = "\n"  # the file's line ending, for line breaks inside inserted string literals
+    layout: formatting.Layout | None = None  # the checkout's formatter, for the templates' statements
+    unit: str = "    "  # one level of the file's indentation
+    lines: Sequence[str] = ()  # the lines the ast's positions are in
     restored: dict[str, str] = field(default_factory=dict)  # placeholder name -> original text
     restored_lines: set[str] = field(default_factory=set)  # ... of those standing for whole lines
+
+    def template(self, template: Template, stmt: ast.stmt) -> Statements:
+        """A template's statements as the checkout's formatter writes them where `stmt` stands."""
+        return list(formatting.statements(self.layout, template, indent_of(self.lines, stmt), self.unit))
 
     def placeholder(self, text: str, *, lines: bool) -> str:
         """A fresh name standing for `text` until the edited code is spliced."""
@@ -146,6 +154,7 @@ def edit_module(
     text: str | None = None,
     positions: str | None = None,
     headers: Mapping[Block, str] | None = None,
+    layout: formatting.Layout | None = None,
 ) -> cst.Module:
     """The module with the placements made, the removals' blocks taken out (rewrites and swaps turned
     back), and the imports changed.
@@ -157,11 +166,18 @@ def edit_module(
     `positions`: the text the ast's positions are in, when not that (a chunk's statements keep
     their lines in the file). `headers`: what a removed rewrite's region held before apply, when
     it cannot go back whole: the statements it rebuilds take their headers from it (a fork's
-    comment or quotes on a rebuilt line stay), where it still matches the anchor.
+    comment or quotes on a rebuilt line stay), where it still matches the anchor. `layout`: the
+    checkout's formatter, which writes the templates' statements (None: as they are written).
     """
     mapping = pair(module, tree)
-    plan = _EditsByStatement(newline=module.default_newline)
     recorded = _Recorded(module, mapping, originals or {}, text, positions, headers)
+    plan = _EditsByStatement(
+        newline=module.default_newline,
+        layout=layout,
+        unit=module.default_indent,
+        lines=recorded.lines if layout else (),
+    )
+    formatting.prepare(layout, templates_at(placements, plan.lines), plan.unit)
     for placement in placements:
         _plan_placement(plan, mapping, placement)
     for block in removals:
@@ -181,13 +197,31 @@ def edit_module(
 # -- planning -----------------------------------------------------------------------------------
 
 
+def templates_at(placements: Sequence[Placement], lines: Sequence[str]) -> list[tuple[Template, str]]:
+    """The statement templates the placements put in, each with the indentation it goes to
+    (`lines`: the text the placements' positions are in), for formatting them in one go."""
+    wanted = []
+    for placement in placements:
+        if placement.edit.kind.inserts and placement.neighbor is not None:
+            wanted.append((placement.edit.template, indent_of(lines, placement.neighbor)))
+        elif placement.edit.kind is not EditKind.REPLACE_EXPR and placement.region:
+            wanted.append((placement.edit.template, indent_of(lines, placement.region[0])))
+    return wanted
+
+
+def indent_of(lines: Sequence[str], stmt: ast.stmt) -> str:
+    """The indentation of a statement's line ("x" where other code shares the line before it)."""
+    line = lines[stmt.lineno - 1] if 0 < stmt.lineno <= len(lines) else ""
+    return line[: stmt.col_offset] if not line[: stmt.col_offset].strip() else "x"
+
+
 def _plan_placement(plan: _EditsByStatement, mapping: CstMap, placement: Placement) -> None:
     edit = placement.edit
     if edit.kind.inserts:
         assert placement.neighbor is not None  # an insert goes next to a statement (AnchorFinder._insertion)
         neighbour = mapping.statement(placement.neighbor)
         _require_line(neighbour, placement)
-        stmts = native_newlines(list(template_nodes(edit.template)), plan.newline)
+        stmts = native_newlines(plan.template(edit.template, placement.neighbor), plan.newline)
         if placement.after:
             plan.after.setdefault(id(neighbour), []).append((edit.rank, stmts))
         else:
@@ -222,7 +256,8 @@ def _plan_rewrite(plan: _EditsByStatement, mapping: CstMap, placement: Placement
             else:
                 pending.extend(expand(line))
         captured = _captures_for_apply(template, anchored, updated_of, expand, travelling)
-        produced = native_newlines(fill_template(template, captured), plan.newline)
+        written = plan.template(template, placement.region[0])
+        produced = native_newlines(fill_template(template, captured, written), plan.newline)
         kept_whole = {id(anchored[i]) for i, role in placeholders(template.stmts) if role in ("", "value")}
         if id(region[0]) not in kept_whole:
             # comments above a replaced statement stay above its replacement

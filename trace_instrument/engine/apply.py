@@ -17,11 +17,12 @@ from pathlib import Path
 import libcst as cst
 
 from trace_instrument import __version__
-from trace_instrument.edit import chunks
+from trace_instrument.edit import chunks, formatting
 from trace_instrument.edit.cstmap import PairingError
-from trace_instrument.edit.imports import ImportChanges
+from trace_instrument.edit.imports import ImportChanges, render_from_import
 from trace_instrument.edit.modules import parse_file
-from trace_instrument.edit.transform import EditError, edit_module
+from trace_instrument.edit.regions import split_lines
+from trace_instrument.edit.transform import EditError, edit_module, templates_at
 from trace_instrument.engine import releases, runtime, unfinished
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse, encoding_of
 from trace_instrument.engine.assess import (
@@ -45,8 +46,10 @@ from trace_instrument.locate.business import business_fingerprints, declared_rem
 from trace_instrument.locate.names import NameTable
 from trace_instrument.locate.runnable import PointNames
 from trace_instrument.model import (
+    TRACING_MODULE,
     Catalog,
     ChangeKind,
+    CodeStyle,
     ContextIssue,
     Extents,
     FileError,
@@ -56,11 +59,14 @@ from trace_instrument.model import (
     Point,
     PointResult,
     Reason,
+    RunError,
+    RunErrorKind,
     RunResult,
     RuntimeStatus,
     Selection,
     Status,
 )
+from trace_instrument.spec.style import find_style
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,9 @@ class ApplyOptions:
     update: bool = False  # refresh points applied with an older template
 
 
+FROM_CHECKOUT = "checkout"  # apply's `styling`: the formatter the checkout's configuration names
+
+
 def apply(
     root: str | Path,
     catalog: Catalog,
@@ -80,18 +89,50 @@ def apply(
     write: bool = True,
     keep_going: bool = False,
     update: bool = False,
+    styling: formatting.Styling | None | str = FROM_CHECKOUT,
 ) -> RunResult:
-    """Put the selected points in place (or, with write=False, say what would change)."""
+    """Put the selected points in place (or, with write=False, say what would change).
+
+    The inserted code is written as the checkout's formatter writes it (`spec/style.py` finds
+    it; `styling` None: the templates as they are, or another checkout's formatting); a
+    formatter configured but not installed stops the run (error formatter-missing, with the
+    command that installs it), nothing written.
+    """
     options = ApplyOptions(write, keep_going, update)
     try:
         base = checkout_root(root)
         with locked(base, write):
-            return _apply(base, catalog, selection, options)
+            chosen = _styling(base) if styling == FROM_CHECKOUT else styling
+            if isinstance(chosen, RunError):
+                return RunResult(str(base), (), error=chosen, verl_version=verl_version(base))
+            assert not isinstance(chosen, str)  # FROM_CHECKOUT is the only word it takes
+            return _apply(base, catalog, selection, options, chosen)
     except CheckoutError as exc:
         return RunResult(str(root), (), error=exc.as_run_error())
 
 
-def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOptions) -> RunResult:
+def _styling(base: Path) -> formatting.Styling | RunError | None:
+    """The checkout's formatting, None without one, or the error of a formatter not installed here."""
+    style = find_style(base)
+    if style is None:
+        return None
+    if not formatting.installed(style):
+        return _missing(style)
+    return formatting.Styling(style, str(base))
+
+
+def _missing(style: CodeStyle) -> RunError:
+    message = (
+        f"the checkout formats its code with {style.formatter.value} ({style.found_in}), which is not "
+        f"installed here: {style.install}, then run apply again (the inserted code is written its way)"
+    )
+    file = style.found_in.split(" ")[0]  # the label's file, without its table or hook
+    return RunError(RunErrorKind.FORMATTER_MISSING, message, path=file, install=style.install)
+
+
+def _apply(
+    base: Path, catalog: Catalog, selection: Selection, options: ApplyOptions, styling: formatting.Styling | None
+) -> RunResult:
     selected = frozenset(p.id for p in catalog.points if selection.wants(p))
     jobs = [f for f in catalog.files if any(p.file == f and p.id in selected for p in catalog.points)]
     manifest = Manifest.load(base)
@@ -111,7 +152,8 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
             validated_on=catalog.validated_on,
         )
     runtime_plan = runtime.plan_install(base, catalog, found)
-    context = _ApplyRun(catalog, manifest, runtime.state_for_points([p.file for p in runtime_plan]), options.update)
+    state = runtime.state_for_points([p.file for p in runtime_plan])
+    context = _ApplyRun(catalog, manifest, state, options.update, styling)
     outcomes = _run_jobs(base, context, selected, {path: frozenset() for path in jobs})
     outcomes = _settle_across_files(base, context, selected, outcomes)
     outcomes = {path: _refuse_unwritable(base, outcome) for path, outcome in outcomes.items()}
@@ -125,6 +167,7 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
         runtime_files=tuple(p.file for p in runtime_plan),
         verl_version=verl_version(base),
         validated_on=catalog.validated_on,
+        style=styling.style if styling is not None else None,
     )
     if any(f.error for f in files) and not options.keep_going:
         return result
@@ -133,7 +176,7 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
     writes += [PendingWrite(o.result.path, o.data, o.before) for o in outcomes.values() if o.data is not None]
     manifest_write = _manifest_write(base, catalog, manifest, outcomes, runtime_plan, writes)
     if manifest_write is not None and unfinished.manifest_lost(base) and unfinished.instrumented(result.points):
-        manifest_write = _as_clean_apply(base, catalog, selection, manifest_write, outcomes, runtime_plan)
+        manifest_write = _as_clean_apply(base, catalog, selection, manifest_write, outcomes, runtime_plan, styling)
     if manifest_write is not None:
         writes.append(manifest_write)
     # a killed run's staged copies go last (those next to a file written now went when it was staged)
@@ -148,6 +191,7 @@ def _as_clean_apply(
     planned: PendingWrite,
     outcomes: dict[str, _Outcome],
     runtime_plan: list[runtime.RuntimePlan],
+    styling: formatting.Styling | None = None,
 ) -> PendingWrite:
     """A lost manifest of an instrumented tree (a run killed before writing it): what a clean apply
     records for the tree this run leaves, when one gives it back exactly; else the `planned` one
@@ -158,7 +202,7 @@ def _as_clean_apply(
     for plan in runtime_plan:
         write = plan.write
         after[plan.file.path] = write.data if write is not None else _bytes(base / plan.file.path)
-    clean = clean_manifest(base, catalog, selection, after)
+    clean = clean_manifest(base, catalog, selection, after, styling)
     return planned if clean is None else replace(planned, data=clean)
 
 
@@ -229,6 +273,7 @@ class _ApplyRun:
     manifest: Manifest
     runtime: runtime.RuntimeState  # the package as it will be after this run
     update: bool
+    styling: formatting.Styling | None = None  # the checkout's formatter writes the inserted code
 
 
 @dataclass(frozen=True)
@@ -468,7 +513,9 @@ def _edit_once(work: FileWork, plans: list[_PointPlan], context: _ApplyRun, disk
     )
     extra_imports = tuple(dict.fromkeys([*(i for p in inserting for i in p.point.imports), *_plain_repairs(repairing)]))
     try:
-        updated, measures = _edited_text(work, placements, ImportChanges(names, extra_imports), context.manifest)
+        layout = context.styling.layout(work.path) if context.styling is not None else None
+        imports = ImportChanges(names, extra_imports, restyle=formatting.import_restyler(layout))
+        updated, measures = _edited_text(work, placements, imports, context.manifest, layout)
         extents = {**context.manifest.extents, **placed_extents(placements, work.locator)}
         checked = _check_output(work, updated, inserting, repairing, business_baseline(work, catalog), catalog, extents)
         baseline, tree, locator = checked
@@ -493,7 +540,11 @@ def _edit_once(work: FileWork, plans: list[_PointPlan], context: _ApplyRun, disk
 
 
 def _edited_text(
-    work: FileWork, placements: list[Placement], imports: ImportChanges, manifest: Manifest
+    work: FileWork,
+    placements: list[Placement],
+    imports: ImportChanges,
+    manifest: Manifest,
+    layout: formatting.Layout | None = None,
 ) -> tuple[str, _Measures | None]:
     """The file's text with the placements made and the imports added, and (when the manifest is
     to record replaced regions) what measuring them needs.
@@ -502,17 +553,36 @@ def _edited_text(
     the whole module is when it does not, or when records of regions this run leaves in place
     are to be brought up to date.
     """
+    _format_at_once(layout, work, placements, imports)
     refresh = any(p.id in manifest.replaced for p in work.points)
     records = refresh or any(records_edit(p.edit) for p in placements)
     if not refresh and chunks.ENABLED:
         index = work.locator.index
-        edit = chunks.edit_by_chunks(work.text, work.tree, index, placements, imports, measured=records)
+        edit = chunks.edit_by_chunks(work.text, work.tree, index, placements, imports, measured=records, layout=layout)
         if edit is not None:
             measured = edit.module()  # the chunks' indentation and line break: what regions are measured with
             return edit.text, _Measures(manifest, measured, measured, edit) if records else None
     module = parse_file(work.source.data)
-    edited = edit_module(module, work.tree, placements, imports=imports)
+    edited = edit_module(module, work.tree, placements, imports=imports, layout=layout)
     return edited.code, _Measures(manifest, module, edited) if records else None
+
+
+def _format_at_once(
+    layout: formatting.Layout | None, work: FileWork, placements: list[Placement], imports: ImportChanges
+) -> None:
+    """Every template the file's placements put in, and its new tracing import line, through the
+    checkout's formatter in one run (the chunks then find them formatted)."""
+    if layout is None:
+        return
+    lines = split_lines(work.text)
+    try:
+        unit = chunks.file_indent(work.tree, lines)
+    except chunks.Unsuitable:
+        unit = chunks.LIBCST_DEFAULT_INDENT  # (tabs: nothing is formatted at those places)
+    wanted = templates_at(placements, lines)
+    if imports.tracing_names:
+        wanted.append((formatting.import_template(render_from_import(TRACING_MODULE, imports.tracing_names)), ""))
+    formatting.prepare(layout, wanted, unit)
 
 
 @dataclass(frozen=True)
@@ -652,17 +722,24 @@ def _settle_across_files(
             outcomes[path] = _run_jobs(base, context, selected, {path: frozenset(ids | previous)})[path]
 
 
-def clean_manifest(base: Path, catalog: Catalog, selection: Selection, after: dict[str, bytes | None]) -> bytes | None:
+def clean_manifest(
+    base: Path,
+    catalog: Catalog,
+    selection: Selection,
+    after: dict[str, bytes | None],
+    styling: formatting.Styling | None = None,
+) -> bytes | None:
     """The manifest a clean apply of `selection` records for the tree a run leaves (`after`: the
     bytes of each file it may write once it is done; None: absent), or None when no clean apply
-    gives back exactly that tree (a hand edit remove keeps, a point outside the selection)."""
+    gives back exactly that tree (a hand edit remove keeps, a point outside the selection).
+    `styling`: the checkout's formatting (the scratch copy holds no configuration of its own)."""
     with tempfile.TemporaryDirectory(prefix="trace-instrument-recover-") as scratch:
         root = Path(scratch)
         shutil.copytree(base / "verl", root / "verl", symlinks=True, ignore=_not_code)
         removed = remove(root, catalog)
         if removed.error is not None or any(p.status is Status.KEPT for p in removed.points):
             return None
-        applied = apply(root, catalog, selection)
+        applied = apply(root, catalog, selection, styling=styling)
         if applied.error is not None or not (root / MANIFEST_NAME).is_file():
             return None
         for relative, data in after.items():

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from trace_instrument.model import (
     Candidate,
     Catalog,
+    CodeStyle,
     ContextIssue,
     EditOutcome,
     FileError,
@@ -44,7 +45,19 @@ def dumps(body: dict[str, Any]) -> str:
 def _error(error: RunError | None) -> dict[str, str | int] | None:
     if error is None:
         return None
-    return {"kind": error.kind.value, "message": error.message, "path": error.path, "line": error.line}
+    return {
+        "kind": error.kind.value,
+        "message": error.message,
+        "path": error.path,
+        "line": error.line,
+        "install": error.install,
+    }
+
+
+def _style(style: CodeStyle | None) -> dict[str, str] | None:
+    if style is None:
+        return None
+    return {"formatter": style.formatter.value, "found_in": style.found_in}
 
 
 def _file_error(error: FileError | None) -> dict[str, str] | None:
@@ -127,6 +140,7 @@ def run(command: str, result: RunResult, *, dry_run: bool, config: str | None = 
         "command": command,
         "root": result.root,
         "config": config,
+        "style": _style(result.style),
         "dry_run": dry_run,
         "written": result.written,
         "error": _error(result.error),

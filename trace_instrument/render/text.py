@@ -210,6 +210,12 @@ def config_lines(config: str | None) -> list[RenderableType]:
     return [Text(f"config: {config}", style="dim")] if config else []
 
 
+def style_lines(result: RunResult) -> list[RenderableType]:
+    """The formatter that wrote the inserted code (none without the checkout configuring one)."""
+    style = result.style
+    return [Text(f"style: {style.formatter.value} ({style.found_in})", style="dim")] if style else []
+
+
 def note_lines(result: RunResult) -> list[RenderableType]:
     """The note for a verl release the catalog was not validated on (none otherwise)."""
     note = version_note(result.verl_version, result.validated_on)
