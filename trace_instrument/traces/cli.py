@@ -518,7 +518,9 @@ def _follow_export(
     exporter: Exporter | None = None
     try:
         with follower:
-            while True:
+            while not refreshes or done < refreshes:
+                if done:
+                    time.sleep(interval)
                 analysis = _read(follower.refresh).analysis
                 if exporter is None:
                     writer = _write(tracker, dest, open_writer, tracker, dest, run_id, run_name(analysis), prefix)
@@ -531,15 +533,13 @@ def _follow_export(
                     markup=False,
                 )
                 done += 1
-                if refreshes and done >= refreshes:
-                    return
-                time.sleep(interval)
     except KeyboardInterrupt:
-        return
-    finally:
+        pass
+    finally:  # what was logged stays logged, whatever stopped the loop
         if exporter is not None:
             exporter.writer.close()
-            _report_export(exporter.result(dest, exporter.writer.run_id))
+    if exporter is not None:
+        _report_export(exporter.result(dest, exporter.writer.run_id))
 
 
 def _print_left_out(left_out: tuple[Skipped, ...]) -> None:
