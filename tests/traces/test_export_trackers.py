@@ -86,10 +86,20 @@ def test_tensorboard_holds_every_figure_at_verls_step(sim_run, tmp_path: Path) -
     assert [p.name.endswith(".trace-instrument") for p in folder.iterdir()] == [True]
 
 
-def test_a_prefix_of_ones_own(tiny_run, tmp_path: Path) -> None:
+def test_a_prefix_of_ones_own_and_a_second_export_replaces_the_first(tiny_run, tmp_path: Path) -> None:
+    readback.require("tensorboardX", "trackers-test")
+    from tensorboardX import SummaryWriter
+
     doc = _json(tiny_run)
-    _invoke("export", str(tiny_run), "--to", "tensorboard", str(tmp_path / "tb"), "--prefix", "traces.")
-    steps, summary = _split(readback.tensorboard_run(tmp_path / "tb"), "traces.")
+    with SummaryWriter(str(tmp_path / "tb")) as verl:  # verl's own series, in the same run folder
+        for step in (1, 2):
+            verl.add_scalar("critic/score/mean", step / 4, step)
+    for _ in range(2):
+        _invoke("export", str(tiny_run), "--to", "tensorboard", str(tmp_path / "tb"), "--prefix", "traces.")
+    assert len(list((tmp_path / "tb").iterdir())) == 2  # verl's file, and the last export's
+    run = readback.tensorboard_run(tmp_path / "tb")
+    assert run.points["critic/score/mean"] == [(1, 0.25), (2, 0.5)]
+    steps, summary = _split(run, "traces.")
     assert steps == _expected(doc, "traces.")
     assert summary == _numbers(doc["metrics"], "traces.run/")
 

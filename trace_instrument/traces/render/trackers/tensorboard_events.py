@@ -22,8 +22,9 @@ SCALARS_PLUGIN = "scalars"
 
 
 class TensorBoardWriter:
-    """An event file in ``folder``: an event per step holding its figures; the run-wide figures as
-    scalars at the last step logged (TensorBoard has no summary values: its latest point reads so)."""
+    """An event file in ``folder`` (replacing the one an earlier export wrote there): an event per step
+    holding its figures; the run-wide figures as scalars at the last step logged (TensorBoard has no
+    summary values: its latest point reads so)."""
 
     run_id: str | None = None
 
@@ -31,6 +32,9 @@ class TensorBoardWriter:
         from tensorboardX import FileWriter
 
         Path(folder).mkdir(parents=True, exist_ok=True)
+        # an earlier export's file is replaced, not added to: a step never gets a second point
+        for earlier in Path(folder).glob(f"events.out.tfevents.*{SUFFIX}"):
+            earlier.unlink()
         self._writer: Any = FileWriter(folder, flush_secs=10, filename_suffix=SUFFIX)
 
     def log_step(self, step: int, values: dict[str, float]) -> None:
