@@ -120,3 +120,37 @@ def test_each_tracker_is_an_extra_of_its_own_name() -> None:
     assert "trace-instrument[tensorboard,mlflow,wandb]" in extras["trackers-test"]
     named = " ".join(project["dependencies"] + extras["test"])
     assert not any(package in named for package in packages.values())
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (
+            ModuleNotFoundError("No module named 'sqlalchemy'", name="sqlalchemy"),
+            "error: could not write into mlflow sqlite:///m.db (ModuleNotFoundError: No module named 'sqlalchemy')",
+        ),
+        (
+            ModuleNotFoundError("No module named 'mlflow.tracking'", name="mlflow.tracking"),
+            "error: mlflow is not installed: pip install 'trace-instrument[mlflow]'",
+        ),
+        (
+            RuntimeError("the server said no"),
+            "error: could not write into mlflow sqlite:///m.db (RuntimeError: the server said no)",
+        ),
+    ],
+    ids=["a-library-of-the-tracker", "the-tracker-library", "the-tracker-refuses"],
+)
+def test_a_tracker_failing_is_one_line(tiny_run, monkeypatch, error: Exception, line: str) -> None:
+    """Past the check that the library is there: what stops the write is one line naming it, exit 2."""
+    from trace_instrument.traces import cli
+    from trace_instrument.traces.render import trackers
+
+    def failing(*_args, **_kwargs):
+        raise error
+
+    monkeypatch.setattr(trackers, "open_writer", failing)
+    monkeypatch.setattr(trackers, "export_analysis", failing)
+    monkeypatch.setattr(cli, "_require_engine", lambda module: None)  # the library is "there"
+    result = _export(str(tiny_run), "--to", "mlflow", "sqlite:///m.db")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [line]

@@ -240,3 +240,28 @@ def test_the_cli_follows_into_a_tracker(sim_run, tmp_path: Path) -> None:
     assert steps == _expected(doc)
     assert summary == _numbers(doc["metrics"], PREFIX + "run/")
     assert f"{len(plan.steps)} steps" in said.splitlines()[-1]
+
+
+@pytest.mark.parametrize("tracker", ["mlflow", "wandb"])
+def test_following_into_mlflow_and_wandb_logs_each_step_once(sim_run, tmp_path: Path, tracker: str, monkeypatch):
+    """Three refreshes of an unchanged, finished run: every step once, the summary the whole run's."""
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    trace, plan = sim_run
+    doc = _json(trace)
+    dest = f"sqlite:///{tmp_path / 'mlflow.db'}" if tracker == "mlflow" else str(tmp_path)
+    said = _invoke("export", str(trace), "--to", tracker, dest, "--follow", "--interval", "0", "--refreshes", "3")
+    assert said.count("logged no new step") == 2
+    if tracker == "mlflow":
+        run = readback.mlflow_run(dest, said.split("(run ")[-1].split(")")[0])
+        steps, summary = _split(run)
+    else:
+        wandb = readback.wandb_run(tmp_path)
+        assert len(wandb.rows) == len(plan.steps)
+        steps = {}
+        for row in wandb.rows:
+            for name, value in row.items():
+                if name.startswith(PREFIX) and name != PREFIX + "step":
+                    steps.setdefault(name, []).append((row[PREFIX + "step"], value))
+        summary = {k: v for k, v in wandb.summary.items() if k.startswith(PREFIX + "run/")}
+    assert steps == _expected(doc)
+    assert summary == _numbers(doc["metrics"], PREFIX + "run/")

@@ -463,7 +463,10 @@ def _write(tracker: Tracker, dest: str, call: Callable[..., T], *args: Any) -> T
     try:
         return call(*args)
     except ImportError as exc:
-        _missing_engine(exc)
+        if (exc.name or "").split(".")[0] in ENGINE_EXTRAS:
+            _missing_engine(exc)
+        # a library of the tracker's own (SQLAlchemy for an MLflow sqlite:/// store): said as it is
+        _fail(f"could not write into {tracker.value} {dest} ({type(exc).__name__}: {exc})")
     except Exception as exc:  # noqa: BLE001 - the tracker library's errors become one line and exit 2
         _fail(f"could not write into {tracker.value} {dest} ({type(exc).__name__}: {exc})")
 
