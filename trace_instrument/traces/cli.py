@@ -424,8 +424,8 @@ def _export_target(
     to: tuple[ExportKind, str] | None, perfetto: Path | None, parquet: Path | None
 ) -> tuple[ExportKind, str]:
     """The one destination of an export: ``--to KIND DEST``, or one of its aliases ``--perfetto`` and ``--parquet``."""
-    given = [(kind, str(dest)) for kind, dest in ((ExportKind.perfetto, perfetto), (ExportKind.parquet, parquet))]
-    chosen = [(kind, dest) for kind, dest in given if dest != "None"]
+    aliases = ((ExportKind.perfetto, perfetto), (ExportKind.parquet, parquet))
+    chosen = [(kind, str(dest)) for kind, dest in aliases if dest is not None]
     if to is not None:
         chosen.append(to)
     if len(chosen) != 1:
