@@ -25,6 +25,9 @@ gives the median over the rounds.
    99% of each file's lines; once its first refresh is done the last 1% is appended, and its
    next refresh (reading only what was appended) is timed against the first, from the process's
    own stderr lines. Target: at most 10% of the first read. ``--only follow`` runs this alone.
+5. ``export --to tensorboard`` of a 100-step, 8-host run of about 1 million rows and 32,000
+   trajectories vs ``analyze --format json`` of it, the two processes of each round one after the
+   other. Target: at most 1.5x. ``--only export`` runs this alone.
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ DEFAULT_DATA = Path(os.environ.get("TRACE_INSTRUMENT_CACHE", Path.home() / ".cac
 # 9 hosts x 7 workers + the trainer = 64 CSV files; 8 rollouts per prompt, ~8 turns each (tools)
 BIG = {"hosts": 9, "workers_per_host": 7, "steps": 100, "prompts_per_step": 375}
 SMALL = {"hosts": 9, "workers_per_host": 7, "steps": 20, "prompts_per_step": 375}
+# `export --to tensorboard`: issue 40's 100-step, 8-host run of about 1 M rows and 32,000 trajectories
+EXPORT_RUN = {"hosts": 8, "workers_per_host": 7, "steps": 100, "prompts_per_step": 40}
+EXPORT_TARGET = 1.5  # export --to tensorboard / analyze, whole processes
 CONTENT_PATTERN = "^from=([^|]*)[|]to=([^|]*)[|]stage=([^|]*)(?:[|]global_step=([^|]*))?(?:[|]detail=(.*))?$"
 TIME_TARGET, MEMORY_TARGET_GB, PANDAS_SPEED_TARGET, PANDAS_MEMORY_TARGET = 2.5, 2.0, 5.0, 3.0
 FOLLOW_TARGET = 0.10  # a refresh after 1% more rows, as a share of the first read
@@ -233,6 +239,39 @@ def run_follow(data: Path, repeats: int) -> int:
     return 0 if ok else 1
 
 
+def run_export(data: Path, repeats: int) -> int:
+    """``export --to tensorboard`` of the 1M-row run vs ``analyze --format json`` of it, interleaved
+    (a run this size is read in memory, never cached: each process reads it whole)."""
+    run1m = ensure_run(data, "run1m", EXPORT_RUN)
+    rows, trajectories = _lines(run1m, "sample/*.csv"), _lines(run1m, "trajectory/*.jsonl")
+    print(f"run1m: {rows:,} CSV rows, {trajectories:,} trajectories, {EXPORT_RUN['steps']} steps")
+    byte_compile_the_tool()
+    target = data / "export-tensorboard"
+    export = [sys.executable, "-m", "trace_instrument", "export", str(run1m), "--to", "tensorboard", str(target)]
+    timed(analyze_command(run1m))  # warms the page cache
+    samples: dict[str, list[Measured]] = {}
+    ratios = []
+    for i in range(repeats):
+        shutil.rmtree(target, ignore_errors=True)
+        analyzed, exported = timed(analyze_command(run1m)), timed(export)
+        samples.setdefault("analyze", []).append(analyzed)
+        samples.setdefault("export", []).append(exported)
+        ratios.append(exported.seconds / analyzed.seconds)
+        print(f"  round {i + 1}/{repeats}: analyze {analyzed.seconds:.1f} s, export {exported.seconds:.1f} s")
+    shutil.rmtree(target, ignore_errors=True)
+    m = medians(samples)
+    ratio = statistics.median(ratios)
+    ok = ratio <= EXPORT_TARGET
+    (analyze_s, analyze_mb), (export_s, export_mb) = m["analyze"], m["export"]
+    print(f"\nmedians of {repeats} rounds:")
+    print(
+        f"{'export --to tensorboard 1M / analyze':<38} "
+        f"{f'{export_s:.1f} s / {analyze_s:.1f} s ({export_mb:,.0f} / {analyze_mb:,.0f} MiB)':<36} {ratio:>8.2f}  "
+        f"<= {EXPORT_TARGET}x {'ok' if ok else 'MISSED'}"
+    )
+    return 0 if ok else 1
+
+
 def run(data: Path, repeats: int) -> int:
     big = ensure_run(data, "run10m", BIG)
     small = ensure_run(data, "run2m", SMALL)
@@ -327,17 +366,20 @@ def run(data: Path, repeats: int) -> int:
     for name, value, ratio, target, ok in rows:
         print(f"{name:<38} {value:<36} {ratio:>8.2f}  {target} {'ok' if ok else 'MISSED'}")
     follow_ok = run_follow(data, repeats) == 0
-    return 0 if all(ok for *_, ok in rows) and follow_ok else 1
+    export_ok = run_export(data, repeats) == 0
+    return 0 if all(ok for *_, ok in rows) and follow_ok and export_ok else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="where the simulated runs are kept")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--only", choices=["follow"], help="run one measurement alone")
+    parser.add_argument("--only", choices=["follow", "export"], help="run one measurement alone")
     args = parser.parse_args()
     if args.only == "follow":
         return run_follow(args.data, args.repeats)
+    if args.only == "export":
+        return run_export(args.data, args.repeats)
     try:
         import pandas  # noqa: F401
     except ImportError:

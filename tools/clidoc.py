@@ -82,6 +82,8 @@ def _value(param: Any) -> str:
     """What an option takes: its choices, or the kind of value ('' for a flag)."""
     if getattr(param, "is_flag", False):
         return ""
+    if param.metavar:  # named by the option itself (`--to KIND DEST`: a tuple)
+        return str(param.metavar)
     if hasattr(param.type, "choices"):
         return "|".join(str(getattr(choice, "value", choice)) for choice in param.type.choices)
     word = TYPE_WORDS.get(param.type.name, str(param.type.name).upper())

@@ -90,7 +90,11 @@ def test_the_package_alone_is_the_codemod_and_each_extra_installs_its_engine():
     assert "duckdb" not in _requirement_names(project["dependencies"])
     assert _requirement_names(extras["analyze"]) == {"duckdb"}
     assert _requirement_names(extras["spark"]) == {"pyspark"}
-    assert _requirement_names(extras["format"]) == {"black"}
+    # black through its API, ruff as a process: the two formatters apply can follow (docs/instrumenting.md)
+    assert _requirement_names(extras["format"]) == {"black", "ruff"}
+    assert _requirement_names(extras["tensorboard"]) == {"tensorboardX"}
+    assert _requirement_names(extras["mlflow"]) == {"mlflow-skinny"}
+    assert _requirement_names(extras["wandb"]) == {"wandb"}
     assert "trace-instrument[analyze]" in extras["test"]
     assert not {"pyspark", "black", "duckdb"} & _requirement_names(extras["test"])
 

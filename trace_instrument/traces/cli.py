@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -22,14 +22,22 @@ from rich.text import Text
 if TYPE_CHECKING:
     from trace_instrument.traces.model import Analysis, MultipleRunsError, Run, Skipped
     from trace_instrument.traces.options import Options
+    from trace_instrument.traces.render.trackers import Exported, Tracker
 
 out = Console(soft_wrap=False, highlight=False, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, soft_wrap=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 ERROR = 2
 T = TypeVar("T")
 OPENED_ON_PAGE = 5  # slowest rollouts the HTML report shows turn by turn
-# the extra (pyproject.toml's optional-dependencies) that installs each engine the reader imports
-ENGINE_EXTRAS = {"duckdb": "analyze", "pyspark": "spark"}
+# the extra (pyproject.toml's optional-dependencies) that installs each engine the reader imports, and
+# each experiment tracker's library that `export --to` writes with
+ENGINE_EXTRAS = {
+    "duckdb": "analyze",
+    "pyspark": "spark",
+    "tensorboardX": "tensorboard",
+    "mlflow": "mlflow",
+    "wandb": "wandb",
+}
 
 
 class AnalyzeFormat(str, Enum):
@@ -41,6 +49,16 @@ class AnalyzeFormat(str, Enum):
 class Engine(str, Enum):
     duckdb = "duckdb"
     spark = "spark"
+
+
+class ExportKind(str, Enum):
+    """What ``export --to KIND DEST`` writes: a timeline, the tables, or an experiment tracker's run."""
+
+    perfetto = "perfetto"
+    parquet = "parquet"
+    tensorboard = "tensorboard"
+    mlflow = "mlflow"
+    wandb = "wandb"
 
 
 DirsArg = Annotated[list[Path], typer.Argument(help="Trace folders ($VERL_TRACE_DIR), one per node if copied apart.")]
@@ -381,12 +399,16 @@ def _show_trajectories(trace_dirs: list[Path], ids: list[str], options: Options,
 
 def export_command(
     trace_dirs: DirsArg,
-    perfetto: Annotated[
-        Path | None, typer.Option("--perfetto", help="Chrome trace-event JSON (.json or .json.gz).")
-    ] = (None),
-    parquet: Annotated[Path | None, typer.Option("--parquet", help="A folder for the normalised Parquet tables.")] = (
-        None
-    ),
+    to: Annotated[
+        tuple[ExportKind, str] | None,
+        typer.Option(
+            "--to",
+            metavar="KIND DEST",
+            help="perfetto FILE, parquet DIR, tensorboard DIR, mlflow URI or wandb DIR (docs/analyze.md).",
+        ),
+    ] = None,
+    perfetto: Annotated[Path | None, typer.Option("--perfetto", help="Same as --to perfetto FILE.")] = None,
+    parquet: Annotated[Path | None, typer.Option("--parquet", help="Same as --to parquet DIR.")] = None,
     steps: StepsOpt = None,
     max_trajectories: Annotated[
         int | None,
@@ -394,28 +416,78 @@ def export_command(
             "--max-trajectories", min=0, help="Trajectories in the timeline (a uniform sample plus the slowest)."
         ),
     ] = None,
+    prefix: Annotated[
+        str, typer.Option("--prefix", help="Trackers: before each figure's name, apart from verl's own (trace/).")
+    ] = "trace/",
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="MLflow, W&B: the run verl logged into, to add the figures to.")
+    ] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", help="Trackers: keep reading a run being written, log each step once complete.")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.0, help="Seconds between two refreshes of --follow (default 10).")
+    ] = 10.0,
+    refreshes: Annotated[
+        int, typer.Option("--refreshes", min=0, help="Stop --follow after this many refreshes (0: until Ctrl-C).")
+    ] = 0,
     run: RunOpt = None,
     no_cache: NoCacheOpt = False,
     memory_limit: MemoryOpt = None,
 ) -> None:
-    """Write a Perfetto timeline or the normalised Parquet tables of a traced run."""
-    if (perfetto is None) == (parquet is None):
-        _fail("give exactly one of --perfetto FILE or --parquet DIR")
+    """Write a Perfetto timeline, the normalised Parquet tables, or the figures into TensorBoard, MLflow or W&B."""
+    kind, dest = _export_target(to, perfetto, parquet)
     _require_engine("duckdb")
-    _output_parent(perfetto, "--perfetto")
-    _output_parent(parquet, "--parquet")
     from trace_instrument.traces.analyze import Options
     from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT
 
     options = Options(
         steps=_steps(steps), run=run, cache=not no_cache, memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT
     )
-    if perfetto is not None:
+    if kind in (ExportKind.perfetto, ExportKind.parquet):
+        if follow or run_id is not None:
+            raise typer.BadParameter(f"--follow and --run-id go with the trackers, not with --to {kind.value}")
+        _export_file(trace_dirs, kind, Path(dest), options, max_trajectories)
+        return
+    from trace_instrument.traces.render.trackers import Tracker
+
+    tracker = Tracker(kind.value)
+    _require_engine(tracker.library)
+    if kind is not ExportKind.mlflow:  # MLflow's is a tracking URI, not a path
+        _output_parent(Path(dest), "--to")
+    if kind is ExportKind.tensorboard and run_id is not None:
+        raise typer.BadParameter("TensorBoard runs are folders: give verl's run folder as DIR, without --run-id")
+    if follow:
+        _follow_export(trace_dirs, options, tracker, dest, run_id, prefix, interval, refreshes)
+        return
+    _export_tracker(trace_dirs, options, tracker, dest, run_id, prefix)
+
+
+def _export_target(
+    to: tuple[ExportKind, str] | None, perfetto: Path | None, parquet: Path | None
+) -> tuple[ExportKind, str]:
+    """The one destination of an export: ``--to KIND DEST``, or one of its aliases ``--perfetto`` and ``--parquet``."""
+    aliases = ((ExportKind.perfetto, perfetto), (ExportKind.parquet, parquet))
+    chosen = [(kind, str(dest)) for kind, dest in aliases if dest is not None]
+    if to is not None:
+        chosen.append(to)
+    if len(chosen) != 1:
+        _fail("give exactly one of --to KIND DEST, --perfetto FILE or --parquet DIR")
+    return chosen[0]
+
+
+def _export_file(
+    trace_dirs: list[Path], kind: ExportKind, dest: Path, options: Options, max_trajectories: int | None
+) -> None:
+    """``--to perfetto FILE`` and ``--to parquet DIR``."""
+    option = "--perfetto" if kind is ExportKind.perfetto else "--parquet"
+    _output_parent(dest, option)
+    if kind is ExportKind.perfetto:
         from trace_instrument.traces.perfetto import export_perfetto
 
-        summary = _read(lambda: export_perfetto(trace_dirs, perfetto, options, max_trajectories))
+        summary = _read(lambda: export_perfetto(trace_dirs, dest, options, max_trajectories))
         err.print(
-            f"wrote {perfetto}: {summary.events:,} events, {summary.trajectories:,} of "
+            f"wrote {dest}: {summary.events:,} events, {summary.trajectories:,} of "
             f"{summary.trajectories_total:,} trajectories, {summary.processes} processes",
             markup=False,
         )
@@ -423,12 +495,97 @@ def export_command(
         return
     from trace_instrument.traces.parquet import export_parquet
 
-    assert parquet is not None
-    target = parquet
-    written = _read(lambda: export_parquet(trace_dirs, target, options))
+    written = _read(lambda: export_parquet(trace_dirs, dest, options))
     for table, rows in written.tables.items():
-        err.print(f"wrote {parquet / (table + '.parquet')}: {rows:,} rows", markup=False)
+        err.print(f"wrote {dest / (table + '.parquet')}: {rows:,} rows", markup=False)
     _print_left_out(written.left_out)
+
+
+def _write(tracker: Tracker, dest: str, call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)``, a write into a tracker; its failure (an unknown run, a refused URI) is one line and exit 2."""
+    try:
+        return call(*args)
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] in ENGINE_EXTRAS:
+            _missing_engine(exc)
+        # a library of the tracker's own (SQLAlchemy for an MLflow sqlite:/// store): said as it is
+        _fail(f"could not write into {tracker.value} {dest} ({type(exc).__name__}: {exc})")
+    except Exception as exc:  # noqa: BLE001 - the tracker library's errors become one line and exit 2
+        _fail(f"could not write into {tracker.value} {dest} ({type(exc).__name__}: {exc})")
+
+
+def _export_tracker(
+    trace_dirs: list[Path], options: Options, tracker: Tracker, dest: str, run_id: str | None, prefix: str
+) -> None:
+    """``--to tensorboard|mlflow|wandb``: every step of the run as it is now, and its run-wide figures."""
+    from trace_instrument.traces.analyze import analyze
+    from trace_instrument.traces.render.progress import ReadProgress
+    from trace_instrument.traces.render.trackers import export_analysis
+
+    def read() -> Analysis:
+        with ReadProgress(err) as progress:
+            return analyze(trace_dirs, options, progress)
+
+    analysis = _read(read)
+    _report_export(_write(tracker, dest, export_analysis, analysis, tracker, dest, run_id, prefix))
+
+
+def _report_export(exported: Exported) -> None:
+    """One line: what went into which tracker run."""
+    steps = exported.steps
+    span = f" ({steps[0]}-{steps[-1]})" if steps else ""
+    into = f" (run {exported.run_id})" if exported.run_id else ""
+    err.print(
+        f"wrote {exported.values:,} figures of {len(steps)} steps{span} and {exported.summary} run-wide "
+        f"figures into {exported.target}{into}",
+        markup=False,
+    )
+
+
+def _follow_export(
+    trace_dirs: list[Path],
+    options: Options,
+    tracker: Tracker,
+    dest: str,
+    run_id: str | None,
+    prefix: str,
+    interval: float,
+    refreshes: int,
+) -> None:
+    """``export --to TRACKER --follow``: each refresh logs the steps that became complete (each once)
+    and the run-wide figures when they changed; ends after ``refreshes`` refreshes, or at Ctrl-C."""
+    import time
+
+    from trace_instrument.traces.follow import Follower
+    from trace_instrument.traces.render.trackers import Exporter, open_writer, run_name
+
+    follower = _read(lambda: Follower(trace_dirs, options))
+    done = 0
+    exporter: Exporter | None = None
+    try:
+        with follower:
+            while not refreshes or done < refreshes:
+                if done:
+                    time.sleep(interval)
+                analysis = _read(follower.refresh).analysis
+                if exporter is None:
+                    writer = _write(tracker, dest, open_writer, tracker, dest, run_id, run_name(analysis), prefix)
+                    exporter = Exporter(writer, prefix, complete_only=True)
+                new = _write(tracker, dest, exporter.add, analysis)
+                err.print(
+                    f"refreshed at {time.strftime('%H:%M:%S')}: logged "
+                    + (f"steps {', '.join(map(str, new))}" if new else "no new step")
+                    + f" ({len(exporter.logged)} complete steps so far)",
+                    markup=False,
+                )
+                done += 1
+    except KeyboardInterrupt:
+        pass
+    finally:  # what was logged stays logged, whatever stopped the loop
+        if exporter is not None:
+            exporter.writer.close()
+    if exporter is not None:
+        _report_export(exporter.result(dest, exporter.writer.run_id))
 
 
 def _print_left_out(left_out: tuple[Skipped, ...]) -> None:
