@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from trace_instrument.cli import app
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
+from trace_instrument.engine.verify import verify
 from trace_instrument.model import Reason, Selection, Status
 
 RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
@@ -128,6 +129,43 @@ def test_a_block_moved_away_from_its_anchor_is_moved_and_its_neighbour_is_not_bl
     assert (moved_result.line, moved_result.expected_line) == (found_at, expected_at)
     assert f"line {found_at}" in moved_result.message and f"line {expected_at}" in moved_result.message
     assert not apply(instrumented, catalog).written, "a moved block is left where the user put it"
+
+
+REWARD_ANCHOR = "                        reward_tensor, reward_extra_infos_dict = extract_reward(batch)\n"
+
+
+def test_a_business_line_after_an_anchor_leaves_its_points_present(instrumented, catalog):
+    """The fork's line right after `extract_reward(batch)` reads and changes nothing the two blocks
+    apply put there read: both stay present, check and verify pass. A line there that writes into
+    `batch` changes what the reward trace reads (it is moved, naming that line), not what the
+    progress line reads (present)."""
+    trainer = instrumented / RAY_TRAINER
+    text = trainer.read_text(encoding="utf-8")
+    assert text.count(REWARD_ANCHOR) == 1
+    reward_points = {"flow.v0.train-reward", "progress.v0.reward"}
+    assert {p.id for p in catalog.points if p.file == RAY_TRAINER and "extract_reward(batch)" in str(p.edits)} >= (
+        reward_points
+    )
+    trainer.write_text(text.replace(REWARD_ANCHOR, REWARD_ANCHOR + " " * 24 + "reward_tensor = reward_tensor * 1.0\n"))
+    checked = check(instrumented, catalog)
+    assert {k: v for k, v in _statuses(checked).items() if v is not Status.PRESENT} == {}
+    assert _cli("check", instrumented).exit_code == 0
+    points = [f for f in verify(instrumented, catalog).findings if f.check.value == "points" and not f.ok]
+    assert points == []
+
+    written = " " * 24 + 'batch.meta_info["scaled"] = True\n'
+    trainer.write_text(text.replace(REWARD_ANCHOR, REWARD_ANCHOR + written))
+    line = _line_of(trainer, 'batch.meta_info["scaled"] = True')
+    checked = check(instrumented, catalog)
+    moved = [p for p in checked.points if p.status is not Status.PRESENT]
+    assert [(p.point_id, p.status) for p in moved] == [("flow.v0.train-reward", Status.MOVED)]
+    assert f"(line {line}) changes `batch.meta_info`, part of `batch`, which the code reads" in moved[0].message
+    assert (moved[0].line, moved[0].expected_line) == (line + 1, line)
+    result = _cli("check", instrumented)
+    assert result.exit_code == 1
+    assert result.output.count(f"its code is at line {line + 1}") == 1, "the fact is said once"
+    points = [f for f in verify(instrumented, catalog).findings if f.check.value == "points" and not f.ok]
+    assert [f.line for f in points] == [line + 1]
 
 
 def test_drift_diffs_show_exactly_what_differs(instrumented, catalog):

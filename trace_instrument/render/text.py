@@ -123,8 +123,6 @@ def point_lines(p: PointResult, *, planned_only: bool = False, debug_trace: str 
         lines += edit_lines(p.edits)
     elif p.message:
         lines.append(Text(f"      {p.message}"))
-    if p.expected_line:
-        lines.append(Text(f"      found at line {p.line}, expected at line {p.expected_line}", style="dim"))
     if not by_edit:
         lines += candidate_lines(p.candidates, "      ")
     if p.diff:
