@@ -21,6 +21,7 @@ from rich.console import Console
 
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
+from trace_instrument.engine.remove import remove
 from trace_instrument.engine.verify import verify
 from trace_instrument.model import Catalog, Check, RunResult, Status
 from trace_instrument.render import exits
@@ -101,6 +102,7 @@ UPDATE = "            log_progress(f'update {step}')\n"
 UPDATE_ANCHOR = "            out = self.update(batch, step)\n"
 STEP = "            log_progress(f'step {step} done')\n"
 START = "        log_progress('fit starts')\n"
+TRACING_IMPORT = "from verl.utils.tracing import log_progress, trace_flow\n"
 DOCSTRING = '        """Train on one batch."""\n'
 
 
@@ -193,6 +195,12 @@ def test_a_harmless_business_edit_leaves_every_point_present(applied: Path, cata
     applied_again = apply(applied, catalog)
     assert {p.status for p in applied_again.points} == {Status.PRESENT}
     assert (applied / TARGET).read_text(encoding="utf-8") == text, "apply has nothing to put right"
+    # remove takes the tracing out and leaves the fork's edit where the fork put it
+    assert {p.status for p in remove(applied, catalog).points} == {Status.REMOVED}
+    expected = text
+    for block in (TRACING_IMPORT, START, REWARD_BLOCK, DONE, UPDATE, STEP):
+        expected = _replace(expected, block, "")
+    assert (applied / TARGET).read_text(encoding="utf-8") == expected
 
 
 # -- edits that change what the code traces: moved, with the cause, once -----------------------
@@ -332,3 +340,50 @@ def test_code_whose_anchor_was_deleted_is_unanchored_in_check_and_verify(applied
     assert result.message.startswith(f"its code is at line {_line(text, UPDATE.strip())}, but anchor not found")
     assert exits.check_exit(checked) == exits.FAILED
     assert _verify_flags(applied, catalog) == set(lost)
+
+
+# -- the rule itself, statement by statement ---------------------------------------------------
+
+READS = "trace_flow(uid=batch.non_tensor_batch['uid'], step=self.global_steps, n=len(batch))"
+# statement -> a fragment of why it changes what READS reads ("" : it changes nothing of it)
+STATEMENTS = {
+    "count = len(batch)": "",
+    "print('scored', batch.meta_info)": "",
+    "self.logger.info('x')": "",  # a method of `self.logger`: READS reads nothing of it
+    "import numpy as np": "",
+    "metrics = np.mean(scores)": "",  # a call on an imported module, given nothing the code reads
+    "np.copyto(batch.non_tensor_batch['uid'], other)": "may change `batch.non_tensor_batch`, which the code reads",
+    "for step in range(3):\n    if step > 1:\n        break": "",  # the loop's own break
+    "[uid for uid in other]": "",  # a comprehension's target binds in the comprehension
+    "def helper(batch):\n    batch.x = 1": "",  # its body runs later, its parameter is its own
+    "'a note'": "",
+    "batch = batch.select()": "rebinds `batch`, which the code reads",
+    "batch.non_tensor_batch['uid'] = None": "changes `batch.non_tensor_batch`, which the code reads",
+    "batch.meta_info['x'] = 1": "changes `batch.meta_info`, part of `batch`, which the code reads",
+    "del batch": "rebinds `batch`",
+    "self.global_steps += 1": "changes `self.global_steps`, which the code reads",
+    "self.reset()": "may change `self`, which the code reads",
+    "batch.non_tensor_batch.pop('uid')": "may change `batch.non_tensor_batch`, which the code reads",
+    "compute(batch)": "may change `batch`, which the code reads",
+    "with marked_timer('x', batch.meta_info):\n    pass": "may change `batch.meta_info`",
+    "if (batch := other):\n    pass": "rebinds `batch`",
+    "from x import len": "rebinds `len`, which the code reads",
+    "if batch is None:\n    return": "`return` (line 2) may leave before the code runs",
+    "try:\n    go()\nexcept OSError:\n    raise": "`raise` (line 4) may leave",
+    "while True:\n    go()": "`while True:` (line 1) may leave",
+    "for item in batch:\n    continue": "",  # iterating reads batch; its target is `item`
+}
+
+
+@pytest.mark.parametrize("code", list(STATEMENTS), ids=list(STATEMENTS))
+def test_what_a_statement_between_changes_of_what_the_code_reads(code: str) -> None:
+    import ast
+
+    from trace_instrument.locate.gap import first_change, reads
+
+    read = reads(ast.parse(READS).body)
+    assert read == {"trace_flow", "batch.non_tensor_batch", "self.global_steps", "len", "batch"}
+    stmt = ast.parse(code).body[0]
+    why = first_change(stmt, read, frozenset({"np", "numpy"}))
+    wanted = STATEMENTS[code]
+    assert (wanted in why) if wanted else why == "", why

@@ -22,7 +22,7 @@ import ast
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from trace_instrument.locate.flow import dotted
+from trace_instrument.locate.flow import constant_truth, dotted
 from trace_instrument.locate.names import COMPREHENSIONS, one_line
 
 # builtins that read their arguments and change none of them
@@ -87,7 +87,7 @@ def first_change(stmt: ast.stmt, read: frozenset[str], imported: frozenset[str])
 def _what(chain: str, met: list[str]) -> str:
     """`batch`, which the code reads; or `batch.meta_info`, part of `batch`, which the code reads."""
     whole = [r for r in met if len(r) < len(chain)]  # the code reads an object the chain is part of
-    if whole:
+    if len(whole) == len(met):
         return f"`{chain}`, part of `{whole[0]}`, which the code reads"
     return f"`{chain}`, which the code reads"
 
@@ -182,20 +182,37 @@ def _comprehension_targets(stmt: ast.stmt) -> set[int]:
 
 
 def _leaving(stmt: ast.stmt, loops: int = 0) -> ast.stmt | None:
-    """A `return`, `raise`, or a `break` / `continue` of a loop around the statement, in it: the
-    body may stop there (a call that raises is not counted, as in the rest of the analysis)."""
+    """A `return`, `raise`, a `break` / `continue` of a loop around the statement, or an endless
+    loop, in it: the body may stop there (a call that raises is not counted, as in the rest of the
+    analysis, locate/flow.py)."""
     if isinstance(stmt, (ast.Return, ast.Raise)):
         return stmt
     if isinstance(stmt, (ast.Break, ast.Continue)):
         return stmt if loops == 0 else None
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return None
+    if isinstance(stmt, ast.While) and constant_truth(stmt.test) is True and not _breaks(stmt.body):
+        return stmt  # `while True:` with no `break` of its own: nothing after it runs
     inner = loops + 1 if isinstance(stmt, _LOOPS) else loops
     for child in _children(stmt):
         found = _leaving(child, loops if _in_orelse(stmt, child) else inner)
         if found is not None:
             return found
     return None
+
+
+def _breaks(body: Sequence[ast.stmt]) -> bool:
+    """Does a `break` of the loop whose body this is stand in it (not in a loop nested in it)?"""
+    for stmt in body:
+        if isinstance(stmt, ast.Break):
+            return True
+        if not isinstance(stmt, (*_LOOPS, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _breaks(
+            _children(stmt)
+        ):
+            return True
+        if isinstance(stmt, _LOOPS) and _breaks(stmt.orelse):
+            return True
+    return False
 
 
 def _children(stmt: ast.stmt) -> Sequence[ast.stmt]:
