@@ -168,6 +168,46 @@ def test_a_business_line_after_an_anchor_leaves_its_points_present(instrumented,
     assert [f.line for f in points] == [line + 1]
 
 
+def test_a_business_line_between_every_block_and_its_anchor_leaves_every_point_present(instrumented, catalog):
+    """One line of the fork's own (binding a name no point reads) between each inserted block and
+    the statement its anchor names, on every anchor of the catalog (in business code: a line inside
+    a rewrite's template is a hand edit of the rewrite): every point stays present."""
+    from trace_instrument.engine.analysis import FileProblem, analyse
+    from trace_instrument.engine.manifest import Manifest
+    from trace_instrument.model import EditKind
+
+    before = _statuses(check(instrumented, catalog))
+    manifest = Manifest.load(instrumented)
+    inserted = 0
+    for relative in catalog.files:
+        work = analyse(instrumented, relative, catalog, manifest=manifest)
+        if isinstance(work, FileProblem):
+            continue
+        states = [work.state(p) for p in work.points]
+        template = {
+            id(s) for state in states for b in state.blocks if not b.edit.kind.inserts for s in b.instrumentation
+        }
+        lines: set[tuple[int, int]] = set()  # (index of the line the fork's line goes before, indent)
+        for block in (b for state in states for b in state.blocks if b.edit.kind.inserts and b.exact):
+            siblings = work.locator.finder.index.site(block.top[0]).siblings
+            if any(id(s) in template for s in siblings):
+                continue
+            after = block.edit.anchors[0].kind in (EditKind.AFTER, EditKind.BODY_START)
+            last = block.top[-1]
+            lines.add((block.top[0].lineno - 1 if after else last.end_lineno or last.lineno, block.top[0].col_offset))
+        if lines:
+            path = instrumented / relative
+            text = path.read_text(encoding="utf-8").splitlines(True)
+            for index, indent in sorted(lines, reverse=True):
+                text.insert(index, " " * indent + "_fork_note = 0\n")
+            path.write_text("".join(text), encoding="utf-8")
+            inserted += len(lines)
+    assert inserted > 100
+    checked = check(instrumented, catalog)
+    assert _statuses(checked) == before and set(before.values()) == {Status.PRESENT}
+    assert _cli("check", instrumented).exit_code == 0
+
+
 def test_drift_diffs_show_exactly_what_differs(instrumented, catalog):
     trainer = instrumented / RAY_TRAINER
     text = trainer.read_text(encoding="utf-8")
