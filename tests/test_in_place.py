@@ -203,6 +203,19 @@ def test_a_harmless_business_edit_leaves_every_point_present(applied: Path, cata
     assert (applied / TARGET).read_text(encoding="utf-8") == expected
 
 
+def test_verify_names_the_forks_business_line_once_and_apply_records_it(applied: Path, catalog: Catalog) -> None:
+    """The zero-intrusion proof compares business code with the last apply's: the fork's line is a
+    statement added since, said with how to make it the baseline; after apply it is."""
+    text = _edit(applied, HARMLESS["a line after the anchor"])
+    line = _line(text, "count = len(batch)")
+    intrusion = [f for f in verify(applied, catalog).findings if f.check is Check.ZERO_INTRUSION and not f.ok]
+    assert [f.line for f in intrusion] == [line]
+    assert intrusion[0].message.endswith("`apply` records the business code as it now is")
+    apply(applied, catalog)
+    assert (applied / TARGET).read_text(encoding="utf-8") == text
+    assert not [f for f in verify(applied, catalog).findings if f.check is Check.ZERO_INTRUSION and not f.ok]
+
+
 # -- edits that change what the code traces: moved, with the cause, once -----------------------
 
 

@@ -342,4 +342,6 @@ def _intrusion_findings(work: FileWork, catalog: Catalog, start: Baseline) -> li
     if not findings:
         message = f"{len(current)} business statements as in {start.description}"
         findings.append(Finding(Check.ZERO_INTRUSION, work.path, True, message))
+    elif start.accepting:  # said once per file
+        findings[0] = replace(findings[0], message=f"{findings[0].message}; {start.accepting}")
     return findings
