@@ -266,9 +266,14 @@ MOVED: dict[str, tuple[Callable[[str], str], dict[str, tuple[str, str]]]] = {
     "an early return between the anchor and the code": (
         _early_exit,
         {
-            "t.reward": ("return None", "may leave before the code runs"),
-            "t.reward-done": ("return None", "may leave before the code runs"),
+            "t.reward": ("return None", "may leave the body between its anchor and the code"),
+            "t.reward-done": ("return None", "may leave the body between its anchor and the code"),
         },
+    ),
+    # the loop's next step can start after the code ran and before its anchor did
+    "a continue between the code and its before anchor": (
+        lambda t: _replace(t, UPDATE, UPDATE + "            if step == 2:\n                continue\n"),
+        {"t.update": ("continue", "may leave the body between its anchor and the code")},
     ),
     "the code moved under another if": (
         _under_if,
@@ -381,7 +386,7 @@ STATEMENTS = {
     "with marked_timer('x', batch.meta_info):\n    pass": "may change `batch.meta_info`",
     "if (batch := other):\n    pass": "rebinds `batch`",
     "from x import len": "rebinds `len`, which the code reads",
-    "if batch is None:\n    return": "`return` (line 2) may leave before the code runs",
+    "if batch is None:\n    return": "`return` (line 2) may leave the body between its anchor and the code",
     "try:\n    go()\nexcept OSError:\n    raise": "`raise` (line 4) may leave",
     "while True:\n    go()": "`while True:` (line 1) may leave",
     "for item in batch:\n    continue": "",  # iterating reads batch; its target is `item`

@@ -76,7 +76,7 @@ def first_change(stmt: ast.stmt, read: frozenset[str], imported: frozenset[str])
     `imported`: the names the module binds by import (a call on them changes no local object)."""
     leaving = _leaving(stmt)
     if leaving is not None:
-        return f"`{one_line(leaving)}` (line {leaving.lineno}) may leave before the code runs"
+        return f"`{one_line(leaving)}` (line {leaving.lineno}) may leave the body between its anchor and the code"
     for change in changes(stmt, imported):
         met = sorted(r for r in read if meets(r, change.chain))
         if met:
