@@ -1,10 +1,12 @@
 """What state each point is in, in one file: the judgement check and apply share.
 
 A point is `present` only when its code is there as the template says, where its
-anchor puts it, and can run: every name it uses resolves to what it means and
-the runtime package is complete. Otherwise the assessment says what is wrong
-(`broken`, `moved`, `drifted`, `stale`) or, for an absent point, where it would
-go or why it cannot (`missing`, `refused`, `anchor-lost`, `ambiguous`).
+anchor puts it (or apart from it by business code that changes nothing it reads
+and cannot leave the body in between: locate/gap.py), and can run: every name it
+uses resolves to what it means and the runtime package is complete. Otherwise the
+assessment says what is wrong (`broken`, `moved`, `drifted`, `stale`) or, for an
+absent point, where it would go or why it cannot (`missing`, `refused`,
+`anchor-lost`, `ambiguous`).
 """
 
 from __future__ import annotations
