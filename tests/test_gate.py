@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from trace_instrument.cli import app
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
+from trace_instrument.engine.verify import verify
 from trace_instrument.model import Reason, Selection, Status
 
 RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
@@ -128,6 +129,83 @@ def test_a_block_moved_away_from_its_anchor_is_moved_and_its_neighbour_is_not_bl
     assert (moved_result.line, moved_result.expected_line) == (found_at, expected_at)
     assert f"line {found_at}" in moved_result.message and f"line {expected_at}" in moved_result.message
     assert not apply(instrumented, catalog).written, "a moved block is left where the user put it"
+
+
+REWARD_ANCHOR = "                        reward_tensor, reward_extra_infos_dict = extract_reward(batch)\n"
+
+
+def test_a_business_line_after_an_anchor_leaves_its_points_present(instrumented, catalog):
+    """The fork's line right after `extract_reward(batch)` reads and changes nothing the two blocks
+    apply put there read: both stay present, check and verify pass. A line there that writes into
+    `batch` changes what the reward trace reads (it is moved, naming that line), not what the
+    progress line reads (present)."""
+    trainer = instrumented / RAY_TRAINER
+    text = trainer.read_text(encoding="utf-8")
+    assert text.count(REWARD_ANCHOR) == 1
+    reward_points = {"flow.v0.train-reward", "progress.v0.reward"}
+    assert {p.id for p in catalog.points if p.file == RAY_TRAINER and "extract_reward(batch)" in str(p.edits)} >= (
+        reward_points
+    )
+    trainer.write_text(text.replace(REWARD_ANCHOR, REWARD_ANCHOR + " " * 24 + "reward_tensor = reward_tensor * 1.0\n"))
+    checked = check(instrumented, catalog)
+    assert {k: v for k, v in _statuses(checked).items() if v is not Status.PRESENT} == {}
+    assert _cli("check", instrumented).exit_code == 0
+    points = [f for f in verify(instrumented, catalog).findings if f.check.value == "points" and not f.ok]
+    assert points == []
+
+    written = " " * 24 + 'batch.meta_info["scaled"] = True\n'
+    trainer.write_text(text.replace(REWARD_ANCHOR, REWARD_ANCHOR + written))
+    line = _line_of(trainer, 'batch.meta_info["scaled"] = True')
+    checked = check(instrumented, catalog)
+    moved = [p for p in checked.points if p.status is not Status.PRESENT]
+    assert [(p.point_id, p.status) for p in moved] == [("flow.v0.train-reward", Status.MOVED)]
+    assert f"(line {line}) changes `batch.meta_info`, part of `batch`, which the code reads" in moved[0].message
+    assert (moved[0].line, moved[0].expected_line) == (line + 1, line)
+    result = _cli("check", instrumented)
+    assert result.exit_code == 1
+    assert result.output.count(f"its code is at line {line + 1}") == 1, "the fact is said once"
+    points = [f for f in verify(instrumented, catalog).findings if f.check.value == "points" and not f.ok]
+    assert [f.line for f in points] == [line + 1]
+
+
+def test_a_business_line_between_every_block_and_its_anchor_leaves_every_point_present(instrumented, catalog):
+    """One line of the fork's own (binding a name no point reads) between each inserted block and
+    the statement its anchor names, on every anchor of the catalog (in business code: a line inside
+    a rewrite's template is a hand edit of the rewrite): every point stays present."""
+    from trace_instrument.engine.analysis import FileProblem, analyse
+    from trace_instrument.engine.manifest import Manifest
+    from trace_instrument.model import EditKind
+
+    before = _statuses(check(instrumented, catalog))
+    manifest = Manifest.load(instrumented)
+    inserted = 0
+    for relative in catalog.files:
+        work = analyse(instrumented, relative, catalog, manifest=manifest)
+        if isinstance(work, FileProblem):
+            continue
+        states = [work.state(p) for p in work.points]
+        template = {
+            id(s) for state in states for b in state.blocks if not b.edit.kind.inserts for s in b.instrumentation
+        }
+        lines: set[tuple[int, int]] = set()  # (index of the line the fork's line goes before, indent)
+        for block in (b for state in states for b in state.blocks if b.edit.kind.inserts and b.exact):
+            siblings = work.locator.finder.index.site(block.top[0]).siblings
+            if any(id(s) in template for s in siblings):
+                continue
+            after = block.edit.anchors[0].kind in (EditKind.AFTER, EditKind.BODY_START)
+            last = block.top[-1]
+            lines.add((block.top[0].lineno - 1 if after else last.end_lineno or last.lineno, block.top[0].col_offset))
+        if lines:
+            path = instrumented / relative
+            text = path.read_text(encoding="utf-8").splitlines(True)
+            for index, indent in sorted(lines, reverse=True):
+                text.insert(index, " " * indent + "_fork_note = 0\n")
+            path.write_text("".join(text), encoding="utf-8")
+            inserted += len(lines)
+    assert inserted > 100
+    checked = check(instrumented, catalog)
+    assert _statuses(checked) == before and set(before.values()) == {Status.PRESENT}
+    assert _cli("check", instrumented).exit_code == 0
 
 
 def test_drift_diffs_show_exactly_what_differs(instrumented, catalog):

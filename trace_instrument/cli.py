@@ -31,7 +31,7 @@ from trace_instrument.engine.files import STOP_SIGNALS, Interrupted, Interrupted
 from trace_instrument.engine.patch import patch_bytes, unified_patch
 from trace_instrument.model import EXTRAS, FACILITIES, Catalog, Confidence, RunResult, Selection, Status, VerifyResult
 from trace_instrument.render import exits, text  # (ci and jsonout: where their formats are asked for)
-from trace_instrument.render.items import counts_line
+from trace_instrument.render.items import REMOVE_WORDS, counts_line, remove_counts
 from trace_instrument.spec import SpecError, load_catalog
 from trace_instrument.spec.project import (
     NAME_KEYS,
@@ -470,16 +470,14 @@ def remove(
     lines: list[RenderableType] = text.config_lines(_label(config))
     if dry_run:
         lines += text.dry_run_lines(result, full=full)
-    lines.append(text.files_table(result, "written" if result.written else "would change"))
+    lines.append(text.files_table(result, "written" if result.written else "would change", REMOVE_WORDS))
     shown = [p for p in result.points if p.status is not Status.MISSING]
     lines += text.points_lines(shown, show_ok=False, planned_only=not result.written, debug=_tracebacks(result))
     lines += text.runtime_lines(result, planned_only=not result.written)
     state = "written" if result.written else ("dry run, nothing written" if dry_run else "nothing to write")
     if any(f.error for f in result.files) and not keep_going and not dry_run:
         state = "nothing written (a file failed; --keep-going writes the others)"
-    lines.append(
-        Text(f"remove: {counts_line(list(result.points), [Status.REMOVED, Status.MISSING, Status.KEPT])} — {state}")
-    )
+    lines.append(Text(f"remove: {remove_counts(list(result.points))} — {state}"))
     _print(lines)
     raise typer.Exit(code)
 

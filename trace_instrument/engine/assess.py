@@ -1,10 +1,12 @@
 """What state each point is in, in one file: the judgement check and apply share.
 
 A point is `present` only when its code is there as the template says, where its
-anchor puts it, and can run: every name it uses resolves to what it means and
-the runtime package is complete. Otherwise the assessment says what is wrong
-(`broken`, `moved`, `drifted`, `stale`) or, for an absent point, where it would
-go or why it cannot (`missing`, `refused`, `anchor-lost`, `ambiguous`).
+anchor puts it (or apart from it by business code that changes nothing it reads
+and cannot leave the body in between: locate/gap.py), and can run: every name it
+uses resolves to what it means and the runtime package is complete. Otherwise the
+assessment says what is wrong (`broken`, `moved`, `drifted`, `stale`) or, for an
+absent point, where it would go or why it cannot (`missing`, `refused`,
+`anchor-lost`, `ambiguous`).
 """
 
 from __future__ import annotations
@@ -140,13 +142,9 @@ class FileAssessor:
             if isinstance(moved, AnchorFailure):
                 return _unanchored(point, [(b, m) for b, m in placed if isinstance(m, AnchorFailure)])
             if moved is not None:
-                found, expected = moved
-                where = f"line {expected}" if expected != found else f"line {expected} of another block"
-                message = (
-                    f"its code is at line {found}, but its anchor puts it at {where}; "
-                    "move it back (or `remove --only` then `apply --only` this point)"
+                return point_result(
+                    point, Status.MOVED, line=moved.line, message=moved.message, expected_line=moved.expected
                 )
-                return point_result(point, Status.MOVED, line=found, message=message, expected_line=expected)
         return point_result(point, Status.PRESENT, line=state.line)
 
     def _broken(self, point: Point, state: PointState, issues: list[NameIssue]) -> Assessment:
@@ -375,7 +373,7 @@ def _unanchored(point: Point, lost: Sequence[tuple[Block, AnchorFailure]]) -> Po
     override = "with an override (docs/anchors.md#overrides)"
     outcomes, found = [], []
     for block, failure in sorted(lost, key=lambda pair: point.edits.index(pair[0].edit)):
-        found.append(f"its code is at line {block.line}, but {failure.message}")
+        found.append(unanchored_sentence(block, failure))
         message = f"{found[-1]}: nothing shows it belongs there; re-anchor it {override}, or `remove --only` it"
         outcomes.append(edit_outcome(point, block.edit, replace(failure, line=block.line), message))
     if len(outcomes) == 1:
@@ -383,6 +381,11 @@ def _unanchored(point: Point, lost: Sequence[tuple[Block, AnchorFailure]]) -> Po
     each = "; ".join(f"edit {o.index} of {o.of}: {text}" for o, text in zip(outcomes, found))
     summary = f"{each}: nothing shows they belong there; re-anchor them {override}, or `remove --only` the point"
     return failed_edits(point, tuple(outcomes), summary)
+
+
+def unanchored_sentence(block: Block, failure: AnchorFailure) -> str:
+    """Where a block in place is, and why its anchor puts it nowhere."""
+    return f"its code is at line {block.line}, but {failure.message}"
 
 
 def edit_outcome(point: Point, edit: Edit, failure: AnchorFailure, message: str = "") -> EditOutcome:

@@ -40,6 +40,11 @@ class Baseline:
     def description(self) -> str:
         raise NotImplementedError
 
+    @property
+    def accepting(self) -> str:
+        """How the fork makes its own business edits the baseline ("": they cannot be)."""
+        return ""
+
 
 class ManifestBaseline(Baseline):
     def __init__(self, manifest: Manifest):
@@ -51,6 +56,10 @@ class ManifestBaseline(Baseline):
     @property
     def description(self) -> str:
         return "the last apply (the manifest)"
+
+    @property
+    def accepting(self) -> str:
+        return "a business edit of the fork's own after apply? `apply` records the business code as it now is"
 
 
 class FolderBaseline(Baseline):

@@ -2,7 +2,8 @@
 
 It fails whenever the instrumented code would fail or misbehave at run time: a
 point counts as present only when its code is in place, where its anchor puts
-it, and every name it uses means what it should (see engine.assess).
+it (business code that changes nothing it reads may stand between them), and
+every name it uses means what it should (see engine.assess).
 """
 
 from __future__ import annotations

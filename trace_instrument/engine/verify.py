@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trace_instrument.engine import runtime
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
-from trace_instrument.engine.assess import context_sentences
+from trace_instrument.engine.assess import context_sentences, unanchored_sentence
 from trace_instrument.engine.baseline import Baseline, added_imports, baseline_from
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
@@ -153,12 +153,32 @@ def _point_findings(work: FileWork, wanted: frozenset[str]) -> list[Finding]:
                 else "drifted (edited by hand)"
             )
             findings.append(Finding(Check.POINTS, work.path, False, f"{point.id} is {why}", line=state.line))
+        findings.extend(_placement_findings(work, point))
         for departure in state.departures:
             message = (
                 f"{point.id}: its anchor no longer holds (the business code its rewrite keeps was edited; "
                 "`trace-instrument check` shows how)"
             )
             findings.append(Finding(Check.POINTS, work.path, False, message, line=departure.line))
+    return findings
+
+
+def _placement_findings(work: FileWork, point: Point) -> list[Finding]:
+    """A block in place that its anchor puts elsewhere (it reads other values, or runs on other
+    paths, there) or nowhere: what check calls moved or unanchored, in check's words."""
+    state = work.state(point)
+    if not state.complete:
+        return []
+    findings = []
+    for block in state.blocks:
+        found = work.locator.finder.misplaced(point, block)
+        if found is None:
+            continue
+        if isinstance(found, AnchorFailure):
+            message = f"{point.id}: {unanchored_sentence(block, found)}: nothing shows it belongs there"
+        else:
+            message = f"{point.id} is moved: {found.message}"
+        findings.append(Finding(Check.POINTS, work.path, False, message, line=block.line))
     return findings
 
 
@@ -322,4 +342,6 @@ def _intrusion_findings(work: FileWork, catalog: Catalog, start: Baseline) -> li
     if not findings:
         message = f"{len(current)} business statements as in {start.description}"
         findings.append(Finding(Check.ZERO_INTRUSION, work.path, True, message))
+    elif start.accepting:  # said once per file
+        findings[0] = replace(findings[0], message=f"{findings[0].message}; {start.accepting}")
     return findings

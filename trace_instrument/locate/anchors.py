@@ -8,9 +8,11 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from trace_instrument.locate.gap import first_change, reads
 from trace_instrument.locate.index import FileIndex, Site, body_of, docstring_of, header_only, position
 from trace_instrument.locate.match import Captures, Matcher
-from trace_instrument.locate.recognize import Block, Recognition, find_expression
+from trace_instrument.locate.names import clause_header
+from trace_instrument.locate.recognize import Block, PointState, Recognition, find_expression
 from trace_instrument.model import Anchor, Candidate, Edit, EditKind, Point, Reason, Status
 from trace_instrument.spec.code import DEFINITIONS, expr_pattern, is_wild_body, rebuilt_positions, single_expression
 
@@ -36,6 +38,8 @@ class Placement:
     anchored: tuple[ast.stmt, ...] = ()  # rewrite: the anchored statements among them
     expr: ast.expr | None = None  # replace-expression: the expression replaced
     scope_node: ast.AST | None = None  # the def, class or module the inserted code runs in
+    matched: tuple[ast.stmt, ...] = ()  # the statements its anchor matched (inserts: the code goes beside them)
+    anchor_kind: EditKind | None = None  # which side of them (the matching anchor's kind)
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,23 @@ class AnchorFailure:
     message: str
     candidates: tuple[Candidate, ...] = ()
     line: int = 0
+
+
+@dataclass(frozen=True)
+class Misplaced:
+    """An inserted block in place whose anchor puts it elsewhere, and what makes the difference."""
+
+    line: int  # where the block is
+    expected: int  # where its anchor puts it
+    why: str  # what it reads or runs under there that it would not beside its anchor
+
+    @property
+    def message(self) -> str:
+        """What is wrong and what to do; the fix moves the tracing code only, never business code."""
+        return (
+            f"its code is at line {self.line}, but its anchor puts it at line {self.expected}; move it back: "
+            f"{self.why} (or re-anchor the point on the fork's code with an override, docs/anchors.md#overrides)"
+        )
 
 
 @dataclass(eq=False)
@@ -115,10 +136,12 @@ class AnchorFinder:
 
     # -- is a present block where its anchor puts it? -------------------------------------
 
-    def misplaced(self, point: Point, block: Block) -> tuple[int, int] | AnchorFailure | None:
-        """(line found, line expected) when an inserted block is not where its anchor puts it; why
-        the anchor puts it nowhere when it is not found once (and the block is next to none of its
-        matches: nothing shows the code belongs where it is). None when it is where it belongs.
+    def misplaced(self, point: Point, block: Block) -> Misplaced | AnchorFailure | None:
+        """Where an inserted block is and why that is not where its anchor puts it; why the anchor
+        puts it nowhere when it is not found once (and the block is next to none of its matches:
+        nothing shows the code belongs where it is). None when it is in place: beside its anchor,
+        or apart from it by business code that changes nothing the block reads and cannot leave
+        the body between them (and by other points' code apply places at the same anchor).
         """
         if not block.edit.kind.inserts or not block.top or not block.exact:
             return None
@@ -129,9 +152,107 @@ class AnchorFinder:
             return placed if placed.status in (Status.ANCHOR_LOST, Status.AMBIGUOUS) else None
         if placed.neighbor is None:
             return None
+        why = self._out_of_place(block, placed)
+        if why is None:
+            return None
         neighbour = placed.neighbor
         expected = (neighbour.end_lineno or neighbour.lineno) + 1 if placed.after else neighbour.lineno
-        return block.line, expected
+        return Misplaced(block.line, expected, why)
+
+    def _out_of_place(self, block: Block, placed: Placement) -> str | None:
+        """What makes the block read other values, or run on other paths, than it would beside its
+        anchor (None: nothing does)."""
+        if not placed.matched or placed.anchor_kind is None:
+            return "it is not beside its anchor"
+        gap = self._between(block, placed.matched, placed.anchor_kind)
+        if isinstance(gap, str):
+            return gap
+        read = reads(block.top)
+        for stmt in gap:
+            owner = self._code_owners.get(id(stmt))
+            if owner is not None or id(stmt) in self.skip:
+                if isinstance(owner, Block) and self._same_gap(owner, placed):
+                    continue
+                whose = f"point {owner.point.id}'s code" if owner is not None else "tracing code"
+                return f"{whose} (line {stmt.lineno}) now runs between its anchor and it"
+            change = first_change(stmt, read, self._imported)
+            if change:
+                return change
+        return None
+
+    def _between(self, block: Block, matched: tuple[ast.stmt, ...], kind: EditKind) -> list[ast.stmt] | str:
+        """The statements between the block and the statements its anchor matched, or why the
+        block is not in the statement list its anchor puts it in, or on the wrong side."""
+        site = self.index.site(block.top[0])
+        siblings = site.siblings
+        first, last = position(siblings, block.top[0]), position(siblings, block.top[-1])
+        if kind in (EditKind.BODY_START, EditKind.BODY_END):
+            owner = matched[0]
+            if site.owner is not owner or site.field != "body":
+                return f"it is not in the body of `{_header(owner)}` (line {owner.lineno}), where its anchor puts it"
+            if kind is EditKind.BODY_END:
+                return siblings[last + 1 :]
+            start = 1 if docstring_of(siblings) is not None and first > 0 else 0
+            return siblings[start:first]
+        anchor_site = self.index.site(matched[0])
+        if anchor_site.siblings is not siblings:
+            return self._other_block(site, anchor_site)
+        if kind is EditKind.AFTER:
+            end = position(siblings, matched[-1])
+            if first < end:
+                return f"it runs before `{_header(matched[-1])}` (line {matched[-1].lineno}), which its anchor puts it after"
+            return siblings[end + 1 : first]
+        start = position(siblings, matched[0])
+        if last > start:
+            return f"it runs after `{_header(matched[0])}` (line {matched[0].lineno}), which its anchor puts it before"
+        return siblings[last + 1 : start]
+
+    @staticmethod
+    def _other_block(site: Site, anchor_site: Site) -> str:
+        """The statement around the block and not its anchor (or around the anchor and not the
+        block): the condition, loop, `with` or def one of them runs under and the other not."""
+        theirs = {id(a) for a in anchor_site.ancestors}
+        mine = {id(a) for a in site.ancestors}
+        own = next((a for a in site.ancestors if id(a) not in theirs), None)
+        if own is not None:
+            return f"it runs inside `{_clause_header(own)}` (line {_line(own)}), and its anchor does not"
+        other = next((a for a in anchor_site.ancestors if id(a) not in mine), None)
+        if other is not None:
+            return f"its anchor runs inside `{_clause_header(other)}` (line {_line(other)}), and it does not"
+        # the same statements around both: another branch (`else:`, `finally:`) of the innermost one
+        holder = site.owner
+        return f"it runs in another branch of `{_clause_header(holder)}` (line {_line(holder)}) than its anchor"
+
+    def _same_gap(self, other: Block, placed: Placement) -> bool:
+        """Does apply put the other block on the same side of the same statement (two points
+        anchored after one statement go there together)?"""
+        if not other.edit.kind.inserts:
+            return False
+        theirs = self.place(other.point, other.edit)
+        if not isinstance(theirs, Placement) or theirs.anchor_kind is not placed.anchor_kind or not theirs.matched:
+            return False
+        edge = -1 if placed.anchor_kind is EditKind.AFTER else 0
+        return theirs.matched[edge] is placed.matched[edge]
+
+    @functools.cached_property
+    def _code_owners(self) -> dict[int, Block | PointState]:
+        """Statement id -> the block of a point's code holding it (a hand-edited point's: its state)."""
+        owners: dict[int, Block | PointState] = {}
+        for state in self.recognition.states.values():
+            for run in state.edited:
+                owners.update((id(stmt), state) for stmt in run.stmts)
+            for found in state.blocks:
+                owners.update((id(stmt), found) for stmt in found.top)
+        return owners
+
+    @functools.cached_property
+    def _imported(self) -> frozenset[str]:
+        """The names the module's imports bind (calls on a module change no object of the code)."""
+        found: set[str] = set()
+        for node in ast.walk(self.index.tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+        return frozenset(found)
 
     def _beside(self, anchor: Anchor, block: Block) -> bool:
         """Is the block in the gap next to statements its anchor matches?"""
@@ -200,6 +321,7 @@ class AnchorFinder:
         placed = self._place_match(point, edit, match)
         if isinstance(placed, Placement):
             placed.scope_node = self._runs_in(match)
+            placed.matched, placed.anchor_kind = tuple(match.stmts), match.anchor.kind
         return placed
 
     def _runs_in(self, match: _Match) -> ast.AST:
@@ -360,6 +482,21 @@ def _count(stmt: ast.stmt, anchor: Anchor) -> int:
     return sum(
         1 for n in ast.walk(header_only(stmt)) if isinstance(n, ast.expr) and matcher.node(wanted, n, Captures())
     )
+
+
+def _clause_header(node: ast.AST) -> str:
+    """The line that opens a statement or an except / case clause."""
+    if isinstance(node, (ast.ExceptHandler, ast.match_case)):
+        return clause_header(node)
+    assert isinstance(node, ast.stmt)  # a site's ancestors are statements and clauses
+    return _header(node)
+
+
+def _line(node: ast.AST) -> int:
+    """A statement's or clause's first line (a case clause: its pattern's)."""
+    if isinstance(node, ast.match_case):
+        return node.pattern.lineno
+    return getattr(node, "lineno", 0)
 
 
 def _header(stmt: ast.stmt) -> str:

@@ -65,9 +65,7 @@ def github_annotations(result: RunResult, prefix: str = "") -> str:
 
 
 def _full_message(p: PointResult) -> str:
-    message = p.message or p.status.value
-    if p.expected_line:
-        message += f" (expected at line {p.expected_line})"
+    message = p.message or p.status.value  # a moved point's says both lines: said once
     return message + ("\n" + p.diff if p.diff else "")
 
 

@@ -79,6 +79,26 @@ def counts_line(items: list[PointResult], order: list[Status]) -> str:
     return ", ".join(parts) if parts else "no points selected"
 
 
+def remove_counts(items: list[PointResult]) -> str:
+    """remove's summary: what it took out (or kept), then how many points had no code to take out,
+    in words that are not a problem's ("94 removed; 4 not in the checkout"): remove leaves a point
+    without code as it found it (never applied, an extra not selected, its file not in this verl)."""
+    absent = [p for p in items if p.status in _NO_CODE]
+    there = [p for p in items if p.status not in _NO_CODE]
+    elsewhere = sum(1 for p in absent if p.status is Status.NOT_APPLICABLE)
+    files = f" ({elsewhere} in files this verl does not have)" if elsewhere else ""
+    if not items:
+        return "no points selected"
+    if not there:
+        return f"none of the {len(absent)} points is in the checkout{files}"
+    line = counts_line(there, [Status.REMOVED, Status.KEPT])
+    return f"{line}; {len(absent)} {REMOVE_WORDS[Status.MISSING]}{files}" if absent else line
+
+
+_NO_CODE = frozenset({Status.MISSING, Status.NOT_APPLICABLE})  # what remove finds no code of
+REMOVE_WORDS = {Status.MISSING: "not in the checkout"}  # remove's word for a point it found no code of
+
+
 def version_note(verl_version: str, validated_on: tuple[str, ...]) -> str:
     """One line when the checkout's verl is not a release the catalog was validated on ("" otherwise)."""
     if not verl_version or not validated_on or verl_version in validated_on:

@@ -7,7 +7,7 @@ cells fold instead of ending in an ellipsis, whatever the terminal's width.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from rich.console import RenderableType
 from rich.table import Table
@@ -123,8 +123,6 @@ def point_lines(p: PointResult, *, planned_only: bool = False, debug_trace: str 
         lines += edit_lines(p.edits)
     elif p.message:
         lines.append(Text(f"      {p.message}"))
-    if p.expected_line:
-        lines.append(Text(f"      found at line {p.line}, expected at line {p.expected_line}", style="dim"))
     if not by_edit:
         lines += candidate_lines(p.candidates, "      ")
     if p.diff:
@@ -169,14 +167,15 @@ def points_lines(
     return lines
 
 
-def files_table(result: RunResult, verb: str) -> Table:
-    """One row per file: its points, their statuses, and `verb` (changed), "unchanged" or its error."""
+def files_table(result: RunResult, verb: str, words: Mapping[Status, str] | None = None) -> Table:
+    """One row per file: its points, their statuses (a status in `words` said so), and `verb`
+    (changed), "unchanged" or its error."""
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("file", overflow="fold")
     table.add_column("points", justify="right")
     table.add_column("result", overflow="fold")
     for f in result.files:
-        counts = Counter(p.status.value for p in f.points)
+        counts = Counter((words or {}).get(p.status, p.status.value) for p in f.points)
         detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         state = Text(str(f.error), style="red") if f.error else Text(verb if f.changed else "unchanged")
         cell = Text(f"{detail} — ") + state if detail else state
