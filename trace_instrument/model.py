@@ -200,7 +200,7 @@ class SpecSource:
     key: str = ""
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}"
+        where = f"{self.file}:{self.line}" if self.line else self.file  # line 0: the file (or folder) as a whole
         return f"{where} ({self.key})" if self.key else where
 
 

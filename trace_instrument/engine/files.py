@@ -68,7 +68,8 @@ class SourceFile:
 def checkout_root(path: str | os.PathLike[str]) -> Path:
     root = Path(path).resolve()
     if not root.is_dir():
-        raise CheckoutError(f"{path}: no such directory")
+        what = "is a file, not a directory" if root.exists() else "no such directory"
+        raise CheckoutError(f"{path}: {what}: expected the verl checkout, the folder that holds verl/")
     if not (root / "verl").is_dir():
         hint = " (did you mean its parent?)" if root.name == "verl" else ""
         raise CheckoutError(f"{path}: not a verl checkout: expected the folder that holds verl/{hint}")
