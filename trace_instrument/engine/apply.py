@@ -116,8 +116,11 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
     outcomes = _settle_across_files(base, context, selected, outcomes)
     outcomes = {path: _refuse_unwritable(base, outcome) for path, outcome in outcomes.items()}
     files = _requirements_put_back([outcome.result for outcome in outcomes.values()], catalog)
-    # the instrumented code imports the runtime package: it comes along with any point in place
-    needs_runtime = selection.wants_runtime or any(p.status.in_place for f in files for p in f.points)
+    # the instrumented code imports the runtime package: it comes along with any point in place; asked
+    # for alone (its facility) only when no file failed, so that --keep-going never leaves a package
+    # without the points that need it (a read-only tree: nothing at all)
+    placed = any(p.status.in_place for f in files for p in f.points)
+    needs_runtime = placed or (selection.wants_runtime and not any(f.error for f in files))
     runtime_plan = runtime_plan if needs_runtime else []
     result = RunResult(
         str(base),
