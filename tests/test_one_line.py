@@ -108,20 +108,36 @@ def test_quiet_prints_at_most_five_lines_then_how_many_more(applied_small: Path)
     runtime = applied_small / "verl/utils/tracing"
     deleted = sorted(runtime.glob("*.py"))[:6]
     for path in deleted:
-        path.unlink()
+        path.unlink()  # runtime files missing, and the points that import the package broken
+    edited = min(runtime.glob("*.py"))
+    edited.write_text(edited.read_text(encoding="utf-8") + "# a hand edit\n", encoding="utf-8")  # drifted
+    constants = applied_small / "verl/trainer/constants_ppo.py"
+    text = constants.read_text(encoding="utf-8")
+    constants.write_text(text.replace('("VERL_TRACE_DIR",)', '("VERL_TRACE_DIR", "X")'), encoding="utf-8")
     body = json.loads(_cli("check", "--format", "json", applied_small).output)
     problems = [p for p in body["points"] if p["status"] not in ("present", "not-applicable")]
-    assert len(problems) > 5
+    # one line per kind of problem: a status and a message (every point a deleted import breaks, say)
+    kinds = {(p["status"], p["message"].split("\n")[0]) for p in problems}
+    assert len(kinds) >= 5 and {"drifted", "missing", "broken"} <= {status for status, _ in kinds}
     shown = _cli("check", "--quiet", applied_small)
     lines = _lines(shown.output)
     assert shown.exit_code == 1 and len(lines) == 5, shown.output
-    assert lines[3].strip() == f"and {len(problems) - 3} more (--verbose)"
+    assert lines[3].strip() == f"and {len(kinds) - 3} more (--verbose)"
     assert lines[4].startswith("check: ") and "drift" in lines[4]
     everything = _lines(_cli("check", "--quiet", "--verbose", applied_small).output)
     assert len(everything) > 5
-    for path in deleted:
-        path.write_bytes(b"")  # every file there again, none as shipped: still at most five lines
-    assert len(_lines(_cli("check", "--quiet", applied_small).output)) == 5
+
+
+def test_quiet_says_a_deleted_import_once_for_every_point_it_breaks(applied_small: Path) -> None:
+    loop = applied_small / "verl/experimental/agent_loop/single_turn_agent_loop.py"
+    kept = [line for line in loop.read_text(encoding="utf-8").splitlines(True) if "verl.utils.tracing" not in line]
+    loop.write_text("".join(kept), encoding="utf-8")
+    body = json.loads(_cli("check", "--format", "json", applied_small).output)
+    broken = [p for p in body["points"] if p["status"] == "broken"]
+    assert len(broken) == 2 and len({p["message"] for p in broken}) == 1
+    lines = _lines(_cli("check", "--quiet", applied_small).output)
+    said = [line for line in lines if line.split()[:1] == ["broken"]]
+    assert len(said) == 1 and f"{len(broken)} points: {broken[0]['id']}" in said[0], lines
 
 
 # -- usage, -h, repeated flags, completion ----------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import replace
 
 from rich.console import RenderableType
 from rich.table import Table
@@ -286,14 +287,14 @@ def check_lines(
         summary += f"; tree: {len(result.unfinished)} unfinished"
     if not result.instrumented and not verbose:
         # what apply could not place (an anchor lost, say) is worth a line each; a point merely absent is not
-        blocked: list[RenderableType] = [_problem_head(p) for p in result.points if p.status not in NOT_YET]
+        blocked = _problem_heads([p for p in result.points if p.status not in NOT_YET])
         hint = f" ({VERBOSE_HINT} lists every point)"
         last = Text(f"check: {summary} — not instrumented{hint}")
         return [not_instrumented_line(target or result.root), *at_most(blocked, QUIET_LINES - 2), last]
     last = Text(f"check: {summary} — {verdict}")
     if quiet and not verbose:
         note = note_lines(result)
-        heads: list[RenderableType] = [_problem_head(p) for p in items if p.status not in CLEAN]
+        heads = _problem_heads([p for p in items if p.status not in CLEAN])
         return [*note, *at_most(heads, QUIET_LINES - len(note) - 1), last]
     lines = note_lines(result)
     lines += points_lines(result.points, show_ok=not quiet)
@@ -305,10 +306,31 @@ def check_lines(
     return lines
 
 
-def _problem_head(p: PointResult) -> Text:
-    """A problem in one line: status, id, where, and the first line of its message."""
-    line = _point_head(p, p.status.value, f"{p.file}:{p.line}" if p.line else p.file)
-    message = p.message.splitlines()[0] if p.message else ""
+def _problem_heads(problems: list[PointResult]) -> list[RenderableType]:
+    """The problems one line each, those of the same status and message (one import deleted breaks
+    every point of a file) in one line together: the largest groups first, then in order."""
+    groups: dict[tuple[Status, str], list[PointResult]] = {}
+    for p in problems:
+        groups.setdefault((p.status, _first_line(p.message)), []).append(p)
+    return [_problem_head(group) for group in sorted(groups.values(), key=len, reverse=True)]
+
+
+def _first_line(message: str) -> str:
+    return message.splitlines()[0] if message else ""
+
+
+def _problem_head(group: list[PointResult]) -> Text:
+    """Problems of one status and message in one line: status, id (or how many and the first), where,
+    and the first line of the message."""
+    first = group[0]
+    if len(group) == 1:
+        line = _point_head(first, first.status.value, f"{first.file}:{first.line}" if first.line else first.file)
+    else:
+        files = sorted({p.file for p in group})
+        where = files[0] if len(files) == 1 else f"{len(files)} files"
+        named = replace(first, point_id=f"{len(group)} points: {first.point_id}, ...")
+        line = _point_head(named, first.status.value, where)
+    message = _first_line(first.message)
     if message:
         line.append(f"  {message}", style="dim")
     return line
