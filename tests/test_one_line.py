@@ -299,3 +299,17 @@ def test_a_read_only_tree_is_one_line_and_keep_going_installs_nothing(small: Pat
     after = {path: path.read_bytes() for path in small.rglob("*") if path.is_file()}
     assert after == before, "no runtime package, no manifest: no point could be placed"
     assert not (small / "verl/utils/tracing").exists()
+
+
+def test_quiet_lists_at_most_five_lines_of_spec_problems_too(tmp_path: Path, small: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for number in range(7):  # seven files, each with a key of its own that no spec has
+        (folder / f"spec{number}.yaml").write_text(f"file: verl/x.py\nwrong{number}: 1\npoints: []\n")
+    full = _cli("check", "--anchors", folder, small)
+    problems = [line for line in _lines(full.output) if line.startswith("  ")]
+    assert full.exit_code == 2 and len(problems) >= 7
+    quiet = _cli("check", "--quiet", "--anchors", folder, small)
+    lines = _lines(quiet.output)
+    assert quiet.exit_code == 2 and len(lines) == 5, quiet.output
+    assert lines[1:4] == problems[:3] and lines[4].strip() == f"and {len(problems) - 3} more (--verbose)"

@@ -249,14 +249,17 @@ def _interrupted(exc: BaseException) -> NoReturn:
 # -- shared helpers --------------------------------------------------------------------------------
 
 
-def _catalog(anchors: list[Path] | None) -> Catalog:
+def _catalog(anchors: list[Path] | None, *, quiet: bool = False) -> Catalog:
+    """The catalog, or exit 2 listing the specs' problems (`quiet`: the first, within QUIET_LINES)."""
     try:
         return load_catalog(anchors_dirs=anchors or [])
     except SpecError as exc:
+        problems: list[RenderableType] = [Text(f"  {problem}") for problem in exc.problems]
+        if quiet:
+            problems = text.at_most(problems, text.QUIET_LINES - 1)
         err = _err()
-        err.print(Text("anchor specs are invalid:", style="bold red"))
-        for problem in exc.problems:
-            err.print(f"  {problem}")
+        for line in [Text("anchor specs are invalid:", style="bold red"), *problems]:
+            err.print(line)
         raise typer.Exit(exits.ERROR) from None
 
 
@@ -444,7 +447,7 @@ def check(
 ) -> None:
     """The CI gate: is every point in place, where it belongs, and able to run? Writes nothing."""
     config = _config(path)
-    catalog = _catalog(_anchors(anchors, config))
+    catalog = _catalog(_anchors(anchors, config), quiet=quiet and not verbose)
     selection = _selection(catalog, config, facility, only, skip, extras)
     result = run_check(path, catalog, selection)
     code = exits.check_exit(result)
