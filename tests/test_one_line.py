@@ -313,3 +313,25 @@ def test_quiet_lists_at_most_five_lines_of_spec_problems_too(tmp_path: Path, sma
     lines = _lines(quiet.output)
     assert quiet.exit_code == 2 and len(lines) == 5, quiet.output
     assert lines[1:4] == problems[:3] and lines[4].strip() == f"and {len(problems) - 3} more (--verbose)"
+
+
+@pytest.mark.parametrize("keep_going", [[], ["--keep-going"]])
+def test_a_read_only_folder_for_the_runtime_package_is_one_line_and_nothing_written(
+    small: Path, keep_going: list[str]
+) -> None:
+    """The files are writable, the folder the runtime package goes in is not (root may write there
+    anyway: its read-only bit is honoured, as a file's is)."""
+    before = {path: path.read_bytes() for path in small.rglob("*") if path.is_file()}
+    utils = small / "verl/utils"
+    utils.chmod(0o555)
+    try:
+        stopped = _cli("apply", *keep_going, small)
+        after = {path: path.read_bytes() for path in small.rglob("*") if path.is_file()}
+    finally:
+        utils.chmod(0o755)
+    said = (
+        "error: nothing written: verl/utils/: read-only, and verl/utils/tracing/ goes in it; "
+        f"make it writable (chmod u+w {utils.resolve()})"
+    )
+    assert stopped.exit_code == 2 and _lines(stopped.output) == [said], stopped.output
+    assert after == before

@@ -33,7 +33,15 @@ from trace_instrument.engine.assess import (
     overlaps,
 )
 from trace_instrument.engine.baseline import added_imports, business_baseline
-from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked, unwritable
+from trace_instrument.engine.files import (
+    CheckoutError,
+    PendingWrite,
+    checkout_root,
+    commit,
+    locked,
+    unwritable,
+    unwritable_folder,
+)
 from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacements
 from trace_instrument.engine.originals import FileText, for_removal, placed_extents, recorded, records_edit
 from trace_instrument.engine.parallel import file_size, map_in_order
@@ -56,6 +64,8 @@ from trace_instrument.model import (
     Point,
     PointResult,
     Reason,
+    RunError,
+    RunErrorKind,
     RunResult,
     RuntimeStatus,
     Selection,
@@ -131,6 +141,9 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
     )
     if any(f.error for f in files) and not options.keep_going:
         return result
+    blocked = _runtime_place_unwritable(base, catalog, runtime_plan) if options.write else None
+    if blocked is not None:  # the points would import a package that cannot be installed: write nothing
+        return replace(result, error=blocked)
     # the runtime package first: never an instrumented file importing a package not there yet
     writes = [p.write for p in runtime_plan if p.write is not None]
     writes += [PendingWrite(o.result.path, o.data, o.before) for o in outcomes.values() if o.data is not None]
@@ -261,6 +274,14 @@ def _file_job(context: _ApplyRun, item: tuple[str, str, frozenset[str], frozense
     return one_file(
         relative, points, lambda: _apply_to_file(context, Path(root), relative, selected, excluded), _Outcome
     )
+
+
+def _runtime_place_unwritable(base: Path, catalog: Catalog, plans: list[runtime.RuntimePlan]) -> RunError | None:
+    """The run's error when the runtime package has files to create where nothing can be created."""
+    if not any(plan.write is not None for plan in plans):
+        return None
+    why = unwritable_folder(base, catalog.runtime.target_dir)
+    return RunError(RunErrorKind.WRITE_FAILED, f"nothing written: {why}") if why else None
 
 
 def _refuse_unwritable(base: Path, outcome: _Outcome) -> _Outcome:

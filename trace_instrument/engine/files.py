@@ -563,3 +563,19 @@ def unwritable(root: Path, relative: str) -> str | None:
     if not os.access(target.parent, os.W_OK):
         return f"{relative}: its folder is not writable"
     return None
+
+
+def unwritable_folder(root: Path, relative: str) -> str | None:
+    """Why files could not be created in the checkout's folder `relative` (None: they can): the
+    nearest folder of it that exists is read-only (its bit honoured even for root, as a file's is)."""
+    folder = root / relative
+    while not folder.exists() and folder != root:
+        folder = folder.parent
+    try:
+        mode = folder.stat().st_mode
+    except OSError:
+        return None  # staging says what is wrong, and nothing is written
+    if mode & 0o222 and os.access(folder, os.W_OK):
+        return None
+    where = folder.relative_to(root).as_posix() if folder != root else "."
+    return f"{where}/: read-only, and {relative}/ goes in it; make it writable (chmod u+w {folder})"
