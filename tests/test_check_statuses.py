@@ -208,7 +208,8 @@ def test_text_lists_each_failing_edit_under_its_point(tmp_path):
     shutil.copy(case / "before.py", root / "verl" / "target.py")
     result = check(root, load_catalog([tmp_path / "spec"], shipped=False))
     console = Console(width=300, no_color=True, record=True)
-    for line in check_lines(result, quiet=True, verdict="not clean"):
+    # verbose: a checkout never instrumented is otherwise one line and a count (issue 39)
+    for line in check_lines(result, quiet=True, verdict="not clean", verbose=True):
         console.print(line)
     text = [line.strip() for line in console.export_text().splitlines()]
     head = next(i for i, line in enumerate(text) if line.startswith("anchor-lost") and "t.grow" in line)

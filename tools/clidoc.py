@@ -111,6 +111,8 @@ def _default(param: Any) -> str:
 
 
 def _argument_metavar(param: Any) -> str:
+    if param.metavar:  # as the usage line says it (`TRACE_DIR...`)
+        return str(param.metavar)
     return (param.name or "").upper() + ("..." if param.nargs == -1 else "")
 
 
@@ -142,7 +144,7 @@ def _rows(command: Any) -> list[str]:
         names = ", ".join(f"`{opt}`" for opt in [*param.opts, *param.secondary_opts])
         repeat = "yes" if param.multiple else ""
         rows.append(_row(names, _cell(_value(param)), _default(param), repeat, _cell(param.help or "")))
-    rows.append(_row("`--help`", "", "", "", "Show the command's help and exit."))
+    rows.append(_row("`-h`, `--help`", "", "", "", "Show the command's help and exit."))
     return rows
 
 
@@ -162,7 +164,8 @@ def _global(group: Any) -> list[str]:
     lines += [
         "",
         f"`{PROG} --install-completion` installs shell completion for the current shell (bash, zsh, fish,",
-        "PowerShell); `--show-completion` prints the script instead.",
+        "PowerShell); `--show-completion` prints the script instead. It completes the commands, their",
+        "options, the facilities, extras and point ids, and the run ids of the trace folders given before `--run`.",
         "",
     ]
     return lines

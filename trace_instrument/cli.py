@@ -15,7 +15,7 @@ from contextlib import contextmanager, suppress
 from enum import Enum
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 if os.environ.get("NO_COLOR"):
     # the help pages too: Typer draws them with rich (bold, dim, boxes cut to the width) unless told not to
@@ -24,6 +24,7 @@ if os.environ.get("NO_COLOR"):
 import typer  # after the switch above, which Typer reads when it is imported
 from rich.console import Console, RenderableType
 from rich.text import Text
+from typer.core import TyperCommand
 
 from trace_instrument import __version__
 from trace_instrument.engine.check import check as run_check
@@ -46,6 +47,8 @@ from trace_instrument.traces.cli import register as register_trace_commands
 app = typer.Typer(
     add_completion=True,
     no_args_is_help=True,
+    # -h as well: every command inherits the help option's names from here (the trace reader's too)
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Instrument a verl checkout with sample-flow, progress and trajectory tracing, deterministically.",
 )
 register_trace_commands(app)
@@ -114,15 +117,63 @@ class ReportFormat(str, Enum):
     json = "json"
 
 
-PathArg = Annotated[Path, typer.Argument(help="The verl checkout: the folder that holds verl/.")]
+def _complete(choices: Iterable[str], incomplete: str) -> list[str]:
+    """The choices a shell completes a word to: those it starts (after the last comma of a list)."""
+    done, _, word = incomplete.rpartition(",")
+    prefix = done + "," if done else ""
+    return [prefix + c for c in choices if c.startswith(word)]
+
+
+def _complete_facility(incomplete: str) -> list[str]:
+    return _complete(FACILITIES, incomplete)
+
+
+def _complete_extra(incomplete: str) -> list[str]:
+    return _complete(EXTRAS, incomplete)
+
+
+def _complete_point(incomplete: str) -> list[str]:
+    """The shipped catalog's point ids (read from the tool's cache after the first time)."""
+    try:
+        ids = [p.id for p in load_catalog().points]
+    except SpecError:
+        return []
+    return _complete(ids, incomplete)
+
+
+REPEATS = "Repeatable; a comma list works too"
+PathArg = Annotated[Path, typer.Argument(metavar="PATH", help="The verl checkout: the folder that holds verl/.")]
 FacilityOpt = Annotated[
-    list[str] | None, typer.Option("--facility", help=f"Only these facilities ({', '.join(FACILITIES)}).")
+    list[str] | None,
+    typer.Option(
+        "--facility",
+        help=f"Only these facilities ({', '.join(FACILITIES)}). {REPEATS} (--facility progress,env).",
+        autocompletion=_complete_facility,
+    ),
 ]
-OnlyOpt = Annotated[list[str] | None, typer.Option("--only", help="Only these point ids.")]
-SkipOpt = Annotated[list[str] | None, typer.Option("--skip", help="Leave these point ids out.")]
+OnlyOpt = Annotated[
+    list[str] | None,
+    typer.Option("--only", help=f"Only these point ids. {REPEATS} (--only A,B).", autocompletion=_complete_point),
+]
+SkipOpt = Annotated[
+    list[str] | None,
+    typer.Option("--skip", help=f"Leave these point ids out. {REPEATS} (--skip A,B).", autocompletion=_complete_point),
+]
 ExtrasOpt = Annotated[
     list[str] | None,
-    typer.Option("--extras", help=f"Opt-in extras that change verl's behaviour ({', '.join(EXTRAS)})."),
+    typer.Option(
+        "--extras",
+        help=f"Opt-in extras that change verl's behaviour ({', '.join(EXTRAS)}). {REPEATS}.",
+        autocompletion=_complete_extra,
+    ),
+]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Every detail: on a checkout never instrumented, each point; with --quiet, every problem.",
+    ),
 ]
 AnchorsOpt = Annotated[
     list[Path] | None,
@@ -198,14 +249,17 @@ def _interrupted(exc: BaseException) -> NoReturn:
 # -- shared helpers --------------------------------------------------------------------------------
 
 
-def _catalog(anchors: list[Path] | None) -> Catalog:
+def _catalog(anchors: list[Path] | None, *, quiet: bool = False) -> Catalog:
+    """The catalog, or exit 2 listing the specs' problems (`quiet`: the first, within QUIET_LINES)."""
     try:
         return load_catalog(anchors_dirs=anchors or [])
     except SpecError as exc:
+        problems: list[RenderableType] = [Text(f"  {problem}") for problem in exc.problems]
+        if quiet:
+            problems = text.at_most(problems, text.QUIET_LINES - 1)
         err = _err()
-        err.print(Text("anchor specs are invalid:", style="bold red"))
-        for problem in exc.problems:
-            err.print(f"  {problem}")
+        for line in [Text("anchor specs are invalid:", style="bold red"), *problems]:
+            err.print(line)
         raise typer.Exit(exits.ERROR) from None
 
 
@@ -233,7 +287,7 @@ def _selection(
     extras: list[str] | None,
 ) -> Selection:
     """The flags, each key the command line does not give taken from the configuration; every name checked."""
-    flags = {"facility": facility, "extras": extras, "only": only, "skip": skip}
+    flags = {"facility": _names(facility), "extras": _names(extras), "only": _names(only), "skip": _names(skip)}
     known_ids = [p.id for p in catalog.points]
     chosen: dict[str, list[str]] = {}
     for key in NAME_KEYS:
@@ -248,6 +302,13 @@ def _selection(
         skip=frozenset(chosen["skip"]),
         extras=frozenset(chosen["extras"]),
     )
+
+
+def _names(values: list[str] | None) -> list[str] | None:
+    """A repeatable flag's names, each value a name or a comma list of them (`--only a,b --only c`)."""
+    if values is None:
+        return None
+    return [name.strip() for value in values for name in value.split(",") if name.strip()]
 
 
 def _label(config: ProjectConfig | None) -> str | None:
@@ -334,19 +395,29 @@ def apply(
         _fail(result.error.message)
     if str(patch) == "-":
         raise typer.Exit(code)  # stdout holds the patch alone
-    _print_apply(result, dry_run, full, write, keep_going, patch_note, _label(config))
+    _print_apply(result, dry_run, full, write, keep_going, patch_note, _label(config), str(path))
     raise typer.Exit(code)
 
 
 def _print_apply(
-    result: RunResult, dry_run: bool, full: bool, write: bool, keep_going: bool, patch_note: str, config: str | None
+    result: RunResult,
+    dry_run: bool,
+    full: bool,
+    write: bool,
+    keep_going: bool,
+    patch_note: str,
+    config: str | None,
+    target: str,
 ) -> None:
     lines: list[RenderableType] = [*text.config_lines(config), *text.style_lines(result), *text.note_lines(result)]
     if dry_run:
         lines += text.dry_run_lines(result, full=full)
-    lines.append(text.files_table(result, "written" if result.written else "would change"))
-    lines += text.points_lines(result.points, show_ok=True, planned_only=not result.written, debug=_tracebacks(result))
+    read_only = text.read_only_files(result)  # said once, in one line, not once per file and per point
+    lines += text.files_table(result, "written" if result.written else "would change", leave_out=read_only)
+    shown = [p for p in result.points if p.file not in read_only]
+    lines += text.points_lines(shown, show_ok=True, planned_only=not result.written, debug=_tracebacks(result))
     lines += text.runtime_lines(result, planned_only=not result.written)
+    lines += text.read_only_lines(result, target)
     if patch_note:
         lines.append(Text(patch_note))
     state = "written" if result.written else ("dry run, nothing written" if not write else "nothing to write")
@@ -365,14 +436,18 @@ def check(
     skip: SkipOpt = None,
     extras: ExtrasOpt = None,
     anchors: AnchorsOpt = None,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Problems only, and one summary line.")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="At most 5 lines: the first problems, one line each, and the summary."),
+    ] = False,
+    verbose: VerboseOpt = False,
     fmt: Annotated[
         CheckFormat, typer.Option("--format", help="text, json, github (annotations) or junit (XML).")
     ] = CheckFormat.text,
 ) -> None:
     """The CI gate: is every point in place, where it belongs, and able to run? Writes nothing."""
     config = _config(path)
-    catalog = _catalog(_anchors(anchors, config))
+    catalog = _catalog(_anchors(anchors, config), quiet=quiet and not verbose)
     selection = _selection(catalog, config, facility, only, skip, extras)
     result = run_check(path, catalog, selection)
     code = exits.check_exit(result)
@@ -393,7 +468,7 @@ def check(
             _fail(result.error.message)
         verdict = {exits.OK: "clean", exits.FAILED: "drift"}.get(code, "error")
         shown = [] if quiet else text.config_lines(_label(config))  # --quiet: problems and the summary only
-        _print([*shown, *text.check_lines(result, quiet=quiet, verdict=verdict)])
+        _print([*shown, *text.check_lines(result, quiet=quiet, verdict=verdict, verbose=verbose, target=str(path))])
     raise typer.Exit(code)
 
 
@@ -413,6 +488,7 @@ def verify(
     skip: SkipOpt = None,
     extras: ExtrasOpt = None,
     anchors: AnchorsOpt = None,
+    verbose: VerboseOpt = False,
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
 ) -> None:
     """Prove the result: counts, imports, names, compilation, zero intrusion, and a runtime self-check."""
@@ -430,7 +506,7 @@ def verify(
         raise typer.Exit(code)
     if result.error is not None:
         _fail(result.error.message)
-    _print([*text.config_lines(_label(config)), *text.verify_lines(result)])
+    _print([*text.config_lines(_label(config)), *text.verify_lines(result, verbose=verbose, target=str(path))])
     raise typer.Exit(code)
 
 
@@ -470,7 +546,7 @@ def remove(
     lines: list[RenderableType] = text.config_lines(_label(config))
     if dry_run:
         lines += text.dry_run_lines(result, full=full)
-    lines.append(text.files_table(result, "written" if result.written else "would change", REMOVE_WORDS))
+    lines += text.files_table(result, "written" if result.written else "would change", words=REMOVE_WORDS)
     shown = [p for p in result.points if p.status is not Status.MISSING]
     lines += text.points_lines(shown, show_ok=False, planned_only=not result.written, debug=_tracebacks(result))
     lines += text.runtime_lines(result, planned_only=not result.written)
@@ -548,6 +624,7 @@ def port(
 def report(
     path: PathArg,
     anchors: AnchorsOpt = None,
+    verbose: VerboseOpt = False,
     fmt: Annotated[ReportFormat, typer.Option("--format", help="text, markdown or json.")] = ReportFormat.text,
 ) -> None:
     """The final report: what is in place, what was skipped and why, the proofs, how to switch it on."""
@@ -563,15 +640,14 @@ def report(
         from trace_instrument.render import jsonout
 
         _print_raw(jsonout.dumps(jsonout.report(rep, REPORT_OUTPUTS, config=_label(config))))
-    elif fmt is ReportFormat.markdown or rep.error is not None or not sys.stdout.isatty():
-        _print_raw(
-            markdown.report(rep, config=_label(config))
-        )  # never wrapped or cut: it is text for a pipe, a file or a PR
     else:
-        from rich.markdown import Markdown
+        body = markdown.report(rep, config=_label(config), verbose=verbose, target=str(path))
+        if fmt is ReportFormat.markdown or rep.error is not None or not sys.stdout.isatty():
+            _print_raw(body)  # never wrapped or cut: it is text for a pipe, a file or a PR
+        else:
+            from rich.markdown import Markdown
 
-        # wrapped at the terminal's width, never cropped
-        _out().print(Markdown(markdown.report(rep, config=_label(config))), soft_wrap=False)
+            _out().print(Markdown(body), soft_wrap=False)  # wrapped at the terminal's width, never cropped
     raise typer.Exit(code)
 
 
@@ -677,7 +753,7 @@ def _demo_lines(applied: RunResult, checked: RunResult, excerpt: int) -> list[Re
     lines.append(
         Text(f"... {len(rows)} diff lines in all (`trace-instrument apply --dry-run --full` shows them)\n", style="dim")
     )
-    lines.append(text.files_table(applied, "instrumented"))
+    lines += text.files_table(applied, "instrumented")
     lines += text.facility_lines(applied)
     lines += text.runtime_lines(applied)
     order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.DRIFTED]
@@ -698,6 +774,20 @@ def _root(
     if version:
         _print([Text(f"trace-instrument {__version__}")])
         raise typer.Exit(exits.OK)
+
+
+class _Command(TyperCommand):
+    """A command whose usage line names its arguments as its help does (`PATH`, `TRACE_DIR...`),
+    not in the braces Typer puts around required ones (`{PATH}`)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # Any: the Context of the Click Typer bundles
+        pieces: list[str] = super().collect_usage_pieces(ctx)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+
+
+for _info in app.registered_commands:  # every command: the codemod's and the trace reader's
+    if _info.cls is TyperCommand:
+        _info.cls = _Command
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -200,7 +200,7 @@ class SpecSource:
     key: str = ""
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}"
+        where = f"{self.file}:{self.line}" if self.line else self.file  # line 0: the file (or folder) as a whole
         return f"{where} ({self.key})" if self.key else where
 
 
@@ -653,6 +653,22 @@ class RunResult:
         """Is the checkout's verl a release the catalog was validated on (or unknown)?"""
         return not self.verl_version or not self.validated_on or self.verl_version in self.validated_on
 
+    @property
+    def instrumented(self) -> bool:
+        """Does the checkout hold anything of the tool's? False when the run looked (no error) and found
+        no point's code (each one absent or not applicable), no runtime file and nothing a run left."""
+        if self.error is not None or self.unfinished or any(f.error is not None for f in self.files):
+            return True
+        points_absent = all(p.status in NOTHING_THERE for p in self.points)
+        runtime_absent = all(f.status is RuntimeStatus.MISSING for f in self.runtime_files)
+        return not (self.points and points_absent and runtime_absent)
+
+
+# A point's statuses in a checkout that holds none of its code (check's words for "not there").
+NOTHING_THERE = frozenset(
+    {Status.MISSING, Status.NOT_APPLICABLE, Status.SKIPPED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.REFUSED}
+)
+
 
 class Check(str, enum.Enum):
     """The proofs verify makes."""
@@ -697,6 +713,8 @@ class VerifyResult:
     findings: tuple[Finding, ...]
     counts: tuple[CallCount, ...] = ()
     error: RunError | None = None
+    # False: the checkout holds no call of the tool's and no runtime file (it was never instrumented)
+    instrumented: bool = True
 
     @property
     def ok(self) -> bool:

@@ -34,7 +34,15 @@ from trace_instrument.engine.assess import (
     overlaps,
 )
 from trace_instrument.engine.baseline import added_imports, business_baseline
-from trace_instrument.engine.files import CheckoutError, PendingWrite, checkout_root, commit, locked, unwritable
+from trace_instrument.engine.files import (
+    CheckoutError,
+    PendingWrite,
+    checkout_root,
+    commit,
+    locked,
+    unwritable,
+    unwritable_folder,
+)
 from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacements
 from trace_instrument.engine.originals import FileText, for_removal, placed_extents, recorded, records_edit
 from trace_instrument.engine.parallel import file_size, map_in_order
@@ -158,8 +166,11 @@ def _apply(
     outcomes = _settle_across_files(base, context, selected, outcomes)
     outcomes = {path: _refuse_unwritable(base, outcome) for path, outcome in outcomes.items()}
     files = _requirements_put_back([outcome.result for outcome in outcomes.values()], catalog)
-    # the instrumented code imports the runtime package: it comes along with any point in place
-    needs_runtime = selection.wants_runtime or any(p.status.in_place for f in files for p in f.points)
+    # the instrumented code imports the runtime package: it comes along with any point in place; asked
+    # for alone (its facility) only when no file failed, so that --keep-going never leaves a package
+    # without the points that need it (a read-only tree: nothing at all)
+    placed = any(p.status.in_place for f in files for p in f.points)
+    needs_runtime = placed or (selection.wants_runtime and not any(f.error for f in files))
     runtime_plan = runtime_plan if needs_runtime else []
     result = RunResult(
         str(base),
@@ -171,6 +182,9 @@ def _apply(
     )
     if any(f.error for f in files) and not options.keep_going:
         return result
+    blocked = _runtime_place_unwritable(base, catalog, runtime_plan) if options.write else None
+    if blocked is not None:  # the points would import a package that cannot be installed: write nothing
+        return replace(result, error=blocked)
     # the runtime package first: never an instrumented file importing a package not there yet
     writes = [p.write for p in runtime_plan if p.write is not None]
     writes += [PendingWrite(o.result.path, o.data, o.before) for o in outcomes.values() if o.data is not None]
@@ -303,6 +317,14 @@ def _file_job(context: _ApplyRun, item: tuple[str, str, frozenset[str], frozense
     return one_file(
         relative, points, lambda: _apply_to_file(context, Path(root), relative, selected, excluded), _Outcome
     )
+
+
+def _runtime_place_unwritable(base: Path, catalog: Catalog, plans: list[runtime.RuntimePlan]) -> RunError | None:
+    """The run's error when the runtime package has files to create where nothing can be created."""
+    if not any(plan.write is not None for plan in plans):
+        return None
+    why = unwritable_folder(base, catalog.runtime.target_dir)
+    return RunError(RunErrorKind.WRITE_FAILED, f"nothing written: {why}") if why else None
 
 
 def _refuse_unwritable(base: Path, outcome: _Outcome) -> _Outcome:

@@ -68,7 +68,8 @@ class SourceFile:
 def checkout_root(path: str | os.PathLike[str]) -> Path:
     root = Path(path).resolve()
     if not root.is_dir():
-        raise CheckoutError(f"{path}: no such directory")
+        what = "is a file, not a directory" if root.exists() else "no such directory"
+        raise CheckoutError(f"{path}: {what}: expected the verl checkout, the folder that holds verl/")
     if not (root / "verl").is_dir():
         hint = " (did you mean its parent?)" if root.name == "verl" else ""
         raise CheckoutError(f"{path}: not a verl checkout: expected the folder that holds verl/{hint}")
@@ -562,3 +563,19 @@ def unwritable(root: Path, relative: str) -> str | None:
     if not os.access(target.parent, os.W_OK):
         return f"{relative}: its folder is not writable"
     return None
+
+
+def unwritable_folder(root: Path, relative: str) -> str | None:
+    """Why files could not be created in the checkout's folder `relative` (None: they can): the
+    nearest folder of it that exists is read-only (its bit honoured even for root, as a file's is)."""
+    folder = root / relative
+    while not folder.exists() and folder != root:
+        folder = folder.parent
+    try:
+        mode = folder.stat().st_mode
+    except OSError:
+        return None  # staging says what is wrong, and nothing is written
+    if mode & 0o222 and os.access(folder, os.W_OK):
+        return None
+    where = folder.relative_to(root).as_posix() if folder != root else "."
+    return f"{where}/: read-only, and {relative}/ goes in it; make it writable (chmod u+w {folder})"

@@ -102,6 +102,11 @@ class Report:
         return self.error is None and self.verify.ok and not self.not_in_place and runtime_ok
 
     @property
+    def instrumented(self) -> bool:
+        """Does the checkout hold anything of the tool's (verify's answer)? An error says nothing: True."""
+        return self.error is not None or self.verify.instrumented
+
+    @property
     def validated(self) -> bool:
         """Is the checkout's verl a release the catalog was validated on (or unknown)?"""
         return not self.verl_version or self.verl_version in self.validated_on

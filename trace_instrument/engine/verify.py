@@ -35,6 +35,7 @@ from trace_instrument.model import (
     Check,
     Finding,
     Point,
+    RuntimeStatus,
     Selection,
     VerifyResult,
 )
@@ -90,7 +91,10 @@ def verify(
         findings.append(Finding(Check.RUNTIME, "self-check", False, message))
     else:
         findings.extend(runtime_self_check(base, catalog))
-    return VerifyResult(str(base), tuple(findings), tuple(counts))
+    instrumented = any(c.actual for c in counts) or any(
+        f.status is not RuntimeStatus.MISSING for f in runtime.inspect(base, catalog, manifest)
+    )
+    return VerifyResult(str(base), tuple(findings), tuple(counts), instrumented=instrumented)
 
 
 # -- counts -------------------------------------------------------------------------------

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
     from trace_instrument.engine.report import Report
 
 
+# The version of the check, verify and run (apply, remove) JSON shapes, as `analyze --format json` has
+# one: raised when a key is renamed or removed or its meaning changes (new keys keep it).
+SCHEMA_VERSION = 1
+
+
 def schema(name: str) -> dict[str, Any]:
     """The JSON Schema of one output shape (run: apply and remove)."""
     # one name per step: Traversable.joinpath takes several only from Python 3.11
@@ -137,6 +142,7 @@ def run(command: str, result: RunResult, *, dry_run: bool, config: str | None = 
     """apply and remove; `config` names the project configuration read (None: none)."""
     code = exits.apply_exit(result) if command == "apply" else exits.remove_exit(result)
     return {
+        "schema": SCHEMA_VERSION,
         "command": command,
         "root": result.root,
         "config": config,
@@ -158,10 +164,12 @@ def check(result: RunResult, *, config: str | None = None) -> dict[str, Any]:
     """check: every point and runtime file, file errors, the summary and the exit code."""
     items = check_items(result)
     return {
+        "schema": SCHEMA_VERSION,
         "command": "check",
         "root": result.root,
         "config": config,
         "error": _error(result.error),
+        "instrumented": result.instrumented,
         "verl_version": result.verl_version,
         "validated": result.validated,
         "points": [point(p) for p in items],
@@ -179,10 +187,12 @@ def _summary(items: list[PointResult] | tuple[PointResult, ...], has_error: bool
 def verify(result: VerifyResult, *, config: str | None = None) -> dict[str, Any]:
     """verify: every finding, the call counts per file and the exit code."""
     return {
+        "schema": SCHEMA_VERSION,
         "command": "verify",
         "root": result.root,
         "config": config,
         "ok": result.ok,
+        "instrumented": result.instrumented,
         "error": _error(result.error),
         "findings": [
             {"check": f.check.value, "subject": f.subject, "ok": f.ok, "message": f.message, "line": f.line}

@@ -8,13 +8,16 @@ from trace_instrument.engine.report import OUTPUTS, Report
 from trace_instrument.render.items import version_note
 
 
-def report(rep: Report, *, config: str | None = None) -> str:
+def report(rep: Report, *, config: str | None = None, verbose: bool = False, target: str = "") -> str:
     """The report as Markdown: the checkout, runtime, points per facility, call sites, stages, what is
-    not in place, verify, and how to switch tracing on (only the error when there is one); `config`
-    names the project configuration read."""
+    not in place, verify, and how to switch tracing on (only the error when there is one; on a
+    checkout never instrumented, that and the counts unless `verbose`); `config` names the project
+    configuration read, `target` the checkout as the user gave it."""
     lines = ["## verl trace instrumentation report", ""]
     if rep.error is not None:
         return "\n".join([*lines, f"error: {rep.error.message}"]) + "\n"
+    if not rep.instrumented and not verbose:
+        return "\n".join([*lines, *_not_instrumented(rep, target or rep.root, config)]) + "\n"
     note = version_note(rep.verl_version, rep.validated_on)
     if note:
         lines += [f"> note: {note}", ""]
@@ -49,3 +52,15 @@ def _stages_line(rep: Report) -> str:
         why = " — no implementation in verl" if missing == ["update prompt2accs"] else ""
         line += f" (not covered: {', '.join(missing)}{why})"
     return line
+
+
+def _not_instrumented(rep: Report, target: str, config: str | None) -> list[str]:
+    """The report of a checkout that holds nothing of the tool's: that, and the counts."""
+    in_place = sum(f.in_place for f in rep.facilities)
+    applicable = sum(f.applicable for f in rep.facilities)
+    counts = [f"{in_place}/{applicable} points in place"]
+    counts += [f"`{c.call}(` call sites {c.found}/{c.expected}" for c in rep.calls if c.expected]
+    lines = [f"not instrumented: run `trace-instrument apply {target}`", ""]
+    if config:
+        lines.append(f"- config: {config}")
+    return [*lines, f"- {', '.join(counts)}; no runtime package (--verbose: the whole report)"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from rich.console import RenderableType
 from rich.table import Table
@@ -22,6 +23,7 @@ from trace_instrument.model import (
     ChangeState,
     ChangeSummary,
     EditOutcome,
+    FileProblemKind,
     PointResult,
     PortResult,
     PortStatus,
@@ -113,10 +115,7 @@ def point_lines(p: PointResult, *, planned_only: bool = False, debug_trace: str 
     label = p.status.value
     if planned_only and p.status in (Status.APPLIED, Status.REMOVED, Status.REPAIRED, Status.UPDATED):
         label = "would " + {Status.APPLIED: "apply", Status.REMOVED: "remove"}.get(p.status, p.status.value[:-1])
-    line = Text("  ")
-    line.append(f"{label:<{LABEL_WIDTH}}", style=STATUS_STYLE.get(p.status, ""))
-    line.append(f"{p.point_id:<42} ", style="bold")
-    line.append(where, style="cyan")
+    line = _point_head(p, label, where)
     lines: list[RenderableType] = [line]
     by_edit = any(e.of > 1 for e in p.edits)  # a point of several edits: each failing one under it
     if by_edit:
@@ -130,6 +129,14 @@ def point_lines(p: PointResult, *, planned_only: bool = False, debug_trace: str 
     if debug_trace:
         lines += [Text(f"      {row}", style="dim") for row in debug_trace.rstrip().splitlines()]
     return lines
+
+
+def _point_head(p: PointResult, label: str, where: str) -> Text:
+    line = Text("  ")
+    line.append(f"{label:<{LABEL_WIDTH}}", style=STATUS_STYLE.get(p.status, ""))
+    line.append(f"{p.point_id:<42} ", style="bold")
+    line.append(where, style="cyan")
+    return line
 
 
 def candidate_lines(candidates: Iterable[Candidate], indent: str) -> list[RenderableType]:
@@ -167,20 +174,50 @@ def points_lines(
     return lines
 
 
-def files_table(result: RunResult, verb: str, words: Mapping[Status, str] | None = None) -> Table:
-    """One row per file: its points, their statuses (a status in `words` said so), and `verb`
-    (changed), "unchanged" or its error."""
+def read_only_files(result: RunResult) -> list[str]:
+    """The files a run could not write because they (or their folders) are read-only, when there are
+    several: said in one line (read_only_lines), not once per file and once per point."""
+    paths = [f.path for f in result.files if f.error is not None and f.error.kind is FileProblemKind.READ_ONLY]
+    return paths if len(paths) > 1 else []
+
+
+def read_only_lines(result: RunResult, target: str) -> list[RenderableType]:
+    """One line for the read-only files of read_only_files, naming the cause and the way out."""
+    paths = read_only_files(result)
+    if not paths:
+        return []
+    points = sum(len(f.points) for f in result.files if f.path in paths)
+    every = " (every file to edit)" if len(paths) == sum(1 for f in result.files if f.changed or f.error) else ""
+    shown = ", ".join(paths[:2]) + (", ..." if len(paths) > 2 else "")
+    return [
+        Text(
+            f"read-only: {len(paths)} files{every}, {points} points ({shown}): make them writable "
+            f"(chmod -R u+w {target}) or leave their points out with --skip",
+            style="red",
+        )
+    ]
+
+
+def files_table(
+    result: RunResult, verb: str, words: Mapping[Status, str] | None = None, leave_out: Iterable[str] = ()
+) -> list[RenderableType]:
+    """One row per file (but those in `leave_out`, said elsewhere): its points, their statuses (a status
+    in `words` said so), and `verb` (changed), "unchanged" or its error; nothing when no row is left."""
+    left_out = set(leave_out)
+    rows = [f for f in result.files if f.path not in left_out]
+    if not rows and left_out:
+        return []
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("file", overflow="fold")
     table.add_column("points", justify="right")
     table.add_column("result", overflow="fold")
-    for f in result.files:
+    for f in rows:
         counts = Counter((words or {}).get(p.status, p.status.value) for p in f.points)
         detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         state = Text(str(f.error), style="red") if f.error else Text(verb if f.changed else "unchanged")
         cell = Text(f"{detail} — ") + state if detail else state
         table.add_row(f.path, str(len(f.points)), cell)
-    return table
+    return [table]
 
 
 def runtime_lines(result: RunResult, planned_only: bool = False) -> list[RenderableType]:
@@ -221,29 +258,103 @@ def note_lines(result: RunResult) -> list[RenderableType]:
     return [Text(f"note: {note}", style="yellow")] if note else []
 
 
-def check_lines(result: RunResult, *, quiet: bool, verdict: str) -> list[RenderableType]:
-    """check's output: the version note, the points (quiet: the problems only), the runtime package,
-    and a line of counts ending in `verdict`."""
+# a point of a checkout never instrumented that apply would simply place (or has nowhere to place)
+NOT_YET = frozenset({Status.MISSING, Status.NOT_APPLICABLE, Status.SKIPPED})
+QUIET_LINES = 5  # the most lines --quiet prints, whatever the outcome
+VERBOSE_HINT = "--verbose"
+
+
+def not_instrumented_line(target: str) -> Text:
+    """The first line of check, verify and report on a checkout that holds nothing of the tool's."""
+    return Text(f"not instrumented: run `trace-instrument apply {target}`", style="yellow")
+
+
+def at_most(lines: list[RenderableType], budget: int) -> list[RenderableType]:
+    """The first lines, within `budget`, the last of them saying how many more --verbose shows."""
+    if len(lines) <= budget:
+        return lines
+    shown = max(budget - 1, 0)
+    return [*lines[:shown], Text(f"  and {len(lines) - shown} more ({VERBOSE_HINT})", style="dim")]
+
+
+def check_lines(
+    result: RunResult, *, quiet: bool, verdict: str, verbose: bool = False, target: str = ""
+) -> list[RenderableType]:
+    """check's output: the version note, the points (quiet: the problems only, one line each, at most
+    QUIET_LINES lines in all unless `verbose`), the runtime package, and a line of counts ending in
+    `verdict`. A checkout never instrumented: one line saying so and the counts (`verbose`: every point)."""
     items = check_items(result)
-    lines = note_lines(result)
-    lines += points_lines(result.points, show_ok=not quiet)
     runtime_items = items[len(result.points) : len(items) - len(result.unfinished)]
-    runtime_problems = [p for p in runtime_items if p.status not in CLEAN]
-    if not quiet or runtime_problems:
-        lines += runtime_lines(result)
-    lines += points_lines(result.unfinished, show_ok=False)
     order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.BROKEN, Status.MOVED, Status.DRIFTED]
     summary = counts_line(list(result.points), order)
     if runtime_items:
         summary += f"; runtime: {counts_line(runtime_items, order)}"
     if result.unfinished:
         summary += f"; tree: {len(result.unfinished)} unfinished"
-    lines.append(Text(f"check: {summary} — {verdict}"))
+    if not result.instrumented and not verbose:
+        # what apply could not place (an anchor lost, say) is worth a line each; a point merely absent is not
+        blocked = _problem_heads([p for p in result.points if p.status not in NOT_YET])
+        hint = f" ({VERBOSE_HINT} lists every point)"
+        last = Text(f"check: {summary} — not instrumented{hint}")
+        return [not_instrumented_line(target or result.root), *at_most(blocked, QUIET_LINES - 2), last]
+    last = Text(f"check: {summary} — {verdict}")
+    if quiet and not verbose:
+        note = note_lines(result)
+        heads = _problem_heads([p for p in items if p.status not in CLEAN])
+        return [*note, *at_most(heads, QUIET_LINES - len(note) - 1), last]
+    lines = note_lines(result)
+    lines += points_lines(result.points, show_ok=not quiet)
+    runtime_problems = [p for p in runtime_items if p.status not in CLEAN]
+    if not quiet or runtime_problems:
+        lines += runtime_lines(result)
+    lines += points_lines(result.unfinished, show_ok=False)
+    lines.append(last)
     return lines
 
 
-def verify_lines(result: VerifyResult) -> list[RenderableType]:
-    """verify's output: call sites per file, each check's passes and failures, every failure, the verdict."""
+def _problem_heads(problems: list[PointResult]) -> list[RenderableType]:
+    """The problems one line each, those of the same status and message (one import deleted breaks
+    every point of a file) in one line together: the largest groups first, then in order."""
+    groups: dict[tuple[Status, str], list[PointResult]] = {}
+    for p in problems:
+        groups.setdefault((p.status, _first_line(p.message)), []).append(p)
+    return [_problem_head(group) for group in sorted(groups.values(), key=len, reverse=True)]
+
+
+def _first_line(message: str) -> str:
+    return message.splitlines()[0] if message else ""
+
+
+def _problem_head(group: list[PointResult]) -> Text:
+    """Problems of one status and message in one line: status, id (or how many and the first), where,
+    and the first line of the message."""
+    first = group[0]
+    if len(group) == 1:
+        line = _point_head(first, first.status.value, f"{first.file}:{first.line}" if first.line else first.file)
+    else:
+        files = sorted({p.file for p in group})
+        where = files[0] if len(files) == 1 else f"{len(files)} files"
+        named = replace(first, point_id=f"{len(group)} points: {first.point_id}, ...")
+        line = _point_head(named, first.status.value, where)
+    message = _first_line(first.message)
+    if message:
+        line.append(f"  {message}", style="dim")
+    return line
+
+
+def verify_lines(result: VerifyResult, *, verbose: bool = False, target: str = "") -> list[RenderableType]:
+    """verify's output: call sites per file, each check's passes and failures, every failure, the verdict.
+    A checkout never instrumented: one line saying so and the counts (`verbose`: all of it)."""
+    if not result.instrumented and not verbose:
+        failed = sum(1 for f in result.findings if not f.ok)
+        sums: dict[str, list[int]] = {}
+        for c in result.counts:
+            found_wanted = sums.setdefault(c.call, [0, 0])
+            found_wanted[0] += c.actual
+            found_wanted[1] += c.expected
+        sites = ", ".join(f"{found}/{wanted} {call}" for call, (found, wanted) in sums.items())
+        summary = f"verify: call sites {sites}, no runtime package; {failed} checks failed — not ok"
+        return [not_instrumented_line(target or result.root), Text(f"{summary} ({VERBOSE_HINT} lists every check)")]
     table = Table(show_header=True, header_style="bold", box=None)
     for column in ("file", "trace_flow", "log_progress"):
         table.add_column(column, justify="left" if column == "file" else "right", overflow="fold")

@@ -83,16 +83,19 @@ def read_catalog(anchors_dirs: Iterable[Path] | None, templates_dir: Path, *, sh
     if shipped_dir is not None:
         validated_on, runtime = _read_catalog_file(ctx, shipped_dir)
     found = _SpecFile()
+    shipped_ids: set[str] = set()
     for folder in folders:
         user_dir = None if folder == shipped_dir else Path(folder)
         if user_dir is not None and not user_dir.is_dir():
-            ctx.problem(SpecSource(str(folder), 0), "anchor folder not found")
+            ctx.problem(SpecSource(str(folder), 0), _not_a_folder(user_dir))
             continue
         for spec_file in sorted(Path(folder).glob("*.yaml")):
             if spec_file.name == CATALOG_FILE:
                 continue
             found.extend(_read_spec_file(ctx, spec_file, _display(spec_file, user_dir), user_dir))
-    _check_ids(ctx, found.points)
+        if user_dir is None:
+            shipped_ids = {point.id for point in found.points}
+    _check_ids(ctx, found.points, frozenset(shipped_ids))
     points = apply_overrides(ctx, found.points, found.overrides)
     _check_requires(ctx, points)
     helpers = frozenset(name for p in points for e in p.edits for name in defined_helpers(e.template.stmts))
@@ -433,13 +436,41 @@ def _read_markers(ctx: Context, node: Node | None) -> tuple[CodePattern, ...]:
 # -- whole-catalog checks -------------------------------------------------------------
 
 
-def _check_ids(ctx: Context, points: list[Point]) -> None:
+def _not_a_folder(folder: Path) -> str:
+    """Why an --anchors folder cannot be read: it does not exist, or it is a file."""
+    if folder.exists():
+        return "anchor folder expected: this is a file, not a directory"
+    return "anchor folder not found: no such directory"
+
+
+# how a spec of one's own re-anchors a point the tool ships (declaring it again is an error)
+OVERRIDE_HINT = "a spec of your own re-anchors a shipped point with `overrides: ID`"
+
+
+def _check_ids(ctx: Context, points: list[Point], shipped: frozenset[str] = frozenset()) -> None:
+    """Each id declared once. The shipped ids declared again (a copy of anchors/ given as a folder of
+    one's own, say) are one problem, counted, with the way to re-anchor them."""
     seen: dict[str, Point] = {}
+    again: list[Point] = []
     for point in points:
-        if point.id in seen:
-            ctx.problem(point.source, f"duplicate id {point.id!r} (first declared at {seen[point.id].source})")
-        else:
+        if point.id not in seen:
             seen[point.id] = point
+        elif point.id in shipped:
+            again.append(point)
+        else:
+            ctx.problem(point.source, f"duplicate id {point.id!r} (first declared at {seen[point.id].source})")
+    if not again:
+        return
+    first = again[0]
+    where = f"first declared at {seen[first.id].source}"
+    if len(again) == 1:
+        ctx.problem(first.source, f"duplicate id {first.id!r} ({where}); {OVERRIDE_HINT}")
+        return
+    message = (
+        f"{len(again)} ids the tool ships are declared again, the first {first.id!r} ({where}); "
+        f"a copy of anchors/? {OVERRIDE_HINT}, and keeps only the points it changes"
+    )
+    ctx.problem(first.source, message)
 
 
 def _check_requires(ctx: Context, points: list[Point]) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trace_instrument.model import EXTRAS, FACILITIES
+from trace_instrument.spec.errors import did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -71,20 +72,13 @@ def unknown_name(key: str, names: Iterable[str], point_ids: Sequence[str]) -> st
     for name in names:
         if name in choices:
             continue
-        hint = _did_you_mean(name, choices)
+        hint = did_you_mean(name, choices)
         if key == "facility":
             return f"unknown facility {name!r}{hint} (choose from {', '.join(FACILITIES)})"
         if key == "extras":
             return f"unknown extra {name!r}{hint} (choose from {', '.join(EXTRAS)})"
         return f"unknown point id {name!r}{hint} (`trace-instrument points` lists them)"
     return None
-
-
-def _did_you_mean(word: str, choices: Sequence[str]) -> str:
-    import difflib  # only to suggest a name for a word that is not one
-
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def find_config(checkout: Path) -> ProjectConfig | None:
@@ -137,7 +131,7 @@ def _table(file: Path, document: dict[str, Any]) -> dict[str, Any] | None:
 def _config(empty: ProjectConfig, keys: dict[str, Any], root: Path) -> ProjectConfig:
     for key in keys:
         if key not in KEYS:
-            hint = _did_you_mean(key, KEYS)
+            hint = did_you_mean(key, KEYS)
             raise ConfigError(f"{empty.where(key)}: unknown key{hint} (allowed: {', '.join(KEYS)})")
     values = {key: _strings(empty, key, keys[key]) for key in KEYS if key in keys}
     for key in ("facility", "extras"):  # point ids wait for the catalog

@@ -25,7 +25,7 @@ from trace_instrument.spec.code import (
     parse_pattern,
     placeholders,
 )
-from trace_instrument.spec.errors import SpecProblem
+from trace_instrument.spec.errors import SpecProblem, did_you_mean
 from trace_instrument.spec.yamlnodes import Node
 
 ANCHOR_KINDS = frozenset(kind.value for kind in EditKind)
@@ -77,7 +77,8 @@ def mapping(
             ctx.problem(value.where(key), refused[key])
             continue
         if key not in allowed:
-            ctx.problem(value.where(key), f"unknown key {key!r} (allowed: {', '.join(sorted(allowed))})")
+            hint = did_you_mean(key, sorted(allowed))
+            ctx.problem(value.where(key), f"unknown key {key!r}{hint} (allowed: {', '.join(sorted(allowed))})")
             continue
         if key in data:
             ctx.problem(value.where(key), f"key {key!r} given twice")

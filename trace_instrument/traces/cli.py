@@ -61,12 +61,42 @@ class ExportKind(str, Enum):
     wandb = "wandb"
 
 
-DirsArg = Annotated[list[Path], typer.Argument(help="Trace folders ($VERL_TRACE_DIR), one per node if copied apart.")]
+DirsArg = Annotated[
+    list[Path],
+    typer.Argument(metavar="TRACE_DIR...", help="Trace folders ($VERL_TRACE_DIR), one per node if copied apart."),
+]
 StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only samples generated in these steps: A-B or N.")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache next to the traces.")]
+
+
+def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion of --run: the run ids and job ids of the trace folders given before it (the
+    cache next to them makes a second completion quick); none when they cannot be read."""
+    # `--run` with no value yet stops Click's parse before the arguments are bound: they are left in ctx.args
+    given = ctx.params.get("trace_dirs") or ctx.args
+    folders = [Path(p) for p in given if Path(p).is_dir()]
+    if not folders:
+        return []
+    try:
+        from trace_instrument.traces.options import Options
+        from trace_instrument.traces.runs import partition_runs
+        from trace_instrument.traces.store import open_engine, trace_folders
+
+        with open_engine(trace_folders(folders), Options()) as (backend, inputs, _report, _cached):
+            runs = partition_runs(backend, inputs).runs
+    except Exception:  # noqa: BLE001 - a completion offers nothing rather than a traceback in the shell
+        return []
+    names = dict.fromkeys(name for r in runs for name in (r.run_id, *r.job_ids))
+    return [name for name in names if name.startswith(incomplete)]
+
+
 RunOpt = Annotated[
     str | None,
-    typer.Option("--run", help="The run to read when the folders hold several: its run id, or its job id."),
+    typer.Option(
+        "--run",
+        help="The run to read when the folders hold several: its run id, or its job id.",
+        autocompletion=_complete_run,
+    ),
 ]
 MemoryOpt = Annotated[
     str | None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from trace_instrument.traces.events import STAGE_KEYS
@@ -19,6 +20,49 @@ class Section:
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     note: str = ""
+
+
+QUANTILE_COLUMNS = ("p50", "p90", "p99", "max")
+SECONDS_FROM_MS = 10_000  # a column of durations reads in seconds once one of them is this long
+
+
+def timed(
+    key: str,
+    title: str,
+    columns: tuple[str, ...],
+    rows: Iterable[tuple[str | float | None, ...]],
+    durations: Iterable[str],
+    note: str = "",
+) -> Section:
+    """A table whose `durations` columns hold milliseconds (floats, None for none): each such column
+    in one unit, ms or s as its longest value asks, named in its header ("rollout (s)"), never
+    `15.7 s` above `9,919 ms`."""
+    body = [tuple(row) for row in rows]
+    timed_columns = set(durations)
+    units = [_unit([row[i] for row in body]) if c in timed_columns else "" for i, c in enumerate(columns)]
+    headers = tuple(f"{c} ({unit})" if unit else c for c, unit in zip(columns, units))
+    cells = tuple(
+        tuple(_in_unit(cell, unit, [r[i] for r in body]) for i, (cell, unit) in enumerate(zip(row, units)))
+        for row in body
+    )
+    return Section(key, title, headers, cells, note)
+
+
+def _unit(values: list[str | float | None]) -> str:
+    longest = max((abs(float(v)) for v in values if isinstance(v, (int, float))), default=0.0)
+    return "s" if longest >= SECONDS_FROM_MS else "ms"
+
+
+def _in_unit(cell: str | float | None, unit: str, column: list[str | float | None]) -> str:
+    if not unit or isinstance(cell, str):
+        return str(cell)
+    if cell is None:
+        return "-"
+    if unit == "ms":
+        return f"{cell:,.0f}" if float(cell).is_integer() else f"{cell:,.1f}"
+    # seconds: a tenth, or a thousandth when the column holds durations a tenth would show as 0.0
+    shortest = min((abs(float(v)) for v in column if isinstance(v, (int, float)) and v), default=SECONDS_FROM_MS)
+    return f"{cell / 1000:,.{1 if shortest >= 100 else 3}f}"
 
 
 def ms(value: float | None) -> str:
@@ -44,9 +88,10 @@ def clock(epoch_ms: int | None) -> str:
 
 
 def rel(epoch_ms: int | None, origin: int | None) -> str:
+    """Seconds since `origin`, for a column whose header says "(s)"."""
     if epoch_ms is None or origin is None:
         return "-"
-    return f"+{(epoch_ms - origin) / 1000:,.3f}s"
+    return f"+{(epoch_ms - origin) / 1000:,.3f}"
 
 
 def _short(event: str) -> str:
@@ -167,7 +212,7 @@ def _training_section(a: Analysis) -> Section:
     spanning = {r.step: r for r in a.step_rollouts}
     stale = staleness_by_step(a)
     stages = _stage_columns(a)
-    rows = []
+    rows: list[tuple[str | float | None, ...]] = []
     for w in a.steps:
         score = w.score
         lag = stale.get(w.step)
@@ -181,15 +226,16 @@ def _training_section(a: Analysis) -> Section:
                 num(score.max, 3) if score.count else "-",
                 "-" if lag is None else f"{lag.min} / {num(lag.mean, 2)} / {lag.max}",
                 f"{versions.spanning} of {versions.versioned}" if versions and versions.versioned else "-",
-                *(ms(times.get(stage)) for stage in stages),
+                *(times.get(stage) for stage in stages),
             )
         )
-    return Section(
+    return timed(
         "training-per-step",
         "Training per step: reward score, staleness (min / mean / max), rollouts spanning weight versions, "
         "stage times (row to row)",
         ("step", "score mean", "min", "max", "staleness", "spanning", *stages),
-        tuple(rows),
+        rows,
+        durations=stages,
     )
 
 
@@ -197,14 +243,14 @@ def sections(a: Analysis) -> list[Section]:
     """Every view, in the order of the report."""
     origin = a.header.first_ms
     out = [
-        Section(
+        timed(
             "step-windows",
             "Step windows (from the CSV rows; progress lines for order)",
             (
                 "step",
-                "rollout start",
+                "rollout start (s)",
                 "rollout",
-                "train start",
+                "train start (s)",
                 "train",
                 "overlap",
                 "trainer idle",
@@ -214,16 +260,16 @@ def sections(a: Analysis) -> list[Section]:
                 "progress",
                 "gen tok/s",
             ),
-            tuple(
+            (
                 (
                     str(s.step),
                     rel(s.rollout_start_ms, origin),
-                    ms(s.rollout_ms),
+                    s.rollout_ms,
                     rel(s.train_start_ms, origin),
-                    ms(s.train_ms),
-                    ms(s.overlap_ms),
-                    ms(s.trainer_idle_ms),
-                    ms(s.rollout_gap_ms),
+                    s.train_ms,
+                    s.overlap_ms,
+                    s.trainer_idle_ms,
+                    s.rollout_gap_ms,
                     num(s.rollouts_completed),
                     num(s.samples_trained),
                     s.progress + ("" if s.progress_order_ok in (None, True) else " (order!)"),
@@ -231,31 +277,34 @@ def sections(a: Analysis) -> list[Section]:
                 )
                 for s in a.steps
             ),
+            durations=("rollout", "train", "overlap", "trainer idle", "rollout gap"),
         ),
-        Section(
+        timed(
             "stage-latencies",
             "Stage latencies (consecutive stages of a sample)",
             ("from", "to", "count", "p50", "p90", "p99", "max", "neg", "slowest"),
-            tuple(
+            (
                 (
                     _short(lat.from_event),
                     _short(lat.to_event),
                     num(lat.count),
-                    ms(lat.p50),
-                    ms(lat.p90),
-                    ms(lat.p99),
-                    ms(lat.max),
+                    lat.p50,
+                    lat.p90,
+                    lat.p99,
+                    lat.max,
                     num(lat.negative),
                     lat.slowest[0] if lat.slowest else "",
                 )
                 for lat in a.latencies
             ),
+            durations=QUANTILE_COLUMNS,
         ),
-        Section(
+        timed(
             "slowest-trajectories",
             "Slowest rollouts (agent loop started to completed; then waiting for training)",
             ("sample id", "rollout", "waiting for training", "first to last row"),
-            tuple((t.sample_id, ms(t.rollout_ms), ms(t.waiting_ms), ms(t.total_ms)) for t in a.slowest),
+            ((t.sample_id, t.rollout_ms, t.waiting_ms, t.total_ms) for t in a.slowest),
+            durations=("rollout", "waiting for training", "first to last row"),
         ),
         Section(
             "funnel",
@@ -263,17 +312,19 @@ def sections(a: Analysis) -> list[Section]:
             ("milestone", "prompts", "trajectories"),
             tuple((f.milestone, num(f.prompts), num(f.trajectories)) for f in a.funnel),
         ),
-        Section(
+        timed(
             "never-trained",
             "Never trained (stuck or in flight), by last stage",
             ("last stage", "state", "count", "oldest"),
-            tuple((g.last_event, g.state, num(g.count), ms(g.oldest_age_ms)) for g in a.in_flight),
+            ((g.last_event, g.state, num(g.count), g.oldest_age_ms) for g in a.in_flight),
+            durations=("oldest",),
         ),
-        Section(
+        timed(
             "oldest-never-trained",
             "Oldest never-trained samples",
             ("sample id", "last stage", "ago", "process"),
-            tuple((x.sample_id, x.last_event, ms(x.age_ms), x.host or "-") for x in a.in_flight_oldest[:10]),
+            ((x.sample_id, x.last_event, x.age_ms, x.host or "-") for x in a.in_flight_oldest[:10]),
+            durations=("ago",),
         ),
     ]
     r = a.rollouts
@@ -308,32 +359,32 @@ def sections(a: Analysis) -> list[Section]:
         )
         out.append(_response_length_section(r.response_length))
         out.append(
-            Section(
+            timed(
                 "tool-time",
                 "Tool time by tool (generate response -> tool executed)",
                 ("tool", "calls", "p50", "p90", "p99", "max", "total"),
-                tuple(
-                    (t.tool, num(t.count), ms(t.p50), ms(t.p90), ms(t.p99), ms(t.max), ms(t.total_ms)) for t in r.tools
-                ),
+                ((t.tool, num(t.count), t.p50, t.p90, t.p99, t.max, t.total_ms) for t in r.tools),
+                durations=(*QUANTILE_COLUMNS, "total"),
             )
         )
         if r.sglang.collected:
             out.append(
-                Section(
+                timed(
                     "sglang-timing",
                     f"sglang timing ({r.sglang.turns_with_timing:,} of {r.sglang.turns:,} turns)",
                     ("part", "mean", "p50", "p90", "p99", "max"),
-                    tuple(
+                    (
                         (
                             name,
-                            ms(d.mean),
-                            ms(d.quantiles.get("p50")),
-                            ms(d.quantiles.get("p90")),
-                            ms(d.quantiles.get("p99")),
-                            ms(d.max),
+                            d.mean,
+                            d.quantiles.get("p50"),
+                            d.quantiles.get("p90"),
+                            d.quantiles.get("p99"),
+                            d.max,
                         )
                         for name, d in r.sglang.fields.items()
                     ),
+                    durations=("mean", *QUANTILE_COLUMNS),
                 )
             )
         else:
@@ -361,38 +412,40 @@ def sections(a: Analysis) -> list[Section]:
         )
     )
     out.append(
-        Section(
+        timed(
             "throughput-per-step",
             "Generation throughput per step",
             ("step", "trajectories", "tokens", "span", "tok/s", "progress tok/s"),
-            tuple(
+            (
                 (
                     str(t.step),
                     num(t.trajectories),
                     num(t.tokens),
-                    ms(None if t.seconds is None else t.seconds * 1000),
+                    None if t.seconds is None else t.seconds * 1000,
                     num(t.tokens_per_s),
                     num(t.progress_tokens_per_s),
                 )
                 for t in a.step_throughput
             ),
+            durations=("span",),
         )
     )
     out.append(
-        Section(
+        timed(
             "throughput-per-worker",
             "Generation throughput per worker",
             ("worker", "trajectories", "tokens", "busy", "tok/s"),
-            tuple(
+            (
                 (
                     w.worker,
                     num(w.trajectories),
                     num(w.tokens),
-                    ms(None if w.seconds is None else w.seconds * 1000),
+                    None if w.seconds is None else w.seconds * 1000,
                     num(w.tokens_per_s),
                 )
                 for w in a.worker_throughput
             ),
+            durations=("busy",),
         )
     )
     return out

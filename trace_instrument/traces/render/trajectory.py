@@ -10,7 +10,7 @@ from rich.text import Text
 
 from trace_instrument.traces.model import TrajectoryDetail
 from trace_instrument.traces.render.metrics import finite
-from trace_instrument.traces.render.tables import Section, ms, num
+from trace_instrument.traces.render.tables import Section, ms, num, rel, timed
 from trace_instrument.traces.render.text import print_section
 
 TEXT_CHARS = 400  # of a turn's completion or tool output in the text view (the JSON has all of it)
@@ -41,23 +41,24 @@ def summary_lines(d: TrajectoryDetail) -> list[str]:
 
 
 def turns_section(d: TrajectoryDetail) -> Section:
-    return Section(
+    return timed(
         "trajectory-turns",
         "Turns",
         ("turn", "prompt tok", "completion tok", "finish", "generate", "tool", "completion", "tool output"),
-        tuple(
+        (
             (
                 "-" if t.turn_index is None else str(t.turn_index),
                 num(t.prompt_tokens),
                 num(t.completion_tokens),
                 t.finish_reason or "-",
-                ms(t.completion_ms),
-                ms(t.observation_ms),
+                t.completion_ms,
+                t.observation_ms,
                 _clip(t.completion_text),
                 _clip(t.observation_text),
             )
             for t in d.turns
         ),
+        durations=("generate", "tool"),
     )
 
 
@@ -66,11 +67,11 @@ def rows_section(d: TrajectoryDetail) -> Section:
     return Section(
         "trajectory-rows",
         "Sample-flow rows (the prompt's, then the trajectory's)",
-        ("sample", "time", "event", "step", "value", "file"),
+        ("sample", "time (s)", "event", "step", "value", "file"),
         tuple(
             (
                 r.sample_id,
-                f"+{ms(r.ts - origin)}",
+                rel(r.ts, origin),
                 r.event,
                 "-" if r.step is None else str(r.step),
                 r.value or "",
