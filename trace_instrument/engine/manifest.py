@@ -72,13 +72,12 @@ Replacements = dict[int, Replaced]  # edit index within its point -> what it rep
 @dataclass(frozen=True)
 class Business:
     """A file's business code as recorded: the digest of its statements' fingerprints (what proves
-    it unchanged) and, per statement in order, a mark (a prefix of its fingerprint, or all of it)
-    that tells where a change is. `scopes`: (def or class name, statements) runs, for the layout."""
+    it unchanged) and, per statement in order, a mark (one character of its fingerprint, or all of
+    it) that tells where a change is. `scopes`: (def or class name, statements) runs, for the layout."""
 
     digest: str
     marks: tuple[str, ...]
     scopes: tuple[tuple[str, int], ...] = ()
-
     whole: bool = False  # each mark is the whole fingerprint (a tree at hand, nothing to save)
 
     @classmethod
@@ -193,11 +192,10 @@ class _Shape(Exception):
 
 def _from_json(body: object) -> Manifest:
     top = _object(body, "the top level")
-    version = top.get("format", 1)
-    if version not in (1, FORMAT) or isinstance(version, bool):
-        raise _Shape(
-            f"format: {version!r} is not a format this release reads (1 or {FORMAT}); a newer release wrote it"
-        )
+    named = top.get("format", 1)
+    version = next((v for v in (1, FORMAT) if named == v and not isinstance(named, bool)), None)
+    if version is None:
+        raise _Shape(f"format: {named!r} is not a format this release reads (1 or {FORMAT}); a newer release wrote it")
     texts: dict[str, str] = {}
     if version == 1:  # each point holds its templates' texts; each baseline is a packed blob
         points = {key: _point_v1(value, key, texts) for key, value in _section(top, "points").items()}
