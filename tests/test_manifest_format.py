@@ -201,3 +201,46 @@ def test_format_1_originals_put_a_forks_comments_back_byte_for_byte(verl_090: Pa
     after = tree_bytes(checkout)
     assert [name for name in forked if after.get(name) != forked[name]] == []
     assert all(comment in after[AGENT_LOOP].decode() for _n, _t, comment in TRAILING)
+
+
+# -- a manifest git merges --------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_applies_that_changed_different_records_merge_cleanly_into_the_merged_trees(
+    tmp_path: Path, catalog: Catalog
+):
+    """One branch applies sample_flow (single_turn_agent_loop.py), the other edits business code in
+    constants_ppo.py and applies again: one record a line, git merges the two manifests without
+    a conflict, and the result is the manifest of the merged tree (the next apply writes nothing)."""
+    from test_manifest_conflicts import git
+
+    root = _small(tmp_path)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.name", "Fork Maintainer")
+    git(root, "config", "user.email", "fork@example.invalid")
+    assert apply(root, catalog, Selection(facilities=frozenset({"env"}))).written
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "verl 0.9.0 small, env applied")
+    git(root, "checkout", "-q", "-b", "flow")
+    assert apply(root, catalog, Selection(facilities=frozenset({"sample_flow"}))).written
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "apply --facility sample_flow")
+    git(root, "checkout", "-q", "-b", "edit", "main")
+    constants = root / "verl/trainer/constants_ppo.py"
+    constants.write_text(constants.read_text(encoding="utf-8") + "\nFORK_SETTING = 1\n", encoding="utf-8")
+    assert apply(root, catalog, Selection(facilities=frozenset({"env"}))).written, "the baseline is recorded again"
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "fork setting")
+    changed = git(root, "diff", "--numstat", "main", "--", MANIFEST).split()
+    # the file's digest, a `<module>` line for the statement after its last def, and the comma
+    # the line before it takes (JSON)
+    assert changed[:2] == ["3", "2"], git(root, "diff", "main", "--", MANIFEST)
+    git(root, "checkout", "-q", "flow")
+    git(root, "merge", "-q", "--no-edit", "edit")
+    both = Selection(facilities=frozenset({"env", "sample_flow"}))
+    checked = check(root, catalog, both)
+    placed = {p.point_id for p in checked.points if p.status is Status.PRESENT}
+    assert {"env.runtime-env", "flow.v0.single-turn-sending", "flow.v0.single-turn-received"} <= placed
+    assert all(f.ok for f in verify(root, catalog, both).findings if f.check is Check.ZERO_INTRUSION)
+    assert not apply(root, catalog, both).written

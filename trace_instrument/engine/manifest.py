@@ -53,7 +53,7 @@ class Replaced:
 
     def as_json(self) -> dict[str, object]:
         # the text as its lines ("\n".join gives it back byte for byte, "\r" kept where it is)
-        body: dict[str, object] = {"digest": self.digest, "text": self.text.split("\n")}
+        body: dict[str, object] = {"digest": self.digest, "text": Lines(self.text.split("\n"))}
         if self.inside:
             body["inside"] = list(self.inside)
         if self.within:
@@ -421,8 +421,8 @@ class Manifest:
             "tool": tool,
             "note": "written by trace-instrument apply; check, verify and remove read it (docs/design.md)",
             "points": {k: [f, *t] for k, (f, t) in sorted(self.points.items())},
-            "templates": {k: t.split("\n") for k, t in sorted(self.texts.items())},
-            "baselines": {k: {"digest": b.digest, "code": list(b.lines())} for k, b in sorted(self.baselines.items())},
+            "templates": {k: Lines(t.split("\n")) for k, t in sorted(self.texts.items())},
+            "baselines": {k: {"digest": b.digest, "code": Lines(b.lines())} for k, b in sorted(self.baselines.items())},
             "imports": {k: list(v) for k, v in sorted(self.imports.items())},
             "runtime": dict(sorted(self.runtime.items())),
             "replaced": {
@@ -436,11 +436,16 @@ class Manifest:
 INLINE = 160  # a list or object whose JSON fits in this many characters is written on one line
 
 
+class Lines(list[str]):
+    """Lines of code or text: one a line in the manifest however short (adding one changes one line)."""
+
+
 def _layout(value: object, indent: str = "", lead: str = "") -> Iterator[str]:
-    """The lines of `value` as JSON: a small list or object on one line, a larger one with one item
-    a line (so a change shows as the lines it touches). Keys stay in the order given."""
+    """The lines of `value` as JSON: a small list or object on one line, a larger one (or Lines) with
+    one item a line (so a change shows as the lines it touches). Keys stay in the order given."""
     flat = json.dumps(value, ensure_ascii=False)
-    if not isinstance(value, (dict, list)) or not value or len(indent) + len(lead) + len(flat) <= INLINE:
+    inline = not isinstance(value, Lines) and len(indent) + len(lead) + len(flat) <= INLINE
+    if not isinstance(value, (dict, list)) or not value or inline:
         yield f"{indent}{lead}{flat}"
         return
     items = list(value.items()) if isinstance(value, dict) else [(None, item) for item in value]
