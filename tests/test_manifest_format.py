@@ -244,3 +244,20 @@ def test_two_applies_that_changed_different_records_merge_cleanly_into_the_merge
     assert {"env.runtime-env", "flow.v0.single-turn-sending", "flow.v0.single-turn-received"} <= placed
     assert all(f.ok for f in verify(root, catalog, both).findings if f.check is Check.ZERO_INTRUSION)
     assert not apply(root, catalog, both).written
+
+
+def test_a_business_change_the_marks_cannot_place_still_fails_verify(tmp_path: Path, catalog: Catalog):
+    """The marks only place a change; the digest proves there is none. A record whose marks all
+    match but whose digest does not (a changed statement whose mark stayed the same) fails."""
+    root = _small(tmp_path)
+    apply(root, catalog)
+    proven = [f for f in verify(root, catalog).findings if f.check is Check.ZERO_INTRUSION]
+    assert len(proven) == 2 and all(f.ok for f in proven)
+    path = root / MANIFEST
+    body = json.loads(path.read_text(encoding="utf-8"))
+    file = "verl/trainer/constants_ppo.py"
+    body["baselines"][file]["digest"] = "0" * 16
+    path.write_text(json.dumps(body, indent=1), encoding="utf-8")
+    failed = [f for f in verify(root, catalog).findings if f.check is Check.ZERO_INTRUSION and not f.ok]
+    assert [(f.subject, f.line) for f in failed] == [(file, 0)]
+    assert "cannot place" in failed[0].message and "--baseline" in failed[0].message
