@@ -6,6 +6,7 @@ synthetic files: tests/fixtures/apply/ (see tests/test_fixtures.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -18,6 +19,8 @@ from trace_instrument.engine.check import check
 from trace_instrument.engine.remove import remove
 from trace_instrument.model import RuntimeStatus, Selection, Status
 from trace_instrument.render import ci
+
+FORMAT_1_090 = Path(__file__).parent / "fixtures" / "manifests" / "format-1-verl-0.9.0.json"
 
 RAY_TRAINER = "verl/trainer/ppo/ray_trainer.py"
 UID_POINT = "flow.v0.uid-generated"
@@ -65,7 +68,11 @@ def test_drifted_shows_a_diff_and_is_never_duplicated(instrumented_090, catalog)
     assert "trace_flow" not in (instrumented_090 / RAY_TRAINER).read_text()
 
 
-def test_stale_when_the_code_is_an_older_template(instrumented_090, catalog):
+@pytest.mark.parametrize("form", ["format-2", "format-1"])
+def test_stale_when_the_code_is_an_older_template(instrumented_090, catalog, form: str):
+    """The manifest names the older template: by digest with its text alongside (format 2, a
+    template no release shipped), or by its text in the point's record (format 1, as releases up
+    to 0.2.0 wrote it: the committed fixture, from the same tree)."""
     older = "trace_flow(uid=batch.non_tensor_batch[\"uid\"], traj_uid='N/A',\n           from_module='DataLoader', to_module='RayPPOTrainer',\n           stage='DATA_PREPROCESS', detail='uid_generated')\n"
     _edit(
         instrumented_090,
@@ -74,12 +81,29 @@ def test_stale_when_the_code_is_an_older_template(instrumented_090, catalog):
         "detail='uid_generated')",
     )
     manifest_path = instrumented_090 / ".trace-instrument.json"
-    manifest = json.loads(manifest_path.read_text())
-    manifest["points"][UID_POINT]["templates"] = [older]
+    if form == "format-1":
+        manifest = json.loads(FORMAT_1_090.read_text(encoding="utf-8"))
+        manifest["points"][UID_POINT]["templates"] = [older]
+    else:
+        manifest = json.loads(manifest_path.read_text())
+        key = hashlib.sha256(older.encode()).hexdigest()[:16]
+        manifest["points"][UID_POINT] = [RAY_TRAINER, key]
+        manifest["templates"][key] = older.split("\n")
     manifest_path.write_text(json.dumps(manifest))
     assert _status(check(instrumented_090, catalog), UID_POINT).status is Status.STALE
+    files = {path: (instrumented_090 / path).read_bytes() for path in (RAY_TRAINER, ".trace-instrument.json")}
     again = apply(instrumented_090, catalog)
-    assert _status(again, UID_POINT).status is Status.STALE and not again.written
+    assert _status(again, UID_POINT).status is Status.STALE
+    # nothing of the tree changes; a format-1 manifest alone is written again, in format 2, still
+    # naming the older template (so the point stays stale, its text kept: no release shipped it)
+    assert again.written == (form == "format-1")
+    assert (instrumented_090 / RAY_TRAINER).read_bytes() == files[RAY_TRAINER]
+    if form == "format-1":
+        rewritten = json.loads((instrumented_090 / ".trace-instrument.json").read_text(encoding="utf-8"))
+        assert (
+            rewritten["format"] == 2 and "\n".join(rewritten["templates"][rewritten["points"][UID_POINT][1]]) == older
+        )
+        assert _status(check(instrumented_090, catalog), UID_POINT).status is Status.STALE
 
 
 def test_not_applicable_when_the_file_is_absent(checkout_090, catalog):

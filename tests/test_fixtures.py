@@ -95,7 +95,7 @@ def test_every_case_is_complete() -> None:
     for case in sorted(p for p in (FIXTURES / "remove").iterdir() if p.is_dir()):
         assert (case / "removed.py").is_file() or not (case / "edited.py").exists(), f"{case}: no removed.py"
     # the operations' case folders, and the data other tests read (each named by its test)
-    data = ["port_trees", "runtime-0.1.0", "style", "verl-0.9.0-small"]
+    data = ["manifests", "port_trees", "runtime-0.1.0", "style", "verl-0.9.0-small"]
     assert sorted(p.name for p in FIXTURES.iterdir()) == sorted(["apply", "check", "remove", "spec", *data])
 
 

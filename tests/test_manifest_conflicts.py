@@ -263,13 +263,29 @@ def test_a_manifest_that_is_not_utf8_is_refused_at_its_line(instrumented: Path, 
     assert error is not None and (error.kind, error.line) == (RunErrorKind.MANIFEST_INVALID, 6)
 
 
+FORMAT_1 = Path(__file__).parent / "fixtures" / "manifests" / "format-1-verl-0.9.0-small.json"
+
+
 def _reshaped(body: dict[str, Any], case: str) -> dict[str, Any]:
     if case == "points-a-list":
         body["points"] = list(body["points"])
-    elif case == "templates-not-a-list":
+    elif case == "point-not-a-list":
+        first = next(iter(body["points"]))
+        body["points"][first] = "x"
+    elif case == "point-without-file":
+        first = next(iter(body["points"]))
+        body["points"][first] = []
+    elif case == "baseline-not-marks":
+        first = next(iter(body["baselines"]))
+        body["baselines"][first]["code"] = ["fit 3f!"]
+    elif case == "format-unknown":
+        body["format"] = 3
+    elif case == "format-1-templates-not-a-list":  # a manifest an earlier release wrote
+        body = json.loads(FORMAT_1.read_text(encoding="utf-8"))
         first = next(iter(body["points"]))
         body["points"][first]["templates"] = "x"
-    elif case == "baseline-not-packed":
+    elif case == "format-1-baseline-not-packed":
+        body = json.loads(FORMAT_1.read_text(encoding="utf-8"))
         first = next(iter(body["baselines"]))
         body["baselines"][first] = "not base64 zlib!"
     elif case == "replaced-without-digest":
@@ -287,8 +303,12 @@ def _reshaped(body: dict[str, Any], case: str) -> dict[str, Any]:
 
 RESHAPED = {
     "points-a-list": "points: expected an object, found a list",
-    "templates-not-a-list": ".templates: expected a list of strings, found a string",
-    "baseline-not-packed": "not a packed list of fingerprints",
+    "point-not-a-list": ": expected a list of strings, found a string",
+    "point-without-file": ": expected [file, template digest, ...], found an empty list",
+    "baseline-not-marks": ".code[0]: expected `<scope> <marks>`, one mark a statement",
+    "format-unknown": "format: 3 is not a format this release reads (1 or 2)",
+    "format-1-templates-not-a-list": ".templates: expected a list of strings, found a string",
+    "format-1-baseline-not-packed": "not a packed list of fingerprints",
     "replaced-without-digest": ".digest: expected a string, found null",
     "body-extent-too-short": ".bodies.1: expected a capture number and [length, first, last, before, after, beyond_first, beyond_last]",
     "a-list-at-the-top": "the top level: expected an object, found a list",

@@ -18,6 +18,7 @@ over the files and the catalog's templates, never from the tool's own output.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import shutil
@@ -43,6 +44,7 @@ MAIN_PPO = "verl/trainer/main_ppo.py"  # the catalog does not
 MANIFEST = ".trace-instrument.json"
 RUNTIME_DIR = "verl/utils/tracing"
 RUNTIME_TEMPLATES = REPOSITORY / "templates" / "runtime"
+SHIPPED_TEMPLATES = REPOSITORY / "trace_instrument" / "spec" / "shipped_templates.json"
 
 # The fork's own business edits (the same text in 0.8.0, 0.9.0 and 0.9.1, and far from anything
 # upstream changes between them, so git merges them cleanly).
@@ -585,9 +587,14 @@ def make_stale(checkout: Path) -> None:
     """Turn the point into what an older template (without global_step) put there, manifest included."""
     manifest_path = checkout / MANIFEST
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    (template,) = manifest["points"][STALE_POINT]["templates"]
-    assert template.count(NEWER_TAIL) == 1
-    manifest["points"][STALE_POINT]["templates"] = [template.replace(NEWER_TAIL, OLDER_TAIL)]
+    # the manifest names the template by digest; its text is the one the tool ships
+    file, key = manifest["points"][STALE_POINT]
+    template = "\n".join(json.loads(SHIPPED_TEMPLATES.read_text(encoding="utf-8"))["templates"][key])
+    assert template.count(NEWER_TAIL) == 1 and hashlib.sha256(template.encode()).hexdigest()[:16] == key
+    older = template.replace(NEWER_TAIL, OLDER_TAIL)  # a text no release shipped: the manifest keeps it
+    older_key = hashlib.sha256(older.encode()).hexdigest()[:16]
+    manifest["points"][STALE_POINT] = [file, older_key]
+    manifest["templates"][older_key] = older.split("\n")
     manifest_path.write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     replace_once(checkout / RAY_TRAINER, PLACED_NEWER, PLACED_OLDER)
 

@@ -33,7 +33,7 @@ class Original:
 
 def digest(text: str) -> str:
     """A short fingerprint of a region's text."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def split_lines(text: str) -> list[str]:

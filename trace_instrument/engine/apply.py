@@ -33,7 +33,7 @@ from trace_instrument.engine.assess import (
     overlap_message,
     overlaps,
 )
-from trace_instrument.engine.baseline import added_imports, business_baseline
+from trace_instrument.engine.baseline import added_imports, business_baseline, business_record, recorded_business
 from trace_instrument.engine.files import (
     CheckoutError,
     PendingWrite,
@@ -43,7 +43,7 @@ from trace_instrument.engine.files import (
     unwritable,
     unwritable_folder,
 )
-from trace_instrument.engine.manifest import MANIFEST_NAME, Manifest, Replacements
+from trace_instrument.engine.manifest import MANIFEST_NAME, Business, Manifest, Replacements
 from trace_instrument.engine.originals import FileText, for_removal, placed_extents, recorded, records_edit
 from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.remove import remove
@@ -246,7 +246,7 @@ def _manifest_write(
     )
     tool = f"trace-instrument {__version__}"
     # an older release's manifest is written again, to say which release the tree now holds
-    return updated.write(tool) if updated != manifest or manifest.tool != tool else None
+    return updated.write(tool) if updated != manifest or manifest.outdated(tool) else None
 
 
 def _runtime_record(catalog: Catalog, manifest: Manifest, plans: list[runtime.RuntimePlan]) -> dict[str, str]:
@@ -295,7 +295,7 @@ class _Outcome:
     result: FileResult
     data: bytes | None = None  # the new bytes, when the file changes
     before: bytes | None = None  # the bytes they replace (refused if the file changes meanwhile)
-    baseline: tuple[str, ...] | None = None  # business fingerprints, for the manifest
+    baseline: Business | None = None  # the file's business code, for the manifest
     added_imports: tuple[str, ...] = ()  # plain imports this run added, for the manifest
     replaced: dict[str, Replacements] = field(default_factory=dict)  # originals of the rewrites, for the manifest
 
@@ -526,7 +526,8 @@ def _edit_once(work: FileWork, plans: list[_PointPlan], context: _ApplyRun, disk
     repairing = [p for p in plans if p.status is Status.REPAIRED]
     if not inserting and not repairing and work is disk:
         results = tuple(_result(p) for p in plans)
-        baseline = business_baseline(work, catalog) if any(r.status.in_place for r in results) else None
+        in_place = any(r.status.in_place for r in results)
+        baseline = business_record(work.locator.recognition, work.tree, catalog) if in_place else None
         return _Outcome(FileResult(work.path, results, original=original), baseline=baseline)
     placements = [pl for p in inserting for pl in p.assessment.placements]
     names = frozenset(n for p in inserting for n in p.point.tracing_names)
@@ -683,11 +684,11 @@ def _check_output(
     before: tuple[str, ...],
     catalog: Catalog,
     extents: Extents,
-) -> tuple[tuple[str, ...], ast.Module, FileLocator]:
+) -> tuple[Business, ast.Module, FileLocator]:
     """The output must parse, every point placed or repaired must be recognised in it and able to run,
     and its business code must be the input's but for the rewrites the catalog declares.
 
-    Returns the output's business fingerprints (the baseline a later verify compares with), its
+    Returns the record of the output's business code (the baseline a later verify compares with), its
     ast and its points as recognised (the bodies rewrites captured where `extents` says).
     """
     tree = ast.parse(updated, filename=work.path)
@@ -714,10 +715,11 @@ def _check_output(
     if offenders or contexts:
         raise _NotRunnable(offenders, contexts)
     declared = declared_removals(locator.recognition)
-    after = tuple(f for f, _ in business_fingerprints(locator.recognition, added_imports(catalog)))
+    found = business_fingerprints(locator.recognition, added_imports(catalog))
+    after = tuple(f for f, _ in found)
     if [f for f in after if f not in declared] != [f for f in before if f not in declared]:
         raise _UnrecognisableEdit("the edit would change business code beyond the declared rewrites (catalog bug)")
-    return after, tree, locator
+    return recorded_business(found, tree), tree, locator
 
 
 # -- across files -----------------------------------------------------------------------------------------

@@ -14,9 +14,10 @@ from pathlib import Path
 
 from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
 from trace_instrument.engine.files import CheckoutError, checkout_root
-from trace_instrument.engine.manifest import Manifest
+from trace_instrument.engine.manifest import MODULE_SCOPE, Business, Manifest
 from trace_instrument.locate.business import business_fingerprints
 from trace_instrument.locate.match import canonical
+from trace_instrument.locate.recognize import Recognition
 from trace_instrument.model import Catalog
 
 
@@ -30,10 +31,31 @@ def business_baseline(work: FileWork, catalog: Catalog) -> tuple[str, ...]:
     return tuple(f for f, _ in business_fingerprints(work.locator.recognition, added_imports(catalog)))
 
 
-class Baseline:
-    """Business fingerprints per file, from wherever the proof should start."""
+def business_record(recognition: Recognition, tree: ast.Module, catalog: Catalog) -> Business:
+    """A file's business code as the manifest records it: its digest, each statement's mark and,
+    for a reviewer, the def or class each statement is in."""
+    return recorded_business(business_fingerprints(recognition, added_imports(catalog)), tree)
 
-    def fingerprints(self, relative: str, catalog: Catalog) -> tuple[str, ...] | None:
+
+def recorded_business(found: list[tuple[str, int]], tree: ast.Module) -> Business:
+    """The record of business statements found as (fingerprint, line) in the file `tree` parses."""
+    names = scope_names(tree)
+    return Business.of([f for f, _ in found], [names.get(line, MODULE_SCOPE) for _, line in found])
+
+
+def scope_names(tree: ast.Module) -> dict[int, str]:
+    """The name of the innermost def or class each line is in (its own header line included)."""
+    names: dict[int, str] = {}
+    for node in ast.walk(tree):  # outer definitions come first: inner ones overwrite their lines
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.update(dict.fromkeys(range(node.lineno, (node.end_lineno or node.lineno) + 1), node.name))
+    return names
+
+
+class Baseline:
+    """Business code per file, from wherever the proof should start."""
+
+    def business(self, relative: str, catalog: Catalog) -> Business | None:
         raise NotImplementedError
 
     @property
@@ -50,7 +72,7 @@ class ManifestBaseline(Baseline):
     def __init__(self, manifest: Manifest):
         self.manifest = manifest
 
-    def fingerprints(self, relative: str, catalog: Catalog) -> tuple[str, ...] | None:
+    def business(self, relative: str, catalog: Catalog) -> Business | None:
         return self.manifest.baselines.get(relative)
 
     @property
@@ -66,9 +88,9 @@ class FolderBaseline(Baseline):
     def __init__(self, root: Path):
         self.root = root
 
-    def fingerprints(self, relative: str, catalog: Catalog) -> tuple[str, ...] | None:
+    def business(self, relative: str, catalog: Catalog) -> Business | None:
         work = analyse(self.root, relative, catalog)
-        return None if isinstance(work, FileProblem) else business_baseline(work, catalog)
+        return None if isinstance(work, FileProblem) else _whole(business_baseline(work, catalog))
 
     @property
     def description(self) -> str:
@@ -85,7 +107,7 @@ class GitBaseline(Baseline):
         self.commit = _git(checkout, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").strip()
         self.prefix = checkout.resolve().relative_to(self.top.resolve()).as_posix()
 
-    def fingerprints(self, relative: str, catalog: Catalog) -> tuple[str, ...] | None:
+    def business(self, relative: str, catalog: Catalog) -> Business | None:
         path = f"{self.prefix}/{relative}" if self.prefix not in ("", ".") else relative
         try:
             data = subprocess.run(
@@ -97,11 +119,16 @@ class GitBaseline(Baseline):
         except subprocess.CalledProcessError:
             return None  # not in that commit
         work = analyse(self.checkout, relative, catalog, data)
-        return None if isinstance(work, FileProblem) else business_baseline(work, catalog)
+        return None if isinstance(work, FileProblem) else _whole(business_baseline(work, catalog))
 
     @property
     def description(self) -> str:
         return f"git {self.ref} ({self.commit[:12]})"
+
+
+def _whole(fingerprints: tuple[str, ...]) -> Business:
+    """A record that keeps each fingerprint whole (a tree at hand: no need to save space)."""
+    return Business.of(fingerprints, whole=True)
 
 
 def baseline_from(option: str | Path | None, checkout: Path, manifest: Manifest) -> Baseline:

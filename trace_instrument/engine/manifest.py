@@ -1,10 +1,14 @@
 """The record of what apply put in a checkout, kept next to verl/ as .trace-instrument.json.
 
-For each point in place: its file and the template texts it was applied with
-(so check can tell `stale` from hand-edited). For each instrumented file: the
-fingerprints of its business code as apply found it (the baseline of verify's
-zero-intrusion proof). For each rewrite and replace_expr edit in place: the exact
-text it replaced and a digest of the text it made (so remove gives the bytes back).
+For each point in place: its file and the digests of the templates it was applied with (so
+check can tell `stale` from hand-edited; the texts of templates no release shipped are kept
+whole). For each instrumented file: its business code as apply found it, as a digest and one
+short mark per statement (the baseline of verify's zero-intrusion proof). For each rewrite and
+replace_expr edit in place: the exact lines it replaced and a digest of the text it made (so
+remove gives the bytes back). Written as text a reviewer reads (docs/design.md, "The manifest"):
+keys sorted, one record or one code line per line, so a re-apply's diff shows what changed.
+Format 1 (releases up to 0.2.0: base64 blobs, whole template texts) is read as it is; the
+next apply writes it again in format 2.
 """
 
 from __future__ import annotations
@@ -12,13 +16,22 @@ from __future__ import annotations
 import base64
 import json
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trace_instrument.edit.regions import digest
 from trace_instrument.engine.files import CheckoutError, PendingWrite
 from trace_instrument.model import BodyExtent, ChangeKind, Extents, Point, RunError, RunErrorKind
+from trace_instrument.spec.shipped import shipped_templates
 
 MANIFEST_NAME = ".trace-instrument.json"
+FORMAT = 2  # the manifest format this release writes ("format"; a manifest without one is format 1)
+# a statement's mark in a baseline: one character for 6 bits of its fingerprint (it tells where a
+# change is; the digest of the whole fingerprints proves there is none)
+MARKS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+MARKS_PER_LINE = 240  # statements per line of a baseline (lines stay under ~300 characters)
+MODULE_SCOPE = "<module>"  # the scope of a file's statements outside any def or class
 
 
 @dataclass(frozen=True)
@@ -39,7 +52,8 @@ class Replaced:
         return all((p in staying) == (p in self.within) for p in {*self.inside, *self.within})
 
     def as_json(self) -> dict[str, object]:
-        body: dict[str, object] = {"text": self.text, "digest": self.digest}
+        # the text as its lines ("\n".join gives it back byte for byte, "\r" kept where it is)
+        body: dict[str, object] = {"digest": self.digest, "text": Lines(self.text.split("\n"))}
         if self.inside:
             body["inside"] = list(self.inside)
         if self.within:
@@ -49,10 +63,64 @@ class Replaced:
                 str(i): [e.length, e.first, e.last, e.before, e.after, e.beyond_first, e.beyond_last]
                 for i, e in sorted(self.bodies.items())
             }
-        return body
+        return dict(sorted(body.items()))
 
 
 Replacements = dict[int, Replaced]  # edit index within its point -> what it replaced
+
+
+@dataclass(frozen=True)
+class Business:
+    """A file's business code as recorded: the digest of its statements' fingerprints (what proves
+    it unchanged) and, per statement in order, a mark (one character of its fingerprint, or all of
+    it) that tells where a change is. `scopes`: (def or class name, statements) runs, for the layout."""
+
+    digest: str
+    marks: tuple[str, ...]
+    scopes: tuple[tuple[str, int], ...] = ()
+    whole: bool = False  # each mark is the whole fingerprint (a tree at hand, nothing to save)
+
+    @classmethod
+    def of(cls, fingerprints: Sequence[str], scopes: Sequence[str] = (), whole: bool = False) -> Business:
+        """The record of statements with these fingerprints (in order) and, optionally, the name of
+        the innermost def or class each one is in."""
+        runs: list[tuple[str, int]] = []
+        for name in scopes:
+            _count(runs, name, 1)
+        marks = tuple(fingerprints) if whole else tuple(mark(f) for f in fingerprints)
+        return cls(sequence_digest(fingerprints), marks, tuple(runs), whole)
+
+    def mark(self, fingerprint: str) -> str:
+        """A statement's mark, as this record writes it."""
+        return fingerprint if self.whole else mark(fingerprint)
+
+    def lines(self) -> Iterator[str]:
+        """`<scope> <marks>` lines, at most MARKS_PER_LINE statements each."""
+        runs = self.scopes or ((MODULE_SCOPE, len(self.marks)),)
+        at = 0
+        for name, count in runs:
+            for start in range(at, at + count, MARKS_PER_LINE):
+                yield f"{name} {''.join(self.marks[start : min(start + MARKS_PER_LINE, at + count)])}"
+            at += count
+
+
+def _count(runs: list[tuple[str, int]], name: str, count: int) -> None:
+    """Add `count` statements of scope `name` to the runs (the last one, when it is that scope's)."""
+    if runs and runs[-1][0] == name:
+        runs[-1] = (name, runs[-1][1] + count)
+    else:
+        runs.append((name, count))
+
+
+def mark(fingerprint: str) -> str:
+    """The one character a baseline keeps of a statement's fingerprint (hex: its first 6 bits)."""
+    return MARKS[int(fingerprint[:2], 16) >> 2]
+
+
+def sequence_digest(fingerprints: Sequence[str]) -> str:
+    """The digest of a sequence of statement fingerprints (a Business record's)."""
+    return digest("\n".join(fingerprints))
+
 
 # git's conflict markers (`|||||||` opens the base's side in the diff3 and zdiff3 styles); a line of
 # the JSON apply writes never starts with one (each starts with a space, a brace or a bracket)
@@ -124,16 +192,25 @@ class _Shape(Exception):
 
 def _from_json(body: object) -> Manifest:
     top = _object(body, "the top level")
-    points = {
-        key: (_string(_object(value, f"points.{key}").get("file"), f"points.{key}.file"), _templates(value, key))
-        for key, value in _section(top, "points").items()
-    }
-    baselines = {key: _fingerprints(value, key) for key, value in _section(top, "baselines").items()}
+    named = top.get("format", 1)
+    version = next((v for v in (1, FORMAT) if named == v and not isinstance(named, bool)), None)
+    if version is None:
+        raise _Shape(f"format: {named!r} is not a format this release reads (1 or {FORMAT}); a newer release wrote it")
+    texts: dict[str, str] = {}
+    if version == 1:  # each point holds its templates' texts; each baseline is a packed blob
+        points = {key: _point_v1(value, key, texts) for key, value in _section(top, "points").items()}
+        baselines = {key: Business.of(_fingerprints(value, key)) for key, value in _section(top, "baselines").items()}
+    else:
+        points = {key: _point(value, key) for key, value in _section(top, "points").items()}
+        texts = {key: _text(value, f"templates.{key}") for key, value in _section(top, "templates").items()}
+        baselines = {key: _business(value, key) for key, value in _section(top, "baselines").items()}
     imports = {key: tuple(_strings(value, f"imports.{key}")) for key, value in _section(top, "imports").items()}
     runtime = {key: _string(value, f"runtime.{key}") for key, value in _section(top, "runtime").items()}
     replaced = {key: _replacements(value, key) for key, value in _section(top, "replaced").items()}
     tool = top.get("tool")
-    return Manifest(points, baselines, imports, runtime, replaced, tool if isinstance(tool, str) else "")
+    return Manifest(
+        points, baselines, imports, runtime, replaced, texts, tool if isinstance(tool, str) else "", version
+    )
 
 
 def _object(value: object, where: str) -> dict[str, object]:
@@ -158,8 +235,27 @@ def _strings(value: object, where: str) -> list[str]:
     return [_string(item, f"{where}[{index}]") for index, item in enumerate(value)]
 
 
-def _templates(value: object, point: str) -> tuple[str, ...]:
-    return tuple(_strings(_object(value, f"points.{point}").get("templates"), f"points.{point}.templates"))
+def _text(value: object, where: str) -> str:
+    """A text written as its lines (format 2), or as one string (format 1)."""
+    return value if isinstance(value, str) else "\n".join(_strings(value, where))
+
+
+def _point(value: object, point: str) -> tuple[str, tuple[str, ...]]:
+    """A point: [its file, the digest of each of its templates]."""
+    match _strings(value, f"points.{point}"):
+        case [file, *templates]:
+            return file, tuple(templates)
+        case _:
+            raise _Shape(f"points.{point}: expected [file, template digest, ...], found an empty list")
+
+
+def _point_v1(value: object, point: str, texts: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """A format-1 point ({file, templates}: their texts); the texts go to `texts`."""
+    fields = _object(value, f"points.{point}")
+    file = _string(fields.get("file"), f"points.{point}.file")
+    templates = _strings(fields.get("templates"), f"points.{point}.templates")
+    texts.update((digest(text), text) for text in templates)
+    return file, tuple(digest(text) for text in templates)
 
 
 def _fingerprints(value: object, file: str) -> tuple[str, ...]:
@@ -167,6 +263,20 @@ def _fingerprints(value: object, file: str) -> tuple[str, ...]:
         return _unpack(_string(value, f"baselines.{file}"))
     except (ValueError, zlib.error) as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
         raise _Shape(f"baselines.{file}: not a packed list of fingerprints ({exc})") from None
+
+
+def _business(value: object, file: str) -> Business:
+    where = f"baselines.{file}"
+    fields = _object(value, where)
+    marks: list[str] = []
+    runs: list[tuple[str, int]] = []
+    for index, line in enumerate(_strings(fields.get("code"), f"{where}.code")):
+        name, _, packed = line.rpartition(" ")
+        if not name or not packed or any(c not in MARKS for c in packed):
+            raise _Shape(f"{where}.code[{index}]: expected `<scope> <marks>`, one mark a statement")
+        marks.extend(packed)
+        _count(runs, name, len(packed))
+    return Business(_string(fields.get("digest"), f"{where}.digest"), tuple(marks), tuple(runs))
 
 
 def _replacements(value: object, point: str) -> Replacements:
@@ -178,8 +288,9 @@ def _replacements(value: object, point: str) -> Replacements:
         fields = _object(record, where)
         inside, within = fields.get("inside", []), fields.get("within", [])
         records[int(index)] = Replaced(
-            _string(fields.get("text"), f"{where}.text"),
-            _string(fields.get("digest"), f"{where}.digest"),
+            _text(fields.get("text"), f"{where}.text"),
+            # format 1 kept 24 hex digits of the same sha256: its first ones are today's digest
+            _string(fields.get("digest"), f"{where}.digest")[: len(digest(""))],
             tuple(_strings(inside, f"{where}.inside")),
             tuple(_strings(within, f"{where}.within")),
             _bodies(fields.get("bodies", {}), f"{where}.bodies"),
@@ -219,13 +330,16 @@ def _kind(value: object) -> str:
 
 @dataclass(frozen=True)
 class Manifest:
-    points: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # id -> (file, templates)
-    baselines: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> business fingerprints
+    points: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # id -> (file, template digests)
+    baselines: dict[str, Business] = field(default_factory=dict)  # file -> its business code
     imports: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> plain imports apply added
     runtime: dict[str, str] = field(default_factory=dict)  # runtime file name -> hash of what apply installed
     replaced: dict[str, Replacements] = field(default_factory=dict)  # point id -> its edits' originals
-    # who wrote it ("trace-instrument 0.2.0"; "" when unknown): not a record of the tree, so left out of ==
+    texts: dict[str, str] = field(default_factory=dict)  # template digest -> text, for those no release shipped
+    # who wrote it ("trace-instrument 0.2.0"; "" when unknown) and in which format: not records of
+    # the tree, so left out of ==
     tool: str = field(default="", compare=False)
+    format: int = field(default=FORMAT, compare=False)
 
     @classmethod
     def load(cls, root: Path) -> Manifest:
@@ -254,17 +368,23 @@ class Manifest:
         return frozenset(self.points)
 
     def recorded(self, point: Point) -> tuple[str, ...] | None:
-        """The templates a point was applied with, when they differ from today's."""
+        """The templates a point was applied with, when they differ from today's (None: the same,
+        or texts neither the manifest nor any shipped release holds)."""
         entry = self.points.get(point.id)
-        if entry is None or entry[1] == templates_of(point):
+        if entry is None or entry[1] == template_digests(point):
             return None
-        return entry[1]
+        known = [self.texts.get(key) or shipped_templates().get(key) for key in entry[1]]
+        return tuple(text for text in known if text is not None) if None not in known else None
+
+    def outdated(self, tool: str) -> bool:
+        """Is it to be written again although it records the same tree (another release or format)?"""
+        return self.tool != tool or self.format != FORMAT
 
     def updated(
         self,
         in_place: list[Point],
         gone: list[str],
-        baselines: dict[str, tuple[str, ...]],
+        baselines: dict[str, Business],
         imports: dict[str, tuple[str, ...]] | None = None,
         runtime: dict[str, str] | None = None,
         replaced: dict[str, Replacements] | None = None,
@@ -275,48 +395,78 @@ class Manifest:
         `replaced` replaces the originals recorded for the points it names (`{}` for a point: none).
         """
         points = {k: v for k, v in self.points.items() if k not in gone}
-        points.update({p.id: (p.file, templates_of(p)) for p in in_place})
+        points.update({p.id: (p.file, template_digests(p)) for p in in_place})
         files = {file for file, _ in points.values()}
         merged = {**self.baselines, **baselines}
         added = dict(self.imports)
         for file, texts in (imports or {}).items():
             added[file] = tuple(dict.fromkeys([*added.get(file, ()), *texts]))
         originals = {**self.replaced, **(replaced or {})}
+        known = {**self.texts, **{digest(t): t for p in in_place for t in templates_of(p)}}
+        used = {key for _, keys in points.values() for key in keys}
         return Manifest(
             points,
             {f: v for f, v in merged.items() if f in files},
             {f: v for f, v in added.items() if f in files and v},
             dict(self.runtime) if runtime is None else dict(runtime),
             {k: v for k, v in originals.items() if k in points and v},
+            {k: t for k, t in known.items() if k in used and k not in shipped_templates()},
         )
 
     def write(self, tool: str) -> PendingWrite:
         if not self.points:
             return PendingWrite(MANIFEST_NAME, None, kind=ChangeKind.MANIFEST)
-        body = {
+        body: dict[str, object] = {
+            "format": FORMAT,
             "tool": tool,
-            "note": "written by trace-instrument apply; check and verify read it",
-            "points": {k: {"file": f, "templates": list(t)} for k, (f, t) in sorted(self.points.items())},
-            "baselines": {k: _pack(v) for k, v in sorted(self.baselines.items())},
+            "note": "written by trace-instrument apply; check, verify and remove read it (docs/design.md)",
+            "points": {k: [f, *t] for k, (f, t) in sorted(self.points.items())},
+            "templates": {k: Lines(t.split("\n")) for k, t in sorted(self.texts.items())},
+            "baselines": {k: {"digest": b.digest, "code": Lines(b.lines())} for k, b in sorted(self.baselines.items())},
             "imports": {k: list(v) for k, v in sorted(self.imports.items())},
             "runtime": dict(sorted(self.runtime.items())),
-        }
-        if self.replaced:
-            body["replaced"] = {
+            "replaced": {
                 k: {str(i): r.as_json() for i, r in sorted(v.items())} for k, v in sorted(self.replaced.items())
-            }
-        data = (json.dumps(body, indent=1, ensure_ascii=False) + "\n").encode()
+            },
+        }
+        data = ("\n".join(_layout(body)) + "\n").encode()
         return PendingWrite(MANIFEST_NAME, data, kind=ChangeKind.MANIFEST)
+
+
+INLINE = 160  # a list or object whose JSON fits in this many characters is written on one line
+
+
+class Lines(list[str]):
+    """Lines of code or text: one a line in the manifest however short (adding one changes one line)."""
+
+
+def _layout(value: object, indent: str = "", lead: str = "") -> Iterator[str]:
+    """The lines of `value` as JSON: a small list or object on one line, a larger one (or Lines) with
+    one item a line (so a change shows as the lines it touches). Keys stay in the order given."""
+    flat = json.dumps(value, ensure_ascii=False)
+    inline = not isinstance(value, Lines) and len(indent) + len(lead) + len(flat) <= INLINE
+    if not isinstance(value, (dict, list)) or not value or inline:
+        yield f"{indent}{lead}{flat}"
+        return
+    items = list(value.items()) if isinstance(value, dict) else [(None, item) for item in value]
+    yield f"{indent}{lead}{'{' if isinstance(value, dict) else '['}"
+    for number, (key, item) in enumerate(items, 1):
+        lines = list(_layout(item, indent + " ", "" if key is None else f"{json.dumps(key, ensure_ascii=False)}: "))
+        yield from lines[:-1]
+        yield lines[-1] + ("," if number < len(items) else "")
+    yield f"{indent}{'}' if isinstance(value, dict) else ']'}"
 
 
 def templates_of(point: Point) -> tuple[str, ...]:
     return tuple(edit.template.text for edit in point.edits)
 
 
-def _pack(fingerprints: tuple[str, ...]) -> str:
-    return base64.b64encode(zlib.compress("\n".join(fingerprints).encode(), 9)).decode()
+def template_digests(point: Point) -> tuple[str, ...]:
+    """How the manifest names the templates a point is applied with today."""
+    return tuple(digest(text) for text in templates_of(point))
 
 
 def _unpack(text: str) -> tuple[str, ...]:
+    """The fingerprints a format-1 baseline packed (zlib, then base64)."""
     raw = zlib.decompress(base64.b64decode(text)).decode()
     return tuple(raw.split("\n")) if raw else ()

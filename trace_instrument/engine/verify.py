@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import collections
 import difflib
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
 from trace_instrument.engine.assess import context_sentences, unanchored_sentence
 from trace_instrument.engine.baseline import Baseline, added_imports, baseline_from
 from trace_instrument.engine.files import CheckoutError, checkout_root
-from trace_instrument.engine.manifest import Manifest
+from trace_instrument.engine.manifest import Business, Manifest, sequence_digest
 from trace_instrument.engine.ownership import OURS
 from trace_instrument.locate import AnchorFailure
 from trace_instrument.locate.business import business_fingerprints, declared_removals
@@ -318,7 +319,7 @@ def _runtime_place_findings(base: Path, catalog: Catalog, manifest: Manifest) ->
 def _intrusion_findings(work: FileWork, catalog: Catalog, start: Baseline) -> list[Finding]:
     if all(work.state(p).untouched for p in work.points):
         return []
-    original = start.fingerprints(work.path, catalog)
+    original = start.business(work.path, catalog)
     if original is None:
         message = (
             f"no baseline for this file in {start.description}; run `apply` (it records one), "
@@ -327,12 +328,17 @@ def _intrusion_findings(work: FileWork, catalog: Catalog, start: Baseline) -> li
         return [Finding(Check.ZERO_INTRUSION, work.path, False, message)]
     current = business_fingerprints(work.locator.recognition, added_imports(catalog))
     declared = declared_removals(work.locator.recognition)
-    matcher = difflib.SequenceMatcher(None, list(original), [f for f, _ in current], autojunk=False)
+    if sequence_digest([f for f, _ in current]) == original.digest:
+        return [_same_business(work, current, start)]
+    # the digests differ: the marks (each a part of a fingerprint) tell where
+    marks = [original.mark(f) for f, _ in current]
+    matcher = difflib.SequenceMatcher(None, list(original.marks), marks, autojunk=False)
+    opcodes = matcher.get_opcodes()
     findings = []
-    for op, a1, a2, b1, b2 in matcher.get_opcodes():
+    for op, a1, a2, b1, b2 in opcodes:
         if op == "equal":
             continue
-        missing = [f for f in original[a1:a2] if f not in declared]
+        missing = [m for m in original.marks[a1:a2] if not any(original.mark(d) == m for d in declared)]
         added = current[b1:b2]
         what = "changed from" if missing else "added to"
         for _, line in added:
@@ -343,9 +349,42 @@ def _intrusion_findings(work: FileWork, catalog: Catalog, start: Baseline) -> li
             lost = len(missing) - len(added)
             message = f"{lost} statement(s) of the business code of {start.description} missing here"
             findings.append(Finding(Check.ZERO_INTRUSION, work.path, False, message, line=line))
-    if not findings:
-        message = f"{len(current)} business statements as in {start.description}"
-        findings.append(Finding(Check.ZERO_INTRUSION, work.path, True, message))
-    elif start.accepting:  # said once per file
-        findings[0] = replace(findings[0], message=f"{findings[0].message}; {start.accepting}")
-    return findings
+    if findings:
+        if start.accepting:  # said once per file
+            findings[0] = replace(findings[0], message=f"{findings[0].message}; {start.accepting}")
+        return findings
+    if _restored_digest(opcodes, original, current, declared) == original.digest:
+        return [_same_business(work, current, start)]  # what differs is what the rewrites take away
+    message = (
+        f"the business code differs from {start.description} at a statement its record cannot place; "
+        "compare with --baseline DIR|GIT-REF to see where"
+    )
+    if start.accepting:
+        message = f"{message}; {start.accepting}"
+    return [Finding(Check.ZERO_INTRUSION, work.path, False, message)]
+
+
+def _same_business(work: FileWork, current: list[tuple[str, int]], start: Baseline) -> Finding:
+    message = f"{len(current)} business statements as in {start.description}"
+    return Finding(Check.ZERO_INTRUSION, work.path, True, message)
+
+
+def _restored_digest(
+    opcodes: Sequence[tuple[str, int, int, int, int]],
+    original: Business,
+    current: list[tuple[str, int]],
+    declared: set[str],
+) -> str | None:
+    """The digest of today's statements with the ones the rewrites took away by design put back
+    where the baseline has them (None: a mark no single declared statement explains)."""
+    restored: list[str] = []
+    for op, a1, a2, b1, b2 in opcodes:
+        if op == "equal":
+            restored.extend(f for f, _ in current[b1:b2])
+            continue
+        for mark in original.marks[a1:a2]:
+            candidates = {d for d in declared if original.mark(d) == mark}
+            if len(candidates) != 1:
+                return None
+            restored.extend(candidates)
+    return sequence_digest(restored)
