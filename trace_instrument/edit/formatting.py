@@ -245,7 +245,8 @@ def _black(style: CodeStyle, document: str) -> str:
         preview=style.preview,
     )
     try:
-        return black.format_str(document, mode=mode)
+        formatted: str = black.format_str(document, mode=mode)
+        return formatted
     except Exception as exc:  # black raises its own errors for input it cannot format
         raise FormatterFailed(f"black: {exc}") from exc
 
