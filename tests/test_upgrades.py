@@ -311,7 +311,7 @@ class Fork:
 def fork(request: pytest.FixtureRequest, repository: Path, catalog: Catalog) -> Fork:
     """A fork of the old release with edits of its own, instrumented, the instrumentation committed."""
     upgrade: Upgrade = request.param
-    branch = f"fork-{upgrade.old}"
+    branch = _unused_branch(repository, f"fork-{upgrade.old}")
     checkout = repository.parent / branch
     git(repository, "worktree", "add", "-q", "-b", branch, str(checkout), f"v{upgrade.old}")
     replace_once(checkout / RAY_TRAINER, FORK_EDIT_OLD, FORK_EDIT_NEW)
@@ -332,8 +332,16 @@ def fork(request: pytest.FixtureRequest, repository: Path, catalog: Catalog) -> 
     return Fork(repository, upgrade, branch)
 
 
+def _unused_branch(repository: Path, name: str) -> str:
+    """`name`, or `name-2`, `name-3`...: pytest may set a module-scoped parametrized fixture up a second
+    time in one process (its tests interleaved with another parameter's), and git refuses a branch twice."""
+    taken = set(git(repository, "branch", "--format=%(refname:short)").splitlines())
+    candidates = (name if n == 1 else f"{name}-{n}" for n in range(1, len(taken) + 2))
+    return next(c for c in candidates if c not in taken)
+
+
 def branch_off(fork: Fork, name: str) -> Path:
-    checkout = fork.repository.parent / f"{name}-{fork.upgrade.old}"
+    checkout = fork.repository.parent / _unused_branch(fork.repository, f"{name}-{fork.upgrade.old}")
     git(fork.repository, "worktree", "add", "-q", "-b", checkout.name, str(checkout), fork.branch)
     return checkout
 
