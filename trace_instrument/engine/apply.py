@@ -115,7 +115,7 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
     outcomes = _run_jobs(base, context, selected, {path: frozenset() for path in jobs})
     outcomes = _settle_across_files(base, context, selected, outcomes)
     outcomes = {path: _refuse_unwritable(base, outcome) for path, outcome in outcomes.items()}
-    files = _requirements_put_back([outcome.result for outcome in outcomes.values()], catalog)
+    files = _marked(_requirements_put_back([outcome.result for outcome in outcomes.values()], catalog), catalog)
     # the instrumented code imports the runtime package: it comes along with any point in place
     needs_runtime = selection.wants_runtime or any(p.status.in_place for f in files for p in f.points)
     runtime_plan = runtime_plan if needs_runtime else []
@@ -203,6 +203,17 @@ def _runtime_record(catalog: Catalog, manifest: Manifest, plans: list[runtime.Ru
         elif status is RuntimeStatus.DRIFTED and name in manifest.runtime:
             record[name] = manifest.runtime[name]
     return record
+
+
+def _marked(files: list[FileResult], catalog: Catalog) -> list[FileResult]:
+    """Each result of a point an override re-anchors marked with that override (and port's grade,
+    when port wrote it): a dry run's review shows which hunks come from overrides."""
+    overridden = {p.id: p.overridden for p in catalog.points if p.overridden is not None}
+    if not overridden:
+        return files
+    return [
+        replace(f, points=tuple(replace(p, overridden=overridden.get(p.point_id)) for p in f.points)) for f in files
+    ]
 
 
 def _requirements_put_back(files: list[FileResult], catalog: Catalog) -> list[FileResult]:
@@ -555,8 +566,10 @@ def _result(plan: _PointPlan) -> PointResult:
     if plan.status is base.status and not plan.message:
         return base
     line = base.line
+    inserted: tuple[int, ...] = ()
     if plan.inserts and plan.assessment.placements:
         line = min(p.line for p in plan.assessment.placements)
+        inserted = tuple(_follows(p) for p in plan.assessment.placements)
     # what the assessment found stays (names, candidates, the failing edits ...); the run decides the rest
     return replace(
         base,
@@ -565,7 +578,18 @@ def _result(plan: _PointPlan) -> PointResult:
         message=plan.message,
         reason=plan.reason,
         context=plan.context or base.context,
+        insert_lines=inserted,
     )
+
+
+def _follows(placement: Placement) -> int:
+    """The line of the file as read that an edit's code follows (a diff's hunk holds it as context)."""
+    neighbor = placement.neighbor
+    if placement.region:
+        return placement.region[0].lineno - 1
+    if neighbor is None:
+        return max(placement.line - 1, 0)
+    return (neighbor.end_lineno or neighbor.lineno) if placement.after else neighbor.lineno - 1
 
 
 def _new_imports(work: FileWork, wanted: tuple[str, ...]) -> tuple[str, ...]:

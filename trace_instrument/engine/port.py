@@ -47,6 +47,7 @@ from trace_instrument.model import (
     EditKind,
     Point,
     PointResult,
+    PortCause,
     PortResult,
     PortStatus,
     PortSuggestion,
@@ -236,11 +237,39 @@ def _suggest(
         _decide(point, result, fits[point.id], consensus.get(point.scope), _kept_scope(work, point.scope))
         for point, result in zip(points, results)
     ]
+    decided = [
+        _with_cause(work, point, s, renames.get(point.scope) or moved.get(point.scope) or point.scope)
+        for point, s in zip(points, decided)
+    ]
     for point, suggestion in zip(points, decided):
         spelled = [f for f in fits[point.id] if f.spelled]
         if spelled and suggestion.confidence is not None:
             known.learn(point, spelled[0], suggestion.confidence)
     return decided
+
+
+def _with_cause(work: FileWork, point: Point, suggestion: PortSuggestion, scope: str) -> PortSuggestion:
+    """A point found nowhere whose anchors' statements are in `scope` but in another block than
+    the edit's `inside`: its message says so, naming the block they are in here."""
+    if suggestion.status is not PortStatus.NOT_FOUND or not work.locator.index.scope_nodes(scope):
+        return suggestion
+    loose = [replace(e, anchors=(replace(e.anchors[0], inside=None),)) for e in point.edits]
+    placements = _placed_all(work, replace(point, scope=scope, edits=tuple(loose)))
+    if placements is None:
+        return suggestion
+    for edit, placement in zip(point.edits, placements):
+        inside = edit.anchors[0].inside
+        stmt = placement.neighbor if placement.neighbor is not None else next(iter(placement.region), None)
+        if inside is None or stmt is None:
+            continue
+        here = _block_header(work, stmt) or f"the top level of {scope}"
+        why = (
+            f"its anchor's statements are in {scope} (line {placement.line}), but the block around them differs:"
+            f" `{here.splitlines()[0]}` here, `{inside.text.splitlines()[0]}` in the validated release;"
+            " an override whose `inside` is the block here places it (for a person: is it the same block?)"
+        )
+        return replace(suggestion, message=why, cause=PortCause.ENCLOSING_BLOCK)
+    return suggestion
 
 
 def _fits(work: FileWork, point: Point, renames: dict[str, str]) -> list[_Fit]:
@@ -332,6 +361,7 @@ def _moved_file(suggestion: PortSuggestion, fits: list[tuple[str, _Fit]], known:
         line=min(p.line for p in fit.placements),
         evidence=evidence,
         message="",
+        candidates=(),
     )
 
 
@@ -1447,8 +1477,10 @@ def _not_repeatable(point: Point, fit: _Fit, name: str, code: str) -> PortSugges
 
 
 def _not_found(point: Point, result: PointResult, why: str) -> PortSuggestion:
+    """No place: why, and the statements nearest its anchor as check finds them (apply's result)."""
     message = why or f"no scope of {point.file} holds its anchors' statements ({result.message})"
-    return PortSuggestion(point.id, point.file, PortStatus.NOT_FOUND, point.scope, message=message)
+    nearest = result.candidates or tuple(c for e in result.edits for c in e.candidates)
+    return PortSuggestion(point.id, point.file, PortStatus.NOT_FOUND, point.scope, message=message, candidates=nearest)
 
 
 def _graded(suggestion: PortSuggestion, min_confidence: Confidence) -> PortSuggestion:
@@ -1592,11 +1624,49 @@ def _proven(
     for suggestion in suggestions:
         result = outcome.get(suggestion.point_id)
         if suggestion.status is PortStatus.PORTED and (result is None or not result.status.in_place):
-            why = f"{result.status.value}: {result.message}" if result is not None else "not planned"
-            message = f"apply refuses it at its new place ({why})"
-            suggestion = replace(suggestion, status=PortStatus.REFUSED, message=message)
+            suggestion = _refused_by_apply(suggestion, result, outcome, {p.id: p.requires for p in reloaded.points})
         proven.append(suggestion)
     return proven, {point_id: r for point_id, r in outcome.items() if _unbound(r)}
+
+
+def _refused_by_apply(
+    suggestion: PortSuggestion,
+    result: PointResult | None,
+    outcome: dict[str, PointResult],
+    requires: dict[str, tuple[str, ...]],
+) -> PortSuggestion:
+    """A suggestion apply does not place: its real cause, following a chain of required points
+    skipped to the one that is not placeable, and what a person does about it."""
+    if result is None:
+        return replace(suggestion, status=PortStatus.REFUSED, message="apply does not plan it", cause=PortCause.PROOFS)
+    root = _root_requirement(result, outcome, requires)
+    if root is None:
+        message = f"apply refuses it at its new place ({result.status.value}: {result.message})"
+        return replace(suggestion, status=PortStatus.REFUSED, message=message, cause=PortCause.PROOFS)
+    why = f"{root.status.value}: {root.message}" if root.message else root.status.value
+    message = (
+        f"it requires {root.point_id}, which cannot go in this tree as it is ({why}): this point goes once"
+        f" {root.point_id} does (an override of it by hand, then port again)"
+    )
+    return replace(
+        suggestion, status=PortStatus.REFUSED, message=message, cause=PortCause.REQUIRED_POINT, blocked_by=root.point_id
+    )
+
+
+def _root_requirement(
+    result: PointResult, outcome: dict[str, PointResult], requires: dict[str, tuple[str, ...]]
+) -> PointResult | None:
+    """The required point at the root of a chain of points skipped for one they require (None: not
+    skipped for one)."""
+    seen: set[str] = set()
+    while result.status is Status.SKIPPED and result.reason is Reason.REQUIREMENT and result.point_id not in seen:
+        seen.add(result.point_id)
+        lacking = [outcome[r] for r in requires.get(result.point_id, ()) if r in outcome]
+        required = next((r for r in lacking if not r.status.in_place), None)
+        if required is None:
+            return None
+        result = required
+    return result if seen else None
 
 
 def _around(catalog: Catalog, selection: Selection, files: set[str]) -> Selection:
@@ -1686,14 +1756,16 @@ def _entry(point: Point, suggestion: PortSuggestion) -> dict[str, object]:
         entry["scope"] = suggestion.new_scope
     if suggestion.bindings:
         entry["bind"] = dict(suggestion.bindings)
-    if not any(suggestion.anchors) and not any(suggestion.insides):
-        return entry
-    insides = suggestion.insides or ("",) * len(point.edits)
-    edits = [_anchors_entry(edit, text, inside) for edit, text, inside in zip(point.edits, suggestion.anchors, insides)]
-    if len(edits) == 1:
-        entry.update(edits[0])
-    else:
-        entry["edits"] = edits
+    if any(suggestion.anchors) or any(suggestion.insides):
+        insides = suggestion.insides or ("",) * len(point.edits)
+        anchors = zip(point.edits, suggestion.anchors, insides)
+        edits = [_anchors_entry(edit, text, inside) for edit, text, inside in anchors]
+        if len(edits) == 1:
+            entry.update(edits[0])
+        else:
+            entry["edits"] = edits
+    if suggestion.confidence is not None:  # for the review: apply --dry-run shows it beside the hunk
+        entry["ported"] = {"confidence": suggestion.confidence.value, "evidence": suggestion.evidence}
     return entry
 
 
