@@ -7,6 +7,7 @@ three-way merge does, without the validated release at hand."""
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import json
 from pathlib import Path
@@ -19,9 +20,24 @@ DATA = Path(__file__).with_name("neighbours.json")
 Neighbours = dict[str, list[tuple[str, str]]]  # point id -> per edit: (the statement before, the one after)
 
 
+_FIRST_LINES: dict[int, tuple[ast.stmt, str]] = {}  # id -> (the statement, kept so its id is not reused; its line)
+_BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
+
+
 def first_line(stmt: ast.stmt) -> str:
-    """A statement as neighbourhoods compare it: its first line as `ast` writes it (a block's header)."""
-    return ast.unparse(stmt).splitlines()[0]
+    """A statement as neighbourhoods compare it: its first line as `ast` writes it (a block's header).
+    A block is written without its body (the same first line, without unparsing what it holds);
+    each statement once per process (port compares every statement of a scope many times)."""
+    known = _FIRST_LINES.get(id(stmt))
+    if known is not None and known[0] is stmt:
+        return known[1]
+    shallow = copy.copy(stmt)
+    for name in _BLOCK_FIELDS:
+        if getattr(shallow, name, None):
+            setattr(shallow, name, [ast.Pass()] if name == "body" else [])
+    line = ast.unparse(shallow).splitlines()[0]
+    _FIRST_LINES[id(stmt)] = (stmt, line)
+    return line
 
 
 @functools.cache

@@ -431,7 +431,7 @@ def _beside_its_edits(work: FileWork, point: Point, scope: str) -> _Fit | None:
     anchored `inside` the method its nearest found edit is in (the one before it, else after),
     when it matches once there: the edits of a point go together."""
     moved = replace(point, scope=scope)
-    found = [work.locator.place(moved, edit) for edit in moved.edits]
+    found = [work.locator.place(moved, edit, nearest=False) for edit in moved.edits]
     if not any(not isinstance(f, Placement) and f.status is Status.AMBIGUOUS for f in found):
         return None
     insides: list[str] = []
@@ -464,7 +464,7 @@ def _aligned_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     texts: list[str] = []
     spelled: dict[str, str] = {}
     shown: collections.Counter[str] = collections.Counter()  # per name: how many anchor statements show it
-    found_here = [work.locator.place(moved, edit) for edit in moved.edits]
+    found_here = [work.locator.place(moved, edit, nearest=False) for edit in moved.edits]
     blocks = {_block_of(work, p) for p in found_here if isinstance(p, Placement)}
     for edit, found in zip(moved.edits, found_here):
         if isinstance(found, Placement):
@@ -550,7 +550,7 @@ def _fit_if_placed(
 
 def _placed_all(work: FileWork, point: Point) -> tuple[Placement, ...] | None:
     """Where each edit of the point goes, when every one finds its place (None otherwise)."""
-    placed = [work.locator.place(point, edit) for edit in point.edits]
+    placed = [work.locator.place(point, edit, nearest=False) for edit in point.edits]
     placements = tuple(p for p in placed if isinstance(p, Placement))
     return placements if len(placements) == len(placed) else None
 
@@ -618,7 +618,7 @@ def _nearest_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     texts: list[str] = []
     notes: list[str] = []
     for edit in moved.edits:
-        found = work.locator.place(moved, edit)
+        found = work.locator.place(moved, edit, nearest=False)
         if isinstance(found, Placement):
             texts.append("")
             continue
@@ -765,7 +765,7 @@ def _counterpart_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     insides: list[str] = []
     notes: list[str] = []
     for edit in moved.edits:
-        if isinstance(work.locator.place(moved, edit), Placement):
+        if isinstance(work.locator.place(moved, edit, nearest=False), Placement):
             texts.append("")
             insides.append("")
             continue
@@ -841,7 +841,7 @@ def _neighbour_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
         return None
     moved = replace(point, scope=scope)
     sites = list(work.locator.index.sites_in(nodes[0]))
-    placed = [work.locator.place(moved, edit) for edit in moved.edits]
+    placed = [work.locator.place(moved, edit, nearest=False) for edit in moved.edits]
     options = [
         [] if isinstance(p, Placement) or not (b and a) else _between(sites, b, a, e.anchors[0])
         for e, p, (b, a) in zip(moved.edits, placed, known)
@@ -878,7 +878,7 @@ def _branch_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
         return None
     moved = replace(point, scope=scope)
     own = [n for n in _own_nodes(nodes[0]) if isinstance(n, ast.stmt)]
-    placed = [work.locator.place(moved, edit) for edit in moved.edits]
+    placed = [work.locator.place(moved, edit, nearest=False) for edit in moved.edits]
     near = [p.neighbor for p in placed if isinstance(p, Placement) and p.neighbor is not None]
     near += _neighbour_guides(work, moved, nodes[0])
     texts = [""] * len(moved.edits)
@@ -1006,7 +1006,7 @@ def _return_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     texts: list[str] = []
     for edit in moved.edits:
         anchor = edit.anchors[0]
-        if isinstance(work.locator.place(moved, edit), Placement):
+        if isinstance(work.locator.place(moved, edit, nearest=False), Placement):
             texts.append("")
         elif anchor.kind is EditKind.BEFORE and [type(s) for s in anchor.target.stmts] == [ast.Return]:
             if len(returns) != 1:
