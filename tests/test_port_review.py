@@ -255,3 +255,86 @@ def test_a_point_whose_required_point_cannot_go_names_it(tmp_path: Path, sets_mo
         and "self.mode" in scored.message
     )
     assert scored.confidence in (Confidence.EXACT, Confidence.LIKELY)
+
+
+READS_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.first
+    facility: progress
+    title: after the batch is made
+    scope: Worker.run
+    after: |
+      batch = make(data)
+    code: |
+      log_progress('made')
+  - id: t.scored
+    facility: progress
+    title: after the score, with the rollout count
+    scope: Worker.run
+    after: |
+      score = judge(batch)
+    code: |
+      log_progress(f'scored {rollout_n}')
+"""
+
+
+@pytest.mark.parametrize(
+    ("module_level", "bound"),
+    [
+        ("", (("rollout_n", "self.cfg.rollout_n"),)),  # bound nowhere: bound before the proof
+        ("rollout_n = 4\n", ()),  # twin: the module defines it, nothing to bind
+    ],
+)
+def test_a_name_bound_nowhere_is_bound_in_the_same_round_of_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module_level: str, bound: tuple[tuple[str, str], ...]
+) -> None:
+    """The point's code reads `rollout_n`, which nothing defines where it goes: port binds it before
+    apply proves the place (one round of apply), as the second round used to once apply refused it."""
+    from trace_instrument.engine.port import names, proving
+
+    source = module_level + RENAMED.replace("judge(batch)", "judge(batch, self.cfg.rollout_n)")
+    spec = READS_SPEC.replace("score = judge(batch)", "score = judge(batch, self.cfg.rollout_n)")
+    tree, catalog, specs = _case(tmp_path, source, spec)
+    rounds: list[int] = []
+    real = proving.apply
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        rounds.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(proving, "apply", counted)
+    first = {
+        s.point_id: s
+        for s in port(
+            tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS, write=False
+        ).suggestions
+    }
+    assert first["t.scored"].status is PortStatus.PORTED and first["t.scored"].bindings == bound
+    assert len(rounds) == 1
+    # the same suggestions as when apply's refusal tells the name (two rounds)
+    rounds.clear()
+    monkeypatch.setattr(names, "_surely_unbound", lambda *args: ())
+    again = {
+        s.point_id: s
+        for s in port(
+            tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS, write=False
+        ).suggestions
+    }
+    assert again == first
+    assert len(rounds) == (2 if bound else 1)
+
+
+def test_apply_plan_only_gives_the_statuses_without_editing_or_writing(tmp_path: Path) -> None:
+    """port starts from apply's plan: the same statuses as a dry run where no output check objects,
+    no file's text edited, and nothing written even when asked to write."""
+    from trace_instrument.engine.apply import apply
+
+    tree, catalog, _specs = _case(tmp_path, "class Worker:\n    def run(self, data):\n        batch = make(data)\n")
+    before = (tree / "verl" / "target.py").read_bytes()
+    planned = apply(tree, catalog, write=True, plan_only=True)
+    full = apply(tree, catalog, write=False)
+    assert {p.point_id: p.status for p in planned.points} == {p.point_id: p.status for p in full.points}
+    assert any(f.changed for f in full.files) and not any(f.changed for f in planned.files)
+    assert not planned.written and (tree / "verl" / "target.py").read_bytes() == before
+    assert not (tree / ".trace-instrument.json").exists()

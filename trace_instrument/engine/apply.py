@@ -70,6 +70,7 @@ class ApplyOptions:
     write: bool = True
     keep_going: bool = False  # write the files that worked even if others failed
     update: bool = False  # refresh points applied with an older template
+    plan_only: bool = False  # the plan's statuses alone: no file is edited (nor its output checked)
 
 
 def apply(
@@ -80,9 +81,13 @@ def apply(
     write: bool = True,
     keep_going: bool = False,
     update: bool = False,
+    plan_only: bool = False,
 ) -> RunResult:
-    """Put the selected points in place (or, with write=False, say what would change)."""
-    options = ApplyOptions(write, keep_going, update)
+    """Put the selected points in place (or, with write=False, say what would change). With
+    `plan_only` (nothing written), each point's status as planned, before any file is edited: the
+    checks of the edited output (names, control context) are not made, so a point they would
+    refuse reads `applied`; port starts from it and proves its places with a full apply."""
+    options = ApplyOptions(write and not plan_only, keep_going, update, plan_only)
     try:
         base = checkout_root(root)
         with locked(base, write):
@@ -111,7 +116,8 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
             validated_on=catalog.validated_on,
         )
     runtime_plan = runtime.plan_install(base, catalog, found)
-    context = _ApplyRun(catalog, manifest, runtime.state_for_points([p.file for p in runtime_plan]), options.update)
+    state = runtime.state_for_points([p.file for p in runtime_plan])
+    context = _ApplyRun(catalog, manifest, state, options.update, options.plan_only)
     outcomes = _run_jobs(base, context, selected, {path: frozenset() for path in jobs})
     outcomes = _settle_across_files(base, context, selected, outcomes)
     outcomes = {path: _refuse_unwritable(base, outcome) for path, outcome in outcomes.items()}
@@ -126,7 +132,7 @@ def _apply(base: Path, catalog: Catalog, selection: Selection, options: ApplyOpt
         verl_version=verl_version(base),
         validated_on=catalog.validated_on,
     )
-    if any(f.error for f in files) and not options.keep_going:
+    if options.plan_only or (any(f.error for f in files) and not options.keep_going):
         return result
     # the runtime package first: never an instrumented file importing a package not there yet
     writes = [p.write for p in runtime_plan if p.write is not None]
@@ -240,6 +246,7 @@ class _ApplyRun:
     manifest: Manifest
     runtime: runtime.RuntimeState  # the package as it will be after this run
     update: bool
+    plan_only: bool = False  # ApplyOptions.plan_only
 
 
 @dataclass(frozen=True)
@@ -317,6 +324,8 @@ def _apply_to_file(
         return _Outcome(problem_results(disk, points))
     work, updating = (disk, set()) if not context.update else _without_stale(base, disk, points, context)
     plans = _plan_file(work, points, context, updating, excluded, selected)
+    if context.plan_only:
+        return _Outcome(FileResult(work.path, tuple(_result(p) for p in plans), original=disk.text))
     return _edit_file(work, plans, context, disk)
 
 

@@ -15,6 +15,7 @@ same ids, same templates, so check, verify and remove follow.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from trace_instrument.engine.analysis import FileProblem, analyse
@@ -24,16 +25,20 @@ from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.port.decide import _graded, _in_place, _not_found, _rebound, _unbound
 from trace_instrument.engine.port.evidence import _Spellings
 from trace_instrument.engine.port.fits import _in_other_files, _suggest
+from trace_instrument.engine.port.names import _prebound
 from trace_instrument.engine.port.proving import Reload, _proven
 from trace_instrument.engine.port.writing import PORT_HEADER, _write, override_file_name
 from trace_instrument.model import (
     Catalog,
     Confidence,
+    PointResult,
+    PortCause,
     PortResult,
     PortStatus,
     PortSuggestion,
     RunError,
     RunErrorKind,
+    RunResult,
     Selection,
     Status,
 )
@@ -63,41 +68,15 @@ def port(
     except CheckoutError as exc:
         return PortResult(str(root), (), error=exc.as_run_error())
     folder = out if out is not None else base / DEFAULT_OUT
-    # apply's plan, not check's statuses: only apply's proofs say a missing point's code would
-    # read a name its place lacks (refused, unbound-name)
-    checked = apply(base, catalog, selection, write=False)
+    # apply's plan, not check's statuses: only apply's plan says a missing point's code would
+    # read a name its place lacks (refused, unbound-name); the plan alone (no file edited): the
+    # places found are proven by a full apply, which refuses what the edited output's checks do
+    checked = apply(base, catalog, selection, write=False, plan_only=True)
     if checked.error is not None:
         return PortResult(str(base), (), str(folder), error=checked.error)
-    lost = [r for r in checked.points if r.status in LOST]
-    unbound = {r.point_id: _unbound(r) for r in checked.points if _unbound(r)}
-    suggestions: list[PortSuggestion] = []
     known = _Spellings()
-    for file in dict.fromkeys(r.file for r in checked.points if r.status in LOST or r.point_id in unbound):
-        results = [r for r in lost if r.file == file]
-        work = analyse(base, file, catalog, manifest=manifest)
-        if isinstance(work, FileProblem):
-            suggestions += [_not_found(catalog.point(r.point_id), r, work.message) for r in results]
-            continue
-        known.works[file] = work
-        suggestions += _suggest(work, [catalog.point(r.point_id) for r in results], results, known)
-    suggestions = _in_other_files(base, catalog, manifest, suggestions, known)
-    suggestions += [
-        _in_place(catalog.point(r.point_id), r)
-        for r in checked.points
-        if r.point_id in unbound and r.file in known.works
-    ]
-    proven, refused = _proven(base, folder, catalog, selection, reload, suggestions)
-    # a point that waited for a lost one it requires (skipped) may now read a name its place lacks
-    looked_for = {s.point_id for s in proven}
-    proven += [
-        _in_place(catalog.point(r.point_id), r)
-        for r in refused.values()
-        if r.point_id not in looked_for and r.file in known.works
-    ]
-    names = {point_id: _unbound(r) for point_id, r in refused.items()}
-    rebound = [_rebound(s, {**unbound, **names}.get(s.point_id, ()), known) for s in proven]
-    if rebound != proven:
-        proven, _ = _proven(base, folder, catalog, selection, reload, rebound)
+    suggestions = _suggestions(base, catalog, manifest, checked, known)
+    proven = _proven_and_bound(_Proof(base, folder, catalog, selection, reload), suggestions, known)
     final = tuple(_graded(s, min_confidence) for s in proven)
     writing = [s for s in final if s.status is PortStatus.PORTED]
     try:
@@ -107,3 +86,72 @@ def port(
         error = exc.as_run_error() if isinstance(exc, CheckoutError) else RunError(RunErrorKind.WRITE_FAILED, str(exc))
         return PortResult(str(base), final, str(folder), error=error)
     return PortResult(str(base), final, str(folder), written, kept=kept)
+
+
+def _suggestions(
+    base: Path, catalog: Catalog, manifest: Manifest, checked: RunResult, known: _Spellings
+) -> list[PortSuggestion]:
+    """A suggestion per lost point (in its file or a related one), and, for each point refused for
+    names its code reads, one with those names bound as the tree spells them (`known` learns the
+    files read and the spellings their anchors show)."""
+    lost = [r for r in checked.points if r.status in LOST]
+    unbound = {r.point_id: _unbound(r) for r in checked.points if _unbound(r)}
+    suggestions: list[PortSuggestion] = []
+    for file in dict.fromkeys(r.file for r in checked.points if r.status in LOST or r.point_id in unbound):
+        results = [r for r in lost if r.file == file]
+        work = analyse(base, file, catalog, manifest=manifest)
+        if isinstance(work, FileProblem):
+            suggestions += [_not_found(catalog.point(r.point_id), r, work.message) for r in results]
+            continue
+        known.works[file] = work
+        suggestions += _suggest(work, [catalog.point(r.point_id) for r in results], results, known)
+    suggestions = _prebound(catalog, _in_other_files(base, catalog, manifest, suggestions, known), known)
+    refused = [_in_place(catalog.point(r.point_id), r) for r in checked.points if r.point_id in unbound]
+    # bound before the first proof: one round of apply proves them with the places found
+    return suggestions + [_rebound(s, unbound[s.point_id], known) for s in refused if s.file in known.works]
+
+
+@dataclass(frozen=True)
+class _Proof:
+    """What proving a set of suggestions needs: the checkout, the overrides' folder, the catalog
+    and selection, and how to load the catalog with overrides added."""
+
+    base: Path
+    folder: Path
+    catalog: Catalog
+    selection: Selection
+    reload: Reload
+
+    def __call__(
+        self, suggestions: list[PortSuggestion], files: set[str] | None = None
+    ) -> tuple[list[PortSuggestion], dict[str, PointResult]]:
+        return _proven(self.base, self.folder, self.catalog, self.selection, self.reload, suggestions, files)
+
+
+def _proven_and_bound(prove: _Proof, suggestions: list[PortSuggestion], known: _Spellings) -> list[PortSuggestion]:
+    """The suggestions proven with apply. A point that, placed with the others, reads a name its
+    place lacks is bound as the tree spells it (one that waited for a lost point it requires,
+    skipped, included); those, and the points refused only for requiring one of them, are proven
+    again, the files they are in alone: a second round of apply only then, and only there."""
+    proven, refused = prove(suggestions)
+    looked_for = {s.point_id for s in proven}
+    catalog = prove.catalog
+    proven += [
+        _in_place(catalog.point(r.point_id), r)
+        for r in refused.values()
+        if r.point_id not in looked_for and r.file in known.works
+    ]
+    rebound = [_rebound(s, _unbound(refused[s.point_id]) if s.point_id in refused else (), known) for s in proven]
+    changed = {s.point_id for s, before in zip(rebound, proven) if s != before}
+    if not changed:
+        return proven
+    first = {s.point_id: s for s in suggestions}
+    again = [_revived(s, first.get(s.point_id), changed) for s in rebound]
+    files = {s.file for s, before in zip(again, proven) if s != before}
+    return prove(again, files)[0]
+
+
+def _revived(suggestion: PortSuggestion, before: PortSuggestion | None, bound: set[str]) -> PortSuggestion:
+    """A suggestion refused only for requiring a point now bound: as it was before the proof."""
+    waited = suggestion.cause is PortCause.REQUIRED_POINT and suggestion.blocked_by in bound
+    return before if waited and before is not None and before.status is PortStatus.PORTED else suggestion

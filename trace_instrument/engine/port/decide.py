@@ -226,9 +226,7 @@ def _rebound(suggestion: PortSuggestion, names: tuple[str, ...], known: _Spellin
             code, shown_by, sure = scope_known[name]
             if not repeatable(code):
                 why = f"its code reads {name!r}, which the anchor of {shown_by} shows computed as `{code}`"
-                return replace(
-                    suggestion, message=f"{suggestion.message}; {why}: read again, that code would run twice"
-                )
+                return _unbindable(suggestion, f"{why}: read again, that code would run twice")
             note = f"{name} read as `{code}`, as the anchor of {shown_by} shows"
             sure = sure if pure_read(code) else Confidence.GUESS
         else:
@@ -239,7 +237,7 @@ def _rebound(suggestion: PortSuggestion, names: tuple[str, ...], known: _Spellin
                     f" scope shows it spelled otherwise and nothing there reads a key or attribute {name!r},"
                     " so there is nothing to bind; the value is not in that def (for a person)"
                 )
-                return replace(suggestion, message=f"{suggestion.message}; {why}")
+                return _unbindable(suggestion, why)
             code, sure = found, Confidence.GUESS
             note = f"{name} read as `{code}`, the one read of a key or attribute {name!r} in {suggestion.new_scope}"
         bindings[name] = code
@@ -253,7 +251,17 @@ def _rebound(suggestion: PortSuggestion, names: tuple[str, ...], known: _Spellin
         confidence=confidence,
         evidence=evidence,
         message="",
+        cause=None,
+        blocked_by="",
     )
+
+
+def _unbindable(suggestion: PortSuggestion, why: str) -> PortSuggestion:
+    """A refused suggestion whose message says why a name cannot be bound (once: a point looked at
+    again after apply's proof is told the same)."""
+    if why in suggestion.message:
+        return suggestion
+    return replace(suggestion, message=f"{suggestion.message}; {why}")
 
 
 def _named_read(work: FileWork, scope: str, name: str) -> str | None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import ast
 import collections
 import difflib
+import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -201,10 +202,19 @@ def _in_other_files(
     lost = [s for s in suggestions if s.status is PortStatus.NOT_FOUND]
     if not lost:
         return suggestions
-    related = {s.file: _related_files(base, s.file) for s in lost}
+    words = {s.point_id: _anchor_words(catalog.point(s.point_id)) for s in lost}
+    texts: dict[str, str] = {}
+    related = {}
+    for file in dict.fromkeys(s.file for s in lost):
+        wanted = [words[s.point_id] for s in lost if s.file == file]
+        related[file] = _related_files(base, file, _holding(wanted), texts)
     found: dict[str, list[tuple[str, _Fit]]] = {s.point_id: [] for s in lost}
     for other in sorted({f for files in related.values() for f in files}):
-        moving = [s.point_id for s in lost if other in related[s.file]]
+        # a verbatim fit names every name its anchors name: a module without one of them holds none
+        present = _words_of(texts[other])
+        moving = [s.point_id for s in lost if other in related[s.file] and words[s.point_id] <= present]
+        if not moving:
+            continue
         moved = replace(catalog, points=tuple(replace(p, file=other) if p.id in moving else p for p in catalog.points))
         work = analyse(base, other, moved, manifest=manifest)
         if isinstance(work, FileProblem):
@@ -241,23 +251,65 @@ def _moved_file(suggestion: PortSuggestion, fits: list[tuple[str, _Fit]], known:
     )
 
 
-def _related_files(base: Path, relative: str) -> list[str]:
-    """The checkout's verl modules `relative` imports, and those importing it (runtime excluded)."""
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _anchor_words(point: Point) -> frozenset[str]:
+    """The names the first statement of each edit's anchor names (its captures aside): a file
+    holding the anchors verbatim spells every one of them."""
+    words: set[str] = set()
+    for edit in point.edits:
+        for node in ast.walk(edit.anchors[0].target.stmts[0]):
+            name = getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "arg", None)
+            if isinstance(name, str):
+                words.add(name)
+    return frozenset(w for w in words if not w.startswith("__anchor_"))
+
+
+def _holding(wanted: list[frozenset[str]]) -> Callable[[str], bool]:
+    """Does a text name every name of one of these sets?"""
+    # each name as a substring first (a quick no for most modules), the text's names only then
+    return lambda text: any(all(w in text for w in words) and words <= _words_of(text) for words in wanted)
+
+
+@functools.lru_cache(maxsize=256)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text))
+
+
+def _related_files(base: Path, relative: str, holds: Callable[[str], bool], texts: dict[str, str]) -> list[str]:
+    """The checkout's verl modules `relative` imports, and those importing it (runtime excluded),
+    of those whose text `holds` (the names some lost point's anchors name); `texts` keeps the text
+    of each module read."""
     module = _module_name(relative)
-    imported = _verl_imports(base, relative)
-    importers = []
+    related = []
     for path in sorted((base / "verl").rglob("*.py")):
         other = path.relative_to(base).as_posix()
         if other == relative or other.startswith("verl/utils/tracing/") or "__pycache__" in other:
             continue
         try:
-            text = path.read_text(encoding="utf-8")
+            text = texts[other] if other in texts else path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             continue
+        if not holds(text):
+            continue
+        texts[other] = text
         stem = module.rpartition(".")[2]
         if (module in text or stem in text) and module in _imported_modules(other, text):
-            importers.append(other)
-    return [f for f in dict.fromkeys([*imported, *importers]) if f != relative]
+            related.append(other)
+    imported = [f for f in _verl_imports(base, relative) if f in texts or _held(base, f, holds, texts)]
+    return [f for f in dict.fromkeys([*imported, *related]) if f != relative]
+
+
+def _held(base: Path, relative: str, holds: Callable[[str], bool], texts: dict[str, str]) -> bool:
+    """Does the module's text hold what is looked for? (its text kept in `texts` when it does)"""
+    try:
+        text = (base / relative).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if holds(text):
+        texts[relative] = text
+    return relative in texts
 
 
 def _module_name(relative: str) -> str:

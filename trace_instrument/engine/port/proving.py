@@ -28,19 +28,28 @@ from trace_instrument.engine.port.writing import _override_files
 
 
 def _proven(
-    base: Path, folder: Path, catalog: Catalog, selection: Selection, reload: Reload, suggestions: list[PortSuggestion]
+    base: Path,
+    folder: Path,
+    catalog: Catalog,
+    selection: Selection,
+    reload: Reload,
+    suggestions: list[PortSuggestion],
+    files: set[str] | None = None,
 ) -> tuple[list[PortSuggestion], dict[str, PointResult]]:
     """The suggestions, those apply refuses at their new place marked refused, and apply's
-    result for every point it refuses for names its code reads that are not defined there."""
+    result for every point it refuses for names its code reads that are not defined there.
+    `files`: prove the suggestions of these files alone (the others' overrides are loaded with
+    them, their verdicts kept); None: every file a suggestion is written for."""
     ported = [s for s in suggestions if s.status is PortStatus.PORTED]
-    if not ported:
+    files = {s.file for s in ported} if files is None else files
+    if not ported or not files:
         return suggestions, {}
     with tempfile.TemporaryDirectory(prefix="trace-instrument-port-") as scratch:
         for name, text in _override_files(folder, catalog, ported).items():
             (Path(scratch) / name).write_text(text, encoding="utf-8")
         try:
             reloaded = reload(Path(scratch))
-            planned = apply(base, reloaded, _around(reloaded, selection, {s.file for s in ported}), write=False)
+            planned = apply(base, reloaded, _around(reloaded, selection, files), write=False)
         except SpecError as exc:  # the overrides port wrote do not load: none is proven
             why = "; ".join(str(p) for p in exc.problems)
             message = f"the override does not load ({why})"
@@ -52,7 +61,8 @@ def _proven(
     proven = []
     for suggestion in suggestions:
         result = outcome.get(suggestion.point_id)
-        if suggestion.status is PortStatus.PORTED and (result is None or not result.status.in_place):
+        proving = suggestion.status is PortStatus.PORTED and suggestion.file in files
+        if proving and (result is None or not result.status.in_place):
             suggestion = _refused_by_apply(suggestion, result, outcome, {p.id: p.requires for p in reloaded.points})
         proven.append(suggestion)
     return proven, {point_id: r for point_id, r in outcome.items() if _unbound(r)}
