@@ -23,8 +23,9 @@ from trace_instrument.engine.apply import apply
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
 from trace_instrument.engine.port.decide import _graded, _in_place, _not_found, _rebound, _unbound
+from trace_instrument.engine.port.elsewhere import _in_other_files
 from trace_instrument.engine.port.evidence import _Spellings
-from trace_instrument.engine.port.fits import _in_other_files, _suggest
+from trace_instrument.engine.port.fits import _suggest
 from trace_instrument.engine.port.names import _prebound
 from trace_instrument.engine.port.proving import Reload, _proven
 from trace_instrument.engine.port.writing import PORT_HEADER, _write, override_file_name
