@@ -70,22 +70,31 @@ def _decide(
     points of its scope agree to go; `scope_kept`: what its old scope is, when still in the file)."""
     if not fits:
         return _not_found(point, result, "")
-    scopes = [f.scope for f in fits]
     if len(fits) > 1:
-        chosen = next((f for f in fits if f.scope == consensus), None)
-        if chosen is None:
-            return PortSuggestion(
-                point.id,
-                point.file,
-                PortStatus.TIE,
-                point.scope,
-                runners_up=tuple(scopes),
-                message=f"fits {len(fits)} places equally ({', '.join(scopes)}); nothing tells them apart",
-            )
-        others = tuple(s for s in scopes if s != chosen.scope)
-        evidence = f"fits {len(fits)} places; the other lost points of {point.scope} moved to {chosen.scope}"
-        return _ported(point, chosen, Confidence.LIKELY, evidence, others)
-    fit = fits[0]
+        return _among_several(point, fits, consensus)
+    return _by_evidence(point, fits[0], consensus, scope_kept)
+
+
+def _among_several(point: Point, fits: list[_Fit], consensus: str | None) -> PortSuggestion:
+    """A point that fits several places: where the other lost points of its scope went, else a tie."""
+    scopes = [f.scope for f in fits]
+    chosen = next((f for f in fits if f.scope == consensus), None)
+    if chosen is None:
+        return PortSuggestion(
+            point.id,
+            point.file,
+            PortStatus.TIE,
+            point.scope,
+            runners_up=tuple(scopes),
+            message=f"fits {len(fits)} places equally ({', '.join(scopes)}); nothing tells them apart",
+        )
+    others = tuple(s for s in scopes if s != chosen.scope)
+    evidence = f"fits {len(fits)} places; the other lost points of {point.scope} moved to {chosen.scope}"
+    return _ported(point, chosen, Confidence.LIKELY, evidence, others)
+
+
+def _by_evidence(point: Point, fit: _Fit, consensus: str | None, scope_kept: str) -> PortSuggestion:
+    """A point that fits one place, graded by the evidence the fit carries."""
     if fit.free:
         evidence = (
             f"its code only sets {fit.free}, which nothing else names, from names {fit.scope} does not define:"
@@ -114,6 +123,11 @@ def _decide(
         evidence = f"its anchor matches in several methods of {fit.scope}; its other edits are found in {methods}"
         # a guess: a method that gained a statement like the edit's anchor takes it as readily
         return _ported(point, fit, Confidence.GUESS, evidence, ())
+    return _by_likeness(point, fit, consensus, scope_kept)
+
+
+def _by_likeness(point: Point, fit: _Fit, consensus: str | None, scope_kept: str) -> PortSuggestion:
+    """A point whose one place has its anchors' statements, verbatim, renamed or alike."""
     if fit.spelled:
         again = next(((name, code) for name, code in fit.bindings if not repeatable(code)), None)
         if again is not None:

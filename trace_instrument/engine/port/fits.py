@@ -12,7 +12,7 @@ from trace_instrument.engine.port.decide import (
     _kept_scope,
     _moved_scopes,
 )
-from trace_instrument.engine.port.evidence import _Spellings
+from trace_instrument.engine.port.evidence import _Fit, _Spellings
 
 # -- where a point fits --------------------------------------------------------------------------
 from trace_instrument.engine.port.match import _block_header, _fits, _placed_all
@@ -49,6 +49,36 @@ def _suggest(
 ) -> list[PortSuggestion]:
     """A suggestion per point of one file (each in the order given); the spellings its aligned
     anchors show are learnt into `known`."""
+    fits, renames = _verbatim_fits(work, points, results)
+    consensus = _consensus(points, fits)
+    moved = _moved_scopes(work, consensus)
+    for point in points:
+        if not fits[point.id]:
+            scope = (
+                renames.get(point.scope)
+                or moved.get(point.scope)
+                or _in_moved_class(point.scope, moved, work)
+                or point.scope
+            )
+            near = _near_fit(work, point, scope, moved)
+            fits[point.id] = [near] if near is not None else []
+    _retimed_all(work, points, fits, {**moved, **renames})
+    decided = []
+    for point, result in zip(points, results):
+        suggestion = _decide(point, result, fits[point.id], consensus.get(point.scope), _kept_scope(work, point.scope))
+        scope = renames.get(point.scope) or moved.get(point.scope) or point.scope
+        decided.append(_with_cause(work, point, suggestion, scope))
+        spelled = [f for f in fits[point.id] if f.spelled]
+        if spelled and decided[-1].confidence is not None:
+            known.learn(point, spelled[0], decided[-1].confidence)
+    return decided
+
+
+def _verbatim_fits(
+    work: FileWork, points: list[Point], results: list[PointResult]
+) -> tuple[dict[str, list[_Fit]], dict[str, str]]:
+    """Where each point's anchors are found verbatim (a def its scope's points show was renamed
+    renaming them, a header followed through its rename), validation code set aside; and the renames."""
     fits = {p.id: _fits(work, p, {}) for p in points}
     for point, result in zip(points, results):
         # found in its own scope but for an edit that matches in several of its methods: kept
@@ -63,35 +93,34 @@ def _suggest(
         if not fits[point.id] and point.scope in renames:
             header = _header_fit(work, point, renames[point.scope])
             fits[point.id] = [header] if header is not None else []
-    fits = {p.id: _without_validation(work, p, fits[p.id]) for p in points}
-    consensus = _consensus(points, fits)
-    moved = _moved_scopes(work, consensus)
-    for point in points:
-        if not fits[point.id]:
-            scope = (
-                renames.get(point.scope)
-                or moved.get(point.scope)
-                or _in_moved_class(point.scope, moved, work)
-                or point.scope
-            )
-            near = None
-            if work.locator.index.scope_nodes(scope):
-                near = (
-                    _condition_fit(work, point, scope)
-                    or _counterpart_fit(work, point, scope)
-                    or _neighbour_fit(work, point, scope)
-                    or _branch_fit(work, point, scope)
-                    or _return_fit(work, point, scope)
-                    or _aligned_fit(work, point, scope)
-                    or _nearest_fit(work, point, scope)
-                )
-            else:
-                near = _inlined_fit(work, point, scope, moved)
-            free = _new_attribute(work, point, scope)
-            if free and (near is None or _top_level(work, near, scope)):
-                near = replace(near, free=free) if near is not None else _at_the_end(work, point, scope, free)
-            fits[point.id] = [near] if near is not None else []
-    # a timer one point showed named otherwise here renames the anchors of the scope's other points that name it
+    return {p.id: _without_validation(work, p, fits[p.id]) for p in points}, renames
+
+
+def _near_fit(work: FileWork, point: Point, scope: str, moved: dict[str, str]) -> _Fit | None:
+    """The first kind of fit that places the point in `scope` though its statements are not there
+    word for word (or, its def gone, in the method it was inlined into)."""
+    near = None
+    if work.locator.index.scope_nodes(scope):
+        near = (
+            _condition_fit(work, point, scope)
+            or _counterpart_fit(work, point, scope)
+            or _neighbour_fit(work, point, scope)
+            or _branch_fit(work, point, scope)
+            or _return_fit(work, point, scope)
+            or _aligned_fit(work, point, scope)
+            or _nearest_fit(work, point, scope)
+        )
+    else:
+        near = _inlined_fit(work, point, scope, moved)
+    free = _new_attribute(work, point, scope)
+    if free and (near is None or _top_level(work, near, scope)):
+        near = replace(near, free=free) if near is not None else _at_the_end(work, point, scope, free)
+    return near
+
+
+def _retimed_all(work: FileWork, points: list[Point], fits: dict[str, list[_Fit]], moved: dict[str, str]) -> None:
+    """A timer one point showed named otherwise here renames the anchors of the scope's other points
+    that name it, stronger evidence than statements only alike (a nearest fit, a guess): in place."""
     timers = {
         old: (new, point.id)
         for point in points
@@ -100,24 +129,9 @@ def _suggest(
         for old, new in fit.retimed
     }
     for point in points:
-        # stronger evidence than statements only alike (a nearest fit, a guess)
         if timers and all(f.nearest for f in fits[point.id]):
-            scope = renames.get(point.scope) or moved.get(point.scope) or point.scope
-            retimed = _retimed_fit(work, point, scope, timers)
+            retimed = _retimed_fit(work, point, moved.get(point.scope) or point.scope, timers)
             fits[point.id] = [retimed] if retimed is not None else fits[point.id]
-    decided = [
-        _decide(point, result, fits[point.id], consensus.get(point.scope), _kept_scope(work, point.scope))
-        for point, result in zip(points, results)
-    ]
-    decided = [
-        _with_cause(work, point, s, renames.get(point.scope) or moved.get(point.scope) or point.scope)
-        for point, s in zip(points, decided)
-    ]
-    for point, suggestion in zip(points, decided):
-        spelled = [f for f in fits[point.id] if f.spelled]
-        if spelled and suggestion.confidence is not None:
-            known.learn(point, spelled[0], suggestion.confidence)
-    return decided
 
 
 def _with_cause(work: FileWork, point: Point, suggestion: PortSuggestion, scope: str) -> PortSuggestion:

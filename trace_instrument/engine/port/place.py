@@ -35,12 +35,13 @@ from trace_instrument.engine.port.match import (
     _twins,
     _with_anchors,
 )
-from trace_instrument.locate import Placement
+from trace_instrument.locate import AnchorFailure, Placement
 from trace_instrument.locate.align import aligned
 from trace_instrument.locate.index import Site, header_only
 from trace_instrument.model import (
     Anchor,
     CodePattern,
+    Edit,
     EditKind,
     Point,
     Status,
@@ -481,44 +482,16 @@ def _branch_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     for index, (edit, place) in enumerate(zip(moved.edits, placed)):
         if isinstance(place, Placement) or len(edit.anchors[0].target.stmts) != 1:
             continue
-        found = []
-        for node, note in _branches(edit.anchors[0].target.stmts[0], own):
-            # an `if` is told from others with its header by the block it is in (the edit's own, when it has one)
-            inside = _block_header(work, node) if edit.anchors[0].inside is None else ""
-            if _places_at(work, replace(moved, edits=(edit,)), node, inside):
-                found.append((node, note, inside))
-                continue
-            # its block a timer named otherwise (0.6.0's `marked_timer("ref", ...)` for `str(Role.RefPolicy)`)
-            timer = _retimed(work, node, edit.anchors[0].inside)
-            if timer and _places_at(work, replace(moved, edits=(edit,)), node, timer):
-                old = edit.anchors[0].inside.text.strip()  # type: ignore[union-attr]
-                found.append(
-                    (node, f"{note}, in `{first_line(_parsed(timer))}`, the timer `{old}` named so here", timer)
-                )
-                retimed.append((old, timer))
-        if len(found) > 1:
-            # the one beside the point's other edits, or in the block their anchors are inside
-            blocks = [e.anchors[0].inside.text for e in moved.edits if e is not edit and e.anchors[0].inside]
-            single = replace(moved, edits=(edit,))
-            found = [
-                f for f in found if _beside(work, f[0], near) or any(_places_at(work, single, f[0], b) for b in blocks)
-            ]
-        if len(found) == 1:
-            texts[index], insides[index] = _as_anchor(found[0][0]), found[0][2]
-            notes.append(found[0][1])
-            branched[first_line(edit.anchors[0].target.stmts[0])] = (texts[index], found[0][2])
+        found = _branch_of(work, moved, edit, own, near)
+        if found is not None:
+            node, note, inside, timer = found
+            texts[index], insides[index] = _as_anchor(node), inside
+            notes.append(note)
+            branched[first_line(edit.anchors[0].target.stmts[0])] = (texts[index], inside)
+            retimed += [timer] if timer is not None else []
     if not notes:
         return None
-    for index, edit in enumerate(moved.edits):
-        before, after = known[index] if known is not None and len(known) == len(moved.edits) else ("", "")
-        kind = edit.anchors[0].kind
-        follows = branched.get(before) if kind is EditKind.AFTER else None
-        precedes = branched.get(after) if kind is EditKind.BEFORE else None
-        next_to = follows or precedes
-        if not texts[index] and not isinstance(placed[index], Placement) and next_to is not None:
-            texts[index] = next_to[0]
-            insides[index] = next_to[1] if edit.anchors[0].inside is None else ""
-            notes.append(f"edit {index + 1}'s statements, next to that anchor in the validated release, are gone")
+    notes += _next_to_branches(moved, placed, known, branched, texts, insides)
     branch = _with_anchors(moved, texts, insides)
     placements = _placed_all(work, branch)
     timers = tuple(dict.fromkeys(retimed))
@@ -531,6 +504,58 @@ def _branch_fit(work: FileWork, point: Point, scope: str) -> _Fit | None:
     merged = tuple(new or ours for new, ours in zip(rest.anchors, texts))
     between = f"{rest.between}; " + "; ".join(notes)
     return replace(rest, anchors=merged, insides=tuple(insides), between=between, retimed=timers)
+
+
+def _branch_of(
+    work: FileWork, moved: Point, edit: Edit, own: list[ast.stmt], near: list[ast.stmt]
+) -> tuple[ast.stmt, str, str, tuple[str, str] | None] | None:
+    """The one `if` of the scope doing an edit's anchor's work in both branches (`_branches`): the
+    `if`, what it does, the block it is told by, and the timer around it named otherwise (old, new)."""
+    found: list[tuple[ast.stmt, str, str, tuple[str, str] | None]] = []
+    single = replace(moved, edits=(edit,))
+    for node, note in _branches(edit.anchors[0].target.stmts[0], own):
+        # an `if` is told from others with its header by the block it is in (the edit's own, when it has one)
+        inside = _block_header(work, node) if edit.anchors[0].inside is None else ""
+        if _places_at(work, single, node, inside):
+            found.append((node, note, inside, None))
+            continue
+        # its block a timer named otherwise (0.6.0's `marked_timer("ref", ...)` for `str(Role.RefPolicy)`)
+        timer = _retimed(work, node, edit.anchors[0].inside)
+        if timer and _places_at(work, single, node, timer):
+            old = edit.anchors[0].inside.text.strip()  # type: ignore[union-attr]
+            note = f"{note}, in `{first_line(_parsed(timer))}`, the timer `{old}` named so here"
+            found.append((node, note, timer, (old, timer)))
+    if len(found) > 1:
+        # the one beside the point's other edits, or in the block their anchors are inside
+        blocks = [e.anchors[0].inside.text for e in moved.edits if e is not edit and e.anchors[0].inside]
+        found = [
+            f for f in found if _beside(work, f[0], near) or any(_places_at(work, single, f[0], b) for b in blocks)
+        ]
+    return found[0] if len(found) == 1 else None
+
+
+def _next_to_branches(
+    moved: Point,
+    placed: list[Placement | AnchorFailure],
+    known: list[tuple[str, str]] | None,
+    branched: dict[str, tuple[str, str]],
+    texts: list[str],
+    insides: list[str],
+) -> list[str]:
+    """Each edit whose anchor is gone and was next to a branched anchor in the validated release
+    goes next to that `if` too (`texts` and `insides` set in place); what was done, as notes."""
+    notes = []
+    for index, edit in enumerate(moved.edits):
+        before, after = known[index] if known is not None and len(known) == len(moved.edits) else ("", "")
+        kind = edit.anchors[0].kind
+        follows = branched.get(before) if kind is EditKind.AFTER else None
+        precedes = branched.get(after) if kind is EditKind.BEFORE else None
+        next_to = follows or precedes
+        if not texts[index] and not isinstance(placed[index], Placement) and next_to is not None:
+            texts[index] = next_to[0]
+            insides[index] = next_to[1] if edit.anchors[0].inside is None else ""
+            notes.append(f"edit {index + 1}'s statements, next to that anchor in the validated release, are gone")
+    return notes
 
 
 def _retimed_fit(work: FileWork, point: Point, scope: str, timers: dict[str, tuple[str, str]]) -> _Fit | None:
