@@ -338,3 +338,42 @@ def test_apply_plan_only_gives_the_statuses_without_editing_or_writing(tmp_path:
     assert any(f.changed for f in full.files) and not any(f.changed for f in planned.files)
     assert not planned.written and (tree / "verl" / "target.py").read_bytes() == before
     assert not (tree / ".trace-instrument.json").exists()
+
+
+REVIVE_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.prefix
+    facility: progress
+    title: the step's prefix
+    scope: Worker.run
+    after: |
+      batch = make(data)
+    code: |
+      log_progress(f'step {rollout_n}')
+  - id: t.scored
+    facility: progress
+    title: after the score
+    scope: Worker.run
+    requires: [t.prefix]
+    after: |
+      score = judge(batch)
+    code: |
+      log_progress('scored')
+"""
+
+
+@pytest.mark.parametrize("later", [True, False])
+def test_a_point_waiting_for_one_bound_after_the_proof_is_placed_in_the_same_run(tmp_path: Path, later: bool) -> None:
+    """The prefix reads `rollout_n`, which its new def assigns only later (so it is not bound ahead):
+    apply's proof refuses it, and skips the point requiring it; port binds the name as the def reads
+    it and proves both again in the same run. Twin: the name assigned before, nothing to bind."""
+    assign = "        rollout_n = self.cfg.rollout_n\n"
+    body = "        batch = make(data)\n        score = judge(batch)\n"
+    source = "class Worker:\n    def train(self, data):\n" + (body + assign if later else assign + body)
+    tree, catalog, specs = _case(tmp_path, source, REVIVE_SPEC)
+    result = port(tree, catalog, Selection(), _reload(specs), min_confidence=Confidence.GUESS, write=False)
+    by_id = {s.point_id: s for s in result.suggestions}
+    assert by_id["t.prefix"].status is PortStatus.PORTED, by_id["t.prefix"]
+    assert by_id["t.prefix"].bindings == ((("rollout_n", "self.cfg.rollout_n"),) if later else ())
+    assert by_id["t.scored"].status is PortStatus.PORTED and by_id["t.scored"].cause is None, by_id["t.scored"]
