@@ -22,6 +22,7 @@ from trace_instrument.engine.analysis import FileProblem, analyse
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.files import CheckoutError, checkout_root
 from trace_instrument.engine.manifest import Manifest
+from trace_instrument.engine.port.attributes import _attribute_bound, _unset
 from trace_instrument.engine.port.decide import _graded, _in_place, _not_found, _rebound, _unbound
 from trace_instrument.engine.port.elsewhere import _in_other_files
 from trace_instrument.engine.port.evidence import _Spellings
@@ -97,8 +98,10 @@ def _suggestions(
     files read and the spellings their anchors show)."""
     lost = [r for r in checked.points if r.status in LOST]
     unbound = {r.point_id: _unbound(r) for r in checked.points if _unbound(r)}
+    unset = [r for r in checked.points if _unset(r)]
     suggestions: list[PortSuggestion] = []
-    for file in dict.fromkeys(r.file for r in checked.points if r.status in LOST or r.point_id in unbound):
+    wanted = {r.file for r in unset} | {r.file for r in checked.points if r.status in LOST or r.point_id in unbound}
+    for file in [f for f in dict.fromkeys(r.file for r in checked.points) if f in wanted]:
         results = [r for r in lost if r.file == file]
         work = analyse(base, file, catalog, manifest=manifest)
         if isinstance(work, FileProblem):
@@ -109,7 +112,11 @@ def _suggestions(
     suggestions = _prebound(catalog, _in_other_files(base, catalog, manifest, suggestions, known), known)
     refused = [_in_place(catalog.point(r.point_id), r) for r in checked.points if r.point_id in unbound]
     # bound before the first proof: one round of apply proves them with the places found
-    return suggestions + [_rebound(s, unbound[s.point_id], known) for s in refused if s.file in known.works]
+    suggestions += [_rebound(s, unbound[s.point_id], known) for s in refused if s.file in known.works]
+    attributes = [
+        _attribute_bound(known.works[r.file], catalog.point(r.point_id), r) for r in unset if r.file in known.works
+    ]
+    return suggestions + [s for s in attributes if s is not None]
 
 
 @dataclass(frozen=True)
