@@ -272,6 +272,9 @@ def main() -> None:
     )
     parser.add_argument("--refactors", nargs="*", default=[], help="only the refactors whose name holds one of these")
     parser.add_argument("--trees", nargs="*", default=list(port_oracle.TREES), help="real trees judged by the oracle")
+    parser.add_argument(
+        "--held-out", nargs="*", default=list(port_oracle.HELD_OUT), help="real trees read after the work, apart"
+    )
     parser.add_argument("--no-corpus", action="store_true", help="only the real trees (no corpus, releases, timing)")
     args = parser.parse_args()
     byte_compile_the_tool()
@@ -279,6 +282,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="trace-instrument-port-bench-") as scratch:
         work = Path(scratch)
         _trees(args.trees, catalog, work, args.rounds)
+        if args.held_out:
+            print("\nheld out (vendored and read after port's work, never tuned to):")
+            _trees(args.held_out, catalog, work, args.rounds)
         print()
         if args.no_corpus:
             return

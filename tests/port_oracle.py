@@ -20,6 +20,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "port_trees"
 ORACLES = FIXTURES / "oracle"
 # the PyPI releases (their wheels, fetched and cached as the other real-tree tests do), then verl's history
 TREES = ("0.6.0", "0.6.1", "0.7.0", "0.7.1", "866a1eaa5", "3c5f6e049", "3d66a3d7c", "45632b5fa", "a5ca1290a")
+# commits of verl's history vendored and read after port's work on the trees above, never tuned to
+HELD_OUT = ("b6380df8d", "e40da0564")
 
 
 @dataclass(frozen=True)

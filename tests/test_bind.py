@@ -350,3 +350,106 @@ def test_a_rename_two_statements_show_is_likely_one_alone_a_guess(
         tree, load_catalog([specs], shipped=False), Selection(), _reload(specs), min_confidence=Confidence.GUESS
     ).suggestions
     assert (found.status, found.confidence, found.bindings) == (PortStatus.PORTED, confidence, (("n", "count"),))
+
+
+# -- an attribute of self the tree's class no longer keeps --------------------------------------
+
+ATTRIBUTE_SPEC = """\
+file: verl/target.py
+points:
+  - id: t.banner
+    facility: progress
+    title: the step banner
+    scope: Worker.fit
+    after: |
+      last = self.step >= self.total
+    code: |
+      log_progress(f'{self.step % self.per_epoch} of {self.per_epoch}')
+"""
+
+
+def test_an_attribute_of_self_is_bound_in_every_read(tmp_path: Path) -> None:
+    _, specs = _tree(tmp_path, "", ATTRIBUTE_SPEC)
+    folder = _override(tmp_path, "  - overrides: t.banner\n    bind: {self.per_epoch: len(self.loader)}\n")
+    (edit,) = load_catalog([specs, folder], shipped=False).point("t.banner").edits
+    assert edit.template.text == "log_progress(f'{self.step % len(self.loader)} of {len(self.loader)}')\n"
+
+
+@pytest.mark.parametrize(
+    ("bind", "code", "phrase"),
+    [
+        ("{self.per_epoch2: x}", "", "which the code of t.banner does not read"),
+        ("{self.for: x}", "", "is not a Python name"),
+        (
+            "{self.per_epoch: x}",
+            "self.per_epoch = 3\n      log_progress(self.per_epoch)",
+            "binds 'self.per_epoch' itself",
+        ),
+    ],
+)
+def test_an_attribute_binding_that_cannot_stand_is_refused(tmp_path: Path, bind: str, code: str, phrase: str) -> None:
+    spec = (
+        ATTRIBUTE_SPEC.replace("log_progress(f'{self.step % self.per_epoch} of {self.per_epoch}')", code)
+        if code
+        else ATTRIBUTE_SPEC
+    )
+    _, specs = _tree(tmp_path, "", spec)
+    folder = _override(tmp_path, f"  - overrides: t.banner\n    bind: {bind}\n")
+    assert any(phrase in p for p in _problems(specs, folder)), _problems(specs, folder)
+
+
+@pytest.mark.parametrize(
+    ("body", "bound"),
+    [
+        # the release's two reads of self.per_epoch read len(self.loader) here: bound, likely
+        (
+            "epoch = self.step // len(self.loader)\nlast = self.step >= self.total\nprev = (self.step - 1) // len(self.loader)",
+            "len(self.loader)",
+        ),
+        # decoys: the two statements read different things; what they read calls something; nothing alike
+        (
+            "epoch = self.step // len(self.loader)\nlast = self.step >= self.total\nprev = (self.step - 1) // self.size",
+            "",
+        ),
+        ("epoch = self.step // self.count()\nlast = self.step >= self.total", ""),
+        ("last = self.step >= self.total", ""),
+    ],
+)
+def test_an_unset_attribute_reads_what_the_tree_reads_where_the_release_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, bound: str
+) -> None:
+    """The validated release read `self.per_epoch` in `epoch = self.step // self.per_epoch` and
+    `prev = (self.step - 1) // self.per_epoch` (attribute_reads.json); this tree's class sets no
+    per_epoch. Where its statements are those but for one expression, and it only reads a value or
+    a size, the point binds it (likely); else the point stays refused, as apply said."""
+    from trace_instrument.engine.port import attributes
+
+    release = ["epoch = self.step // self.per_epoch", "prev = (self.step - 1) // self.per_epoch"]
+    monkeypatch.setattr(attributes, "shipped_attribute_reads", lambda: {"t.banner": {"self.per_epoch": release}})
+    init = "    def __init__(self, loader):\n        self.loader = loader\n        self.step = self.total = self.size = 0\n"
+    source = (
+        "class Worker:\n"
+        + init
+        + "    def count(self):\n        return 3\n    def fit(self):\n"
+        + textwrap.indent(body, " " * 8)
+        + "\n"
+    )
+    tree, specs = _tree(tmp_path, source, ATTRIBUTE_SPEC)
+    catalog = load_catalog([specs], shipped=False)
+    assert {r.point_id: r.reason for r in apply(tree, catalog, write=False).points}["t.banner"] is not None
+    found = {
+        s.point_id: s
+        for s in port(tree, catalog, Selection(), lambda f: load_catalog([specs, f], shipped=False)).suggestions
+    }
+    if not bound:
+        assert "t.banner" not in found or found["t.banner"].status is not PortStatus.PORTED
+        return
+    banner = found["t.banner"]
+    assert (banner.status, banner.confidence, banner.bindings) == (
+        PortStatus.PORTED,
+        Confidence.LIKELY,
+        (("self.per_epoch", bound),),
+    )
+    placed = apply(tree, load_catalog([specs, tree / DEFAULT_OUT], shipped=False))
+    assert exits.apply_exit(placed) == exits.OK
+    assert f"log_progress(f'{{self.step % {bound}}} of {{{bound}}}')" in (tree / "verl" / "target.py").read_text()

@@ -25,11 +25,11 @@ from support import copy_tree, tree_bytes
 from typer.testing import CliRunner
 
 from trace_instrument.cli import app
-from trace_instrument.engine import port as port_module
 from trace_instrument.engine.apply import apply
 from trace_instrument.engine.check import check
 from trace_instrument.engine.manifest import MANIFEST_NAME
 from trace_instrument.engine.port import DEFAULT_OUT, PORT_HEADER, override_file_name, port
+from trace_instrument.engine.port import place as port_module
 from trace_instrument.engine.verify import verify
 from trace_instrument.model import Catalog, Confidence, PortStatus, Reason, RunResult, Selection, Status
 from trace_instrument.render import exits, jsonout

@@ -301,6 +301,7 @@ class Point:
     must_run: bool = False  # declared: its code runs on every normal way out of its function
     after_blocks: tuple[CodePattern, ...] = ()  # declared: blocks that must have run before its code
     bindings: tuple[tuple[str, str], ...] = ()  # `bind`: (name, expression) its code reads instead of the name
+    overridden: Overridden | None = None  # re-anchored by an override (None: where its spec put it)
 
     @property
     def tracing_names(self) -> frozenset[str]:
@@ -440,6 +441,8 @@ class PointResult:
     # ANCHOR_LOST / AMBIGUOUS / REFUSED by its anchors: every failing edit, in edit order; the point's
     # status, reason, line and candidates are those of the first of them
     edits: tuple[EditOutcome, ...] = ()
+    overridden: Overridden | None = None  # apply: the override that placed it (port's grade when port wrote it)
+    insert_lines: tuple[int, ...] = ()  # apply: per edit it inserts, the line of the file as read its code follows
 
 
 class FileProblemKind(str, enum.Enum):
@@ -741,6 +744,23 @@ class Confidence(str, enum.Enum):
         return self.rank <= other.rank
 
 
+class PortCause(str, enum.Enum):
+    """Why port left a point for a person, when its status alone does not say."""
+
+    ENCLOSING_BLOCK = "enclosing-block"  # its anchor's statements are there, in another block than its `inside`
+    REQUIRED_POINT = "required-point"  # a point it requires has no place port can prove (`blocked_by`)
+    PROOFS = "proofs"  # apply's proofs refuse it at its new place (apply's reason in the message)
+
+
+@dataclass(frozen=True)
+class Overridden:
+    """The override that re-anchors a point, and, when port wrote it, how sure port was and why."""
+
+    source: SpecSource  # the override's file and line
+    confidence: Confidence | None = None  # port's grade (None: an override a person wrote)
+    evidence: str = ""  # port's reason for the place
+
+
 class PortStatus(str, enum.Enum):
     """What port did for one point."""
 
@@ -768,6 +788,9 @@ class PortSuggestion:
     message: str = ""  # why it was not written, when it was not
     bindings: tuple[tuple[str, str], ...] = ()  # `bind`: (name its code reads, this tree's spelling)
     insides: tuple[str, ...] = ()  # per edit: the block its new anchor must be inside ("" none)
+    candidates: tuple[Candidate, ...] = ()  # not-found: the nearest statements to its anchor, as check lists them
+    cause: PortCause | None = None  # not-found, refused: why, when the status alone does not say
+    blocked_by: str = ""  # REQUIRED_POINT: the required point at the root of the chain, left for a person
 
 
 @dataclass(frozen=True)

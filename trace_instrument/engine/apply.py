@@ -84,6 +84,7 @@ class ApplyOptions:
     write: bool = True
     keep_going: bool = False  # write the files that worked even if others failed
     update: bool = False  # refresh points applied with an older template
+    plan_only: bool = False  # the plan's statuses alone: no file is edited (nor its output checked)
 
 
 FROM_CHECKOUT = "checkout"  # apply's `styling`: the formatter the checkout's configuration names
@@ -98,15 +99,19 @@ def apply(
     keep_going: bool = False,
     update: bool = False,
     styling: formatting.Styling | None | str = FROM_CHECKOUT,
+    plan_only: bool = False,
 ) -> RunResult:
     """Put the selected points in place (or, with write=False, say what would change).
 
     The inserted code is written as the checkout's formatter writes it (`spec/style.py` finds
     it; `styling` None: the templates as they are, or another checkout's formatting); a
     formatter configured but not installed stops the run (error formatter-missing, with the
-    command that installs it), nothing written.
+    command that installs it), nothing written. With `plan_only` (nothing written), each point's
+    status as planned, before any file is edited: the checks of the edited output (names, control
+    context) are not made, so a point they would refuse reads `applied`; port starts from it and
+    proves its places with a full apply.
     """
-    options = ApplyOptions(write, keep_going, update)
+    options = ApplyOptions(write and not plan_only, keep_going, update, plan_only)
     try:
         base = checkout_root(root)
         with locked(base, write):
@@ -161,11 +166,11 @@ def _apply(
         )
     runtime_plan = runtime.plan_install(base, catalog, found)
     state = runtime.state_for_points([p.file for p in runtime_plan])
-    context = _ApplyRun(catalog, manifest, state, options.update, styling)
+    context = _ApplyRun(catalog, manifest, state, options.update, styling, options.plan_only)
     outcomes = _run_jobs(base, context, selected, {path: frozenset() for path in jobs})
     outcomes = _settle_across_files(base, context, selected, outcomes)
     outcomes = {path: _refuse_unwritable(base, outcome) for path, outcome in outcomes.items()}
-    files = _requirements_put_back([outcome.result for outcome in outcomes.values()], catalog)
+    files = _marked(_requirements_put_back([outcome.result for outcome in outcomes.values()], catalog), catalog)
     # the instrumented code imports the runtime package: it comes along with any point in place; asked
     # for alone (its facility) only when no file failed, so that --keep-going never leaves a package
     # without the points that need it (a read-only tree: nothing at all)
@@ -180,7 +185,7 @@ def _apply(
         validated_on=catalog.validated_on,
         style=styling.style if styling is not None else None,
     )
-    if any(f.error for f in files) and not options.keep_going:
+    if options.plan_only or (any(f.error for f in files) and not options.keep_going):
         return result
     blocked = _runtime_place_unwritable(base, catalog, runtime_plan) if options.write else None
     if blocked is not None:  # the points would import a package that cannot be installed: write nothing
@@ -263,6 +268,17 @@ def _runtime_record(catalog: Catalog, manifest: Manifest, plans: list[runtime.Ru
     return record
 
 
+def _marked(files: list[FileResult], catalog: Catalog) -> list[FileResult]:
+    """Each result of a point an override re-anchors marked with that override (and port's grade,
+    when port wrote it): a dry run's review shows which hunks come from overrides."""
+    overridden = {p.id: p.overridden for p in catalog.points if p.overridden is not None}
+    if not overridden:
+        return files
+    return [
+        replace(f, points=tuple(replace(p, overridden=overridden.get(p.point_id)) for p in f.points)) for f in files
+    ]
+
+
 def _requirements_put_back(files: list[FileResult], catalog: Catalog) -> list[FileResult]:
     """A point in place whose required point this run placed could not run before (check called it
     broken): it is reported repaired, naming the requirement."""
@@ -288,6 +304,7 @@ class _ApplyRun:
     runtime: runtime.RuntimeState  # the package as it will be after this run
     update: bool
     styling: formatting.Styling | None = None  # the checkout's formatter writes the inserted code
+    plan_only: bool = False  # ApplyOptions.plan_only
 
 
 @dataclass(frozen=True)
@@ -373,6 +390,8 @@ def _apply_to_file(
         return _Outcome(problem_results(disk, points))
     work, updating = (disk, set()) if not context.update else _without_stale(base, disk, points, context)
     plans = _plan_file(work, points, context, updating, excluded, selected)
+    if context.plan_only:
+        return _Outcome(FileResult(work.path, tuple(_result(p) for p in plans), original=disk.text))
     return _edit_file(work, plans, context, disk)
 
 
@@ -648,8 +667,10 @@ def _result(plan: _PointPlan) -> PointResult:
     if plan.status is base.status and not plan.message:
         return base
     line = base.line
+    inserted: tuple[int, ...] = ()
     if plan.inserts and plan.assessment.placements:
         line = min(p.line for p in plan.assessment.placements)
+        inserted = tuple(_follows(p) for p in plan.assessment.placements)
     # what the assessment found stays (names, candidates, the failing edits ...); the run decides the rest
     return replace(
         base,
@@ -658,7 +679,18 @@ def _result(plan: _PointPlan) -> PointResult:
         message=plan.message,
         reason=plan.reason,
         context=plan.context or base.context,
+        insert_lines=inserted,
     )
+
+
+def _follows(placement: Placement) -> int:
+    """The line of the file as read that an edit's code follows (a diff's hunk holds it as context)."""
+    neighbor = placement.neighbor
+    if placement.region:
+        return placement.region[0].lineno - 1
+    if neighbor is None:
+        return max(placement.line - 1, 0)
+    return (neighbor.end_lineno or neighbor.lineno) if placement.after else neighbor.lineno - 1
 
 
 def _new_imports(work: FileWork, wanted: tuple[str, ...]) -> tuple[str, ...]:

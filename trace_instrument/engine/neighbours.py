@@ -7,6 +7,7 @@ three-way merge does, without the validated release at hand."""
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import json
 from pathlib import Path
@@ -14,14 +15,30 @@ from pathlib import Path
 from trace_instrument.engine.analysis import FileProblem, analyse
 from trace_instrument.locate import Placement
 from trace_instrument.model import Catalog, EditKind
+from trace_instrument.spec.binding import reads
 
 DATA = Path(__file__).with_name("neighbours.json")
 Neighbours = dict[str, list[tuple[str, str]]]  # point id -> per edit: (the statement before, the one after)
 
 
+_FIRST_LINES: dict[int, tuple[ast.stmt, str]] = {}  # id -> (the statement, kept so its id is not reused; its line)
+_BLOCK_FIELDS = ("body", "orelse", "handlers", "finalbody", "cases")
+
+
 def first_line(stmt: ast.stmt) -> str:
-    """A statement as neighbourhoods compare it: its first line as `ast` writes it (a block's header)."""
-    return ast.unparse(stmt).splitlines()[0]
+    """A statement as neighbourhoods compare it: its first line as `ast` writes it (a block's header).
+    A block is written without its body (the same first line, without unparsing what it holds);
+    each statement once per process (port compares every statement of a scope many times)."""
+    known = _FIRST_LINES.get(id(stmt))
+    if known is not None and known[0] is stmt:
+        return known[1]
+    shallow = copy.copy(stmt)
+    for name in _BLOCK_FIELDS:
+        if getattr(shallow, name, None):
+            setattr(shallow, name, [ast.Pass()] if name == "body" else [])
+    line = ast.unparse(shallow).splitlines()[0]
+    _FIRST_LINES[id(stmt)] = (stmt, line)
+    return line
 
 
 @functools.cache
@@ -63,3 +80,61 @@ def measured(root: Path, catalog: Catalog) -> Neighbours:
             if any(b or a for b, a in edits):
                 found[point.id] = edits
     return found
+
+
+# -- attributes of self the points' code reads, as the validated release read them ----------------
+
+ATTRIBUTE_READS = DATA.with_name("attribute_reads.json")
+AttributeReads = dict[str, dict[str, list[str]]]  # point id -> `self.NAME` its code reads -> statements reading it
+
+
+@functools.cache
+def shipped_attribute_reads() -> AttributeReads:
+    """The statements of each point's scope that read an attribute of `self` its code reads, in the
+    validated release ({} when the data file is not there)."""
+    try:
+        data: AttributeReads = json.loads(ATTRIBUTE_READS.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return data
+
+
+def measured_attribute_reads(root: Path, catalog: Catalog) -> AttributeReads:
+    """Per point, each `self.NAME` its templates read: the simple statements of its scope's own code
+    in the checkout at `root` (a validated release) that read it, as `ast` writes them. A tree that
+    no longer keeps the attribute shows in those statements what it reads instead."""
+    found: AttributeReads = {}
+    for file in sorted({p.file for p in catalog.points}):
+        work = analyse(root, file, catalog)
+        if isinstance(work, FileProblem):
+            continue
+        for point in (p for p in catalog.points if p.file == file):
+            wanted = sorted({key for edit in point.edits for key in reads(edit.template) if key.startswith("self.")})
+            nodes = work.locator.index.scope_nodes(point.scope)
+            statements = {key: _reading(nodes, key.removeprefix("self.")) for key in wanted}
+            statements = {key: texts for key, texts in statements.items() if texts}
+            if statements:
+                found[point.id] = statements
+    return found
+
+
+def _reading(scope_nodes: list[ast.AST], attribute: str) -> list[str]:
+    """The simple statements of the scopes' own code that read `self.<attribute>`."""
+    texts = []
+    for scope_node in scope_nodes:
+        for stmt in ast.walk(scope_node):
+            if not isinstance(stmt, ast.stmt) or hasattr(stmt, "body"):
+                continue
+            if any(_reads_self(n, attribute) for n in ast.walk(stmt)):
+                texts.append(ast.unparse(stmt))
+    return list(dict.fromkeys(texts))
+
+
+def _reads_self(node: ast.AST, attribute: str) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == attribute
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )

@@ -40,5 +40,7 @@ class FileLocator:
     def state(self, point: Point) -> PointState:
         return self.recognition.states[point.id]
 
-    def place(self, point: Point, edit: Edit) -> Placement | AnchorFailure:
-        return self.finder.place(point, edit)
+    def place(self, point: Point, edit: Edit, *, nearest: bool = True) -> Placement | AnchorFailure:
+        """Where the edit goes, or why not (with `nearest`, the statements most like a lost anchor:
+        a search that only tries places does without them)."""
+        return self.finder.place(point, edit, nearest=nearest)

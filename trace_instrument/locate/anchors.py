@@ -81,7 +81,8 @@ class AnchorFinder:
         self.recognition = recognition
         self.skip = recognition.instrumentation
 
-    def place(self, point: Point, edit: Edit) -> Placement | AnchorFailure:
+    def place(self, point: Point, edit: Edit, *, nearest: bool = True) -> Placement | AnchorFailure:
+        """Where the edit goes; why not, with (`nearest`) the statements most like a lost anchor."""
         scope_nodes = self.index.scope_nodes(point.scope)
         if not scope_nodes:
             return self._scope_lost(point)
@@ -116,7 +117,7 @@ class AnchorFinder:
             Status.ANCHOR_LOST,
             Reason.ANCHOR_NOT_FOUND,
             f"anchor not found in {point.scope}: {_first_line(edit.anchors[0].target.text)}",
-            self.nearest(edit.anchors[0], scope_nodes),
+            self.nearest(edit.anchors[0], scope_nodes) if nearest else (),
             line=_scope_line(scope_nodes[0]),
         )
 

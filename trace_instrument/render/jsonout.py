@@ -14,6 +14,7 @@ from trace_instrument.model import (
     EditOutcome,
     FileError,
     NameIssue,
+    Overridden,
     PointResult,
     PortResult,
     RunError,
@@ -131,7 +132,17 @@ def point(p: PointResult) -> dict[str, Any]:
         "candidates": [_candidate(c) for c in p.candidates],
         "diff": p.diff,
         "edits": [_edit(e) for e in p.edits],
+        "override": _override(p.overridden),
+        "insert_lines": list(p.insert_lines),
     }
+
+
+def _override(mark: Overridden | None) -> dict[str, Any] | None:
+    """The override that re-anchors a point: where it is, and port's grade and reason when port wrote it."""
+    if mark is None:
+        return None
+    confidence = mark.confidence.value if mark.confidence is not None else None
+    return {"file": mark.source.file, "line": mark.source.line, "confidence": confidence, "evidence": mark.evidence}
 
 
 def _runtime(file: RuntimeFile) -> dict[str, Any]:
@@ -285,6 +296,9 @@ def port(
                 "message": s.message,
                 "bind": dict(s.bindings),
                 "insides": list(s.insides) or [""] * len(s.anchors),
+                "candidates": [_candidate(c) for c in s.candidates],
+                "cause": s.cause.value if s.cause is not None else None,
+                "blocked_by": s.blocked_by,
             }
             for s in result.suggestions
         ],

@@ -84,14 +84,48 @@ def dry_run_lines(result: RunResult, *, full: bool) -> list[RenderableType]:
     """What a dry run would change: the edits of verl's files in full, then the tool's own files (the
     runtime package's, the manifest) one line each; with `full` their whole diff as well."""
     if full:
-        return diff(unified_patch(result))
-    lines = diff(unified_patch(result, kinds=frozenset({ChangeKind.SOURCE})))
+        return _marking_overrides(diff(unified_patch(result)), result)
+    lines = _marking_overrides(diff(unified_patch(result, kinds=frozenset({ChangeKind.SOURCE}))), result)
     own = [summary(c) for c in changes(result) if c.kind is not ChangeKind.SOURCE]
     if own:
         lines.append(Text("the tool's own files, one line each (--full shows their text):", style="bold"))
         width = max(len(s.path) for s in own)
         lines += [change_line(s, width) for s in own]
     return lines
+
+
+def _marking_overrides(lines: list[RenderableType], result: RunResult) -> list[RenderableType]:
+    """The diff's lines, each hunk holding a point an override placed followed by a line naming it,
+    port's grade of the place (or `by hand`) and the override's file and line."""
+    overridden = [p for p in result.points if p.overridden is not None and p.insert_lines]
+    if not overridden:
+        return lines
+    marked: list[RenderableType] = []
+    path = ""
+    for line in lines:
+        marked.append(line)
+        plain = line.plain if isinstance(line, Text) else str(line)
+        if plain.startswith("diff --git a/"):
+            path = plain.removeprefix("diff --git a/").split(" b/")[0]
+        elif plain.startswith("@@ -"):
+            first, _, count = plain.split()[1].removeprefix("-").partition(",")
+            start, length = int(first), int(count or 1)
+            marked += [_override_line(p) for p in overridden if p.file == path and _in_hunk(p, start, length)]
+    return marked
+
+
+def _in_hunk(p: PointResult, start: int, length: int) -> bool:
+    """Does one of the point's edits go inside the hunk over lines start..start+length-1 of the file as read?"""
+    return any(start - 1 <= line <= start + max(length, 1) - 1 for line in p.insert_lines)
+
+
+def _override_line(p: PointResult) -> Text:
+    mark = p.overridden
+    grade = "written by hand"
+    if mark is not None and mark.confidence is not None:
+        grade = f"ported, {mark.confidence.value}"
+    where = f" at {mark.source.file}:{mark.source.line}" if mark is not None else ""
+    return Text(f"  hunk of {p.point_id}: from an override ({grade}){where}", style="yellow")
 
 
 def change_line(s: ChangeSummary, width: int = 0) -> Text:
@@ -510,4 +544,4 @@ def _suggestion_lines(s: PortSuggestion) -> list[RenderableType]:
         lines.append(Text(f"      {s.message}"))
     if s.runners_up:
         lines.append(Text(f"      also fits: {', '.join(s.runners_up)}", style="dim"))
-    return lines
+    return lines + candidate_lines(s.candidates, "      ")

@@ -45,8 +45,8 @@ def read_bind(ctx: Context, node: Node) -> dict[str, str] | None:
     ok = True
     for name, value in node.items():
         where = value.where(f"bind.{name}")
-        if not name.isidentifier() or keyword.iskeyword(name):
-            ctx.problem(where, f"{name!r} is not a Python name")
+        if not _bindable(name):
+            ctx.problem(where, f"{name!r} is not a Python name (nor `self.` and one)")
             ok = False
             continue
         if not value.is_string or not value.text.strip():
@@ -60,6 +60,12 @@ def read_bind(ctx: Context, node: Node) -> dict[str, str] | None:
             continue
         bindings[name] = value.text.strip()
     return bindings if ok else None
+
+
+def _bindable(key: str) -> bool:
+    """A name, or an attribute of `self` (`self.steps_per_epoch`: a value the class no longer keeps)."""
+    name = key.removeprefix("self.")
+    return name.isidentifier() and not keyword.iskeyword(name)
 
 
 def expression_problem(text: str) -> str:
@@ -76,7 +82,7 @@ def expression_problem(text: str) -> str:
 
 def bind_point(ctx: Context, point: Point, bindings: Mapping[str, str], where: SpecSource) -> Point | None:
     """The point with its templates reading each bound name's expression; None after a problem."""
-    read = {name for edit in point.edits for name in names_read(edit.template)}
+    read = {name for edit in point.edits for name in reads(edit.template)}
     unread = [name for name in bindings if name not in read]
     if unread:
         ctx.problem(where, f"binds {', '.join(map(repr, unread))}, which the code of {point.id} does not read")
@@ -103,9 +109,29 @@ def names_read(code: Template | CodePattern) -> set[str]:
     return {n.id for s in code.stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
+def reads(code: Template | CodePattern) -> set[str]:
+    """What a binding may stand for in the code: the names it reads and the `self.NAME` it reads."""
+    return names_read(code) | {_key(n) for s in code.stmts for n in ast.walk(s) if _self_read(n)}
+
+
+def _self_read(node: ast.AST) -> bool:
+    """Is the node a read of an attribute of `self` (`self.x`, not `self.x = ...`)?"""
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and isinstance(node.ctx, ast.Load)
+    )
+
+
+def _key(node: ast.AST) -> str:
+    """The binding key a read stands for: its name, or `self.` and its attribute."""
+    return f"self.{node.attr}" if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
 def bound_template(template: Template, bindings: Mapping[str, str]) -> Template:
     """The template with every read of a bound name replaced by its expression (text and tree)."""
-    used = {name: text for name, text in bindings.items() if name in names_read(template)}
+    used = {name: text for name, text in bindings.items() if name in reads(template)}
     if not used:
         return template
     _refuse_own_bindings(template.stmts, used)
@@ -121,7 +147,7 @@ def bound_template(template: Template, bindings: Mapping[str, str]) -> Template:
 
 def bound_marker(marker: CodePattern, bindings: Mapping[str, str]) -> CodePattern:
     """The declared marker with every read of a bound name replaced, as the template's are."""
-    used = {name: text for name, text in bindings.items() if name in names_read(marker)}
+    used = {name: text for name, text in bindings.items() if name in reads(marker)}
     if not used:
         return marker
     _refuse_own_bindings(marker.stmts, used)
@@ -132,22 +158,28 @@ def bound_marker(marker: CodePattern, bindings: Mapping[str, str]) -> CodePatter
 def _rewritten(source: str, used: Mapping[str, str], expression: bool) -> str:
     """The code's text with every read of a name in `used` replaced by its expression (proven)."""
     tree = ast.parse(source, mode="eval") if expression else ast.parse(source)
-    reads = sorted(
-        (n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in used and isinstance(n.ctx, ast.Load)),
-        key=lambda n: (n.lineno, n.col_offset),
+    found = sorted(
+        (n for n in ast.walk(tree) if _is_read(n) and _key(n) in used),
+        key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0)),
         reverse=True,
     )
     lines = source.splitlines(keepends=True)
-    for node in reads:  # from the end, so earlier positions stay right
+    for node in found:  # from the end, so earlier positions stay right
+        if not isinstance(node, (ast.Name, ast.Attribute)):
+            continue  # (_is_read holds for these alone)
         if node.end_lineno != node.lineno or node.end_col_offset is None:
-            raise BindError(f"cannot place {node.id!r}: its position is not known")
+            raise BindError(f"cannot place {_key(node)!r}: its position is not known")
         raw = lines[node.lineno - 1].encode("utf-8")
-        replacement = _spelled(used[node.id]).encode("utf-8")
+        replacement = _spelled(used[_key(node)]).encode("utf-8")
         raw = raw[: node.col_offset] + replacement + raw[node.end_col_offset :]
         lines[node.lineno - 1] = raw.decode("utf-8")
     new_text = "".join(lines)
     _prove(tree, new_text, used, expression)
     return new_text
+
+
+def _is_read(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or _self_read(node)
 
 
 def _spelled(expression: str) -> str:
@@ -169,6 +201,8 @@ def _refuse_own_bindings(stmts: tuple[ast.stmt, ...], used: Mapping[str, str]) -
             bound = ""
             if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and node.id in used:
                 bound = node.id
+            elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) and _key(node) in used:
+                bound = _key(node) if isinstance(node.value, ast.Name) and node.value.id == "self" else ""
             elif isinstance(node, ast.arg) and node.arg in used:
                 bound = node.arg
             elif isinstance(node, (ast.Global, ast.Nonlocal)):
@@ -195,6 +229,11 @@ class _Substitute(ast.NodeTransformer):
         if node.id in self.used and isinstance(node.ctx, ast.Load):
             return copy.deepcopy(self.used[node.id])
         return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if _self_read(node) and _key(node) in self.used:
+            return copy.deepcopy(self.used[_key(node)])
+        return self.generic_visit(node)
 
 
 def _prove(tree: ast.AST, new_text: str, used: Mapping[str, str], expression: bool) -> None:

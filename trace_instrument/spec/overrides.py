@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, replace
 
-from trace_instrument.model import Anchor, Edit, Point, SpecSource
+from trace_instrument.model import Anchor, Confidence, Edit, Overridden, Point, SpecSource
 from trace_instrument.spec.binding import bind_point, read_bind
 from trace_instrument.spec.reading import (
     PLACE_KEYS,
@@ -31,7 +31,8 @@ from trace_instrument.spec.reading import (
 )
 from trace_instrument.spec.yamlnodes import Node
 
-OVERRIDE_KEYS = PLACE_KEYS | {"overrides", "scope", "edits", "description", "bind"}
+OVERRIDE_KEYS = PLACE_KEYS | {"overrides", "scope", "edits", "description", "bind", "ported"}
+PORTED_KEYS = ("confidence", "evidence")  # `ported:`, what port wrote of how sure it was and why
 _CODE_STAYS = (
     "an override keeps the point's template and code (that is how check, verify and remove recognise it); "
     "it changes only where the point goes. To insert other code, declare a point of your own"
@@ -78,6 +79,8 @@ class Override:
     source: SpecSource
     bindings: dict[str, str] | None = None  # `bind`: names its code reads as this tree spells them
     bind_source: SpecSource | None = None
+    confidence: Confidence | None = None  # `ported:`: port's grade of the place (None: a person's override)
+    evidence: str = ""  # `ported:`: port's reason for the place
 
 
 def is_override(node: Node) -> bool:
@@ -106,8 +109,29 @@ def read_override(ctx: Context, node: Node, file: str) -> Override | None:
         return None
     if "bind" in data and bindings is None:
         return None
+    ported = _read_ported(ctx, data["ported"]) if "ported" in data else (None, "")
+    if ported is None:
+        return None
     bind_source = data["bind"].where("bind") if "bind" in data else None
-    return Override(target, file, where_in, places or None, data["overrides"].where("overrides"), bindings, bind_source)
+    source = data["overrides"].where("overrides")
+    return Override(target, file, where_in, places or None, source, bindings, bind_source, *ported)
+
+
+def _read_ported(ctx: Context, node: Node) -> tuple[Confidence, str] | None:
+    """`ported: {confidence: likely, evidence: ...}`: how sure port was of the place and why
+    (apply --dry-run shows it beside the point's hunk); None after a problem."""
+    data = mapping(ctx, node, PORTED_KEYS, required=("confidence",))
+    if "confidence" not in data:
+        return None
+    grade = string(ctx, data["confidence"], "confidence")
+    evidence = string(ctx, data["evidence"], "evidence") if "evidence" in data else ""
+    known = [c.value for c in Confidence]
+    if grade is not None and grade not in known:
+        ctx.problem(data["confidence"].where("confidence"), f"must be one of {', '.join(known)}, not {grade!r}")
+        return None
+    if grade is None or evidence is None:
+        return None
+    return Confidence(grade), evidence
 
 
 def _read_edit_places(ctx: Context, node: Node, data: dict[str, Node]) -> tuple[PlacedEdit, ...] | None:
@@ -177,6 +201,7 @@ def _overridden(ctx: Context, point: Point, override: Override) -> Point | None:
         scope=override.scope or point.scope,
         edits=edits,
         source=SpecSource(override.source.file, override.source.line, f"overrides {point.id}"),
+        overridden=Overridden(override.source, override.confidence, override.evidence),
     )
     if override.bindings is None or override.bind_source is None:
         return moved
