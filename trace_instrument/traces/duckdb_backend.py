@@ -580,6 +580,12 @@ class DuckDBBackend(Backend):
         for file_id, path in copies.items():
             self.con.execute("UPDATE files SET read_path = ? WHERE file_id = ?", [path, file_id])
 
+    def rename_files(self, paths: dict[int, str]) -> None:
+        """Give files their names (``analyze --follow`` loads copies, and a file compressed in place
+        is read on under its new name)."""
+        for file_id, path in paths.items():
+            self.con.execute("UPDATE files SET path = ? WHERE file_id = ?", [path, file_id])
+
     def _gunzipped(self, files: list[SourceFile], work: Path) -> dict[int, str]:
         """The path to read each trajectory file from: a ``.gz`` file is decompressed into ``work`` first.
 
