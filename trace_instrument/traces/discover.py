@@ -147,8 +147,10 @@ def _torn_tail(source: SourceFile) -> TornTail | None:
 
 
 def torn_line(source: SourceFile, tail: bytes) -> TornTail | None:
-    """The torn last line of ``source`` from its last bytes ``tail`` (None: they end with a newline)."""
-    if not tail or tail.endswith(b"\n"):
+    """The torn last line of ``source`` from its last bytes ``tail`` (None: they end with a newline,
+    or the line holds NUL bytes, which the runtime never writes: a file cut by a crash or a full
+    disk, read as the damage it is)."""
+    if not tail or tail.endswith(b"\n") or b"\0" in tail[tail.rfind(b"\n") + 1 :]:
         return None
     text = tail[tail.rfind(b"\n") + 1 :].decode("utf-8", "replace")
     fields: tuple[str, ...] = ()
