@@ -35,6 +35,7 @@ MAX_RECORD_LINES = 64
 EXAMPLES = 3
 LINE_COUNT_THREADS = 4
 LINE_COUNT_BLOCK = 4 * 2**20
+NUL_TAIL_BYTES = 1 << 16
 _INTEGER = re.compile(r"^-?[0-9]+$")  # ASCII digits: \d would take other scripts' digits, which no engine reads
 _TIMESTAMPS = range(TIMESTAMP_LIMIT)  # what the order key keeps in order (events.TIMESTAMP_LIMIT)
 
@@ -103,6 +104,18 @@ def salvage_csv(source: str, clean_path: Path, torn_tail: str | None) -> Salvage
                 result.add(RowProblem.UNREADABLE_FILE, result.lines)
     Path(str(clean_path) + ".plain").unlink(missing_ok=True)
     return result
+
+
+def nul_tail(path: str) -> bool:
+    """Whether the last line of a plain file holds NUL bytes (what a crash or a full disk leaves):
+    Spark's CSV reader passes over such a line without a word, so it is read row by row."""
+    if path.endswith(".gz"):
+        return False
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - NUL_TAIL_BYTES))
+        tail = f.read()
+    return b"\0" in tail[tail.rstrip(b"\r\n").rfind(b"\n") + 1 :]
 
 
 def _plain(source: str, clean_path: Path) -> tuple[str, bool]:

@@ -21,6 +21,7 @@ from trace_instrument.traces.gunzip import gunzip
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 from trace_instrument.traces.salvage import (
     Salvage,
+    nul_tail,
     read_paths,
     refused_per_file,
     salvage_csv,
@@ -193,13 +194,14 @@ class SparkBackend(Backend):
         from pyspark.sql.functions import input_file_name
 
         work = Path(self._work_dir())
-        # a gzip file cut short stops Spark's reader (an EOFException): it is read row by row
+        # a gzip file cut short stops Spark's reader (an EOFException), a last line of NUL bytes
+        # it passes over: such files are read row by row
         salvaged = {
             f.file_id: salvage_csv(
                 f.path, work / f"{f.file_id}.csv", torn[f.file_id].text if f.file_id in torn else None
             )
             for f in samples
-            if f.path.endswith(".gz") and not gunzip(f.path, Path(os.devnull)).complete
+            if (f.path.endswith(".gz") and not gunzip(f.path, Path(os.devnull)).complete) or nul_tail(f.path)
         }
         readable = [f.path for f in samples if f.file_id not in salvaged]
         suspects: set[str] = set()
