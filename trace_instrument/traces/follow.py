@@ -176,6 +176,8 @@ class Follower:
         rotations: dict[str, _Rotation] = {}
         reason = None if self._backend is None else self._why_reload(found, looks, rotations)
         if self._backend is None or reason is not None:
+            for rotation in rotations.values():  # decompressed before the reason to reload was found
+                rotation.copy.unlink(missing_ok=True)
             self._load_all(found, looks)
             return Refresh(self._compute_with(self._inputs), self._total(found, looks), True, reason, seen)
         read = self._append(found, looks, rotations)
