@@ -9,6 +9,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 
@@ -16,7 +17,7 @@ CACHE_DIR_NAME = ".trace-instrument-cache"
 _SAMPLE_NAME = re.compile(r"^(?P<host>.+)-pid(?P<pid>\d+)\.csv(?:\.gz)?$")
 _TRAJECTORY_NAME = re.compile(r"^trajectory_(?P<pid>\d+)_.*\.jsonl(?:\.gz)?$")
 _STATUS_NAME = re.compile(r"^(?P<host>.+)-pid(?P<pid>\d+)\.json$")
-_TAIL_BYTES = 1 << 16
+TAIL_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,11 @@ def _walk(root: Path) -> list[Path]:
     return found
 
 
+def _being_compressed(path: Path, kind: FileKind, names: set[Path]) -> bool:
+    """Whether ``path`` is the gzip copy of a growing file that is still there (``gzip`` at work)."""
+    return kind in (FileKind.SAMPLE, FileKind.TRAJECTORY) and path.suffix == ".gz" and path.with_suffix("") in names
+
+
 def _fingerprint(path: Path) -> tuple[str, int, bytes, bytes]:
     size = path.stat().st_size
     with open(path, "rb") as f:
@@ -79,9 +85,15 @@ def discover(roots: list[Path]) -> Inputs:
     seen: dict[tuple[str, int, bytes, bytes], str] = {}
     duplicates: list[str] = []
     for root in roots:
-        for path in _walk(root):
+        walked = _walk(root)
+        names = set(walked)
+        for path in walked:
             kind = _kind(path)
             if kind is None:
+                continue
+            if _being_compressed(path, kind, names):
+                # gzip writes X.gz beside X and removes X once done: the rows are X's, read once
+                duplicates.append(f"{path} (being compressed from {path.with_suffix('')})")
                 continue
             try:
                 key = _fingerprint(path)
@@ -117,12 +129,12 @@ def _last_bytes(path: str) -> bytes:
         data = b""
         with gzip.open(path, "rb") as f:
             while chunk := f.read(1 << 20):
-                data = (data + chunk)[-_TAIL_BYTES:]
+                data = (data + chunk)[-TAIL_BYTES:]
         return data
     with open(path, "rb") as f:
         f.seek(0, os.SEEK_END)
         size = f.tell()
-        f.seek(max(0, size - _TAIL_BYTES))
+        f.seek(max(0, size - TAIL_BYTES))
         return f.read()
 
 
@@ -131,7 +143,14 @@ def _torn_tail(source: SourceFile) -> TornTail | None:
         tail = _last_bytes(source.path)
     except (OSError, EOFError):
         return None
-    if not tail or tail.endswith(b"\n"):
+    return torn_line(source, tail)
+
+
+def torn_line(source: SourceFile, tail: bytes) -> TornTail | None:
+    """The torn last line of ``source`` from its last bytes ``tail`` (None: they end with a newline,
+    or the line holds NUL bytes, which the runtime never writes: a file cut by a crash or a full
+    disk, read as the damage it is)."""
+    if not tail or tail.endswith(b"\n") or b"\0" in tail[tail.rfind(b"\n") + 1 :]:
         return None
     text = tail[tail.rfind(b"\n") + 1 :].decode("utf-8", "replace")
     fields: tuple[str, ...] = ()
@@ -146,15 +165,22 @@ def _torn_tail(source: SourceFile) -> TornTail | None:
 MARK = 1 << 16  # bytes at the start of what was read of a growing file, and at its end
 
 
-def file_marks(path: str, offset: int) -> tuple[int, bytes, bytes]:
-    """What tells that the ``offset`` bytes read of ``path`` are still there: the offset and the
-    first and last MARK bytes of them. A file rewritten with other bytes at either end is caught
-    (an append-only log never changes them); a rewrite that keeps both ends, and the length read,
-    is not."""
+def file_marks(path: str | BinaryIO, offset: int) -> tuple[int, bytes, bytes]:
+    """What tells that the ``offset`` bytes read of ``path`` (a path, or a file open for reading)
+    are still there: the offset and the first and last MARK bytes of them. A file rewritten with
+    other bytes at either end is caught (an append-only log never changes them); a rewrite that
+    keeps both ends, and the length read, is not."""
+    if not isinstance(path, str):
+        return _marks(path, offset)
     with open(path, "rb") as handle:
-        head = handle.read(min(MARK, offset))
-        handle.seek(max(0, offset - MARK))
-        tail = handle.read(min(MARK, offset))
+        return _marks(handle, offset)
+
+
+def _marks(handle: BinaryIO, offset: int) -> tuple[int, bytes, bytes]:
+    handle.seek(0)
+    head = handle.read(min(MARK, offset))
+    handle.seek(max(0, offset - MARK))
+    tail = handle.read(min(MARK, offset))
     return offset, head, tail
 
 

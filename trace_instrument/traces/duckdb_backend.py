@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import queue
-import shutil
 import tempfile
 import threading
-import zlib
 from collections.abc import Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -38,6 +35,7 @@ from trace_instrument.traces.salvage import (
     refused_per_file,
     salvage_csv,
     skipped_rows,
+    unpacked_trajectories,
 )
 
 # Only the turn fields a view or the export uses: converting JSON into this struct is the largest
@@ -257,8 +255,12 @@ class DuckDBBackend(Backend):
         trajectories = inputs.of_kind(FileKind.TRAJECTORY)
         if trajectories:
             with tempfile.TemporaryDirectory(prefix="trace-gunzip-") as work:
-                read = self._gunzipped(trajectories, Path(work))
+                # a .gz file is decompressed first: DuckDB's gzip reader allocates sixteen times the
+                # longest line it accepts (16 GiB for the 1 GiB a trajectory line may take)
+                read, damaged = unpacked_trajectories(trajectories, Path(work))
+                self._set_read_paths({f.file_id: read[f.file_id] for f in trajectories if read[f.file_id] != f.path})
                 self._read_trajectory_lines(trajectories, read, _jsonl_torn_filter(trajectories, torn, read))
+                skipped.extend(damaged)
                 skipped.extend(self._jsonl_problems(trajectories, read))
             self.script("trajectory_tables", target="trajectories_all", first_line=0)
         else:
@@ -580,26 +582,11 @@ class DuckDBBackend(Backend):
         for file_id, path in copies.items():
             self.con.execute("UPDATE files SET read_path = ? WHERE file_id = ?", [path, file_id])
 
-    def _gunzipped(self, files: list[SourceFile], work: Path) -> dict[int, str]:
-        """The path to read each trajectory file from: a ``.gz`` file is decompressed into ``work`` first.
-
-        DuckDB's gzip reader allocates sixteen times the longest line it accepts (16 GiB for the
-        1 GiB a trajectory line may take); a plain copy is read like any other file.
-        """
-        read: dict[int, str] = {}
-        for f in files:
-            if not f.path.endswith(".gz"):
-                read[f.file_id] = f.path
-                continue
-            plain = work / f"{f.file_id}.jsonl"
-            try:
-                with gzip.open(f.path, "rb") as source, open(plain, "wb") as target:
-                    shutil.copyfileobj(source, target, 2**20)
-            except (OSError, EOFError, zlib.error):
-                pass  # a cut or damaged archive: what could be decompressed is read, the rest is its torn tail
-            read[f.file_id] = str(plain)
-        self._set_read_paths({f.file_id: read[f.file_id] for f in files if read[f.file_id] != f.path})
-        return read
+    def rename_files(self, paths: dict[int, str]) -> None:
+        """Give files their names (``analyze --follow`` loads copies, and a file compressed in place
+        is read on under its new name)."""
+        for file_id, path in paths.items():
+            self.con.execute("UPDATE files SET path = ? WHERE file_id = ?", [path, file_id])
 
     def _jsonl_problems(self, files: list[SourceFile], read: dict[int, str]) -> list[Skipped]:
         by_id = {f.file_id: f for f in files}

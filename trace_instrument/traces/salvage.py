@@ -24,6 +24,7 @@ from pathlib import Path
 from trace_instrument.formats import SAMPLE_COLUMNS
 from trace_instrument.traces.backend import per_file
 from trace_instrument.traces.events import TIMESTAMP_LIMIT
+from trace_instrument.traces.gunzip import gunzip
 from trace_instrument.traces.model import Skipped, SourceFile
 
 COLUMNS = len(SAMPLE_COLUMNS)
@@ -34,6 +35,7 @@ MAX_RECORD_LINES = 64
 EXAMPLES = 3
 LINE_COUNT_THREADS = 4
 LINE_COUNT_BLOCK = 4 * 2**20
+NUL_TAIL_BYTES = 1 << 16
 _INTEGER = re.compile(r"^-?[0-9]+$")  # ASCII digits: \d would take other scripts' digits, which no engine reads
 _TIMESTAMPS = range(TIMESTAMP_LIMIT)  # what the order key keeps in order (events.TIMESTAMP_LIMIT)
 
@@ -48,9 +50,18 @@ class RowProblem(str, Enum):
     TOO_FEW_COLUMNS = "CSV row with too few columns"
     TOO_MANY_COLUMNS = "CSV row with too many columns"
     NOT_UTF8 = "CSV row with bytes that are not UTF-8"
+    NUL_BYTES = "CSV row with NUL bytes (a file cut by a crash or a full disk)"
     BAD_TIMESTAMP = "CSV row whose timestamp is not milliseconds since 1970 (digits, below 10^14)"
     BAD_QUOTING = "CSV row with a quote out of place"
     UNREADABLE_FILE = "sample file that cannot be read to its end (the rows before the damage are kept)"
+
+
+# A gzip trajectory file that does not decompress to its end: its lines before the damage are read.
+DAMAGED_TRAJECTORY_FILE = "trajectory file that cannot be read to its end (the lines before the damage are kept)"
+
+
+# what is wrong with a row's bytes, whatever its quotes
+_BYTE_PROBLEMS = (RowProblem.NOT_UTF8, RowProblem.NUL_BYTES)
 
 
 @dataclass
@@ -60,6 +71,7 @@ class Salvage:
     source: str
     clean_path: Path
     rows: int = 0
+    lines: int = 0  # the lines of ``source`` read
     problems: dict[RowProblem, list[int]] = field(default_factory=dict)
 
     def add(self, problem: RowProblem, line: int) -> None:
@@ -81,12 +93,70 @@ def salvage_csv(source: str, clean_path: Path, torn_tail: str | None) -> Salvage
     with open(clean_path, "w", encoding="utf-8", newline="") as out:
         writer = csv.writer(out, lineterminator="\n")
         try:
-            for fields in _good_rows(source, result, torn_tail is not None):
+            plain, whole = _plain(source, clean_path)
+            for fields in _good_rows(plain, result, torn_tail is not None):
                 writer.writerow(fields)
                 result.rows += 1
         except (OSError, EOFError, gzip.BadGzipFile):
             result.add(RowProblem.UNREADABLE_FILE, 0)
+        else:
+            if not whole:  # the damage is where the lines read end: the last of them is the last good one
+                result.add(RowProblem.UNREADABLE_FILE, result.lines)
+    Path(str(clean_path) + ".plain").unlink(missing_ok=True)
     return result
+
+
+def nul_tail(path: str) -> bool:
+    """Whether the last line of a plain file holds NUL bytes (what a crash or a full disk leaves):
+    Spark's CSV reader passes over such a line without a word, so it is read row by row."""
+    if path.endswith(".gz"):
+        return False
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - NUL_TAIL_BYTES))
+        tail = f.read()
+    return b"\0" in tail[tail.rstrip(b"\r\n").rfind(b"\n") + 1 :]
+
+
+def _plain(source: str, clean_path: Path) -> tuple[str, bool]:
+    """The file to read ``source``'s lines from, and whether it is whole: a gzip file decompressed
+    as far as it goes, its cut last line left out (Python's gzip module drops the last block it
+    read at a cut)."""
+    if not source.endswith(".gz"):
+        return source, True
+    plain = Path(str(clean_path) + ".plain")
+    whole = gunzip(source, plain).complete
+    if not whole:
+        _cut_at_last_newline(plain)
+    return str(plain), whole
+
+
+def _cut_at_last_newline(path: Path) -> int:
+    """Cut ``path`` after its last newline (a damaged file's cut line is not a line); its lines."""
+    data = path.read_bytes()
+    kept = data[: data.rfind(b"\n") + 1]
+    path.write_bytes(kept)
+    return kept.count(b"\n")
+
+
+def unpacked_trajectories(files: list[SourceFile], work: Path) -> tuple[dict[int, str], list[Skipped]]:
+    """The path to read each trajectory file from (a ``.gz`` one decompressed into ``work``), and the
+    files that do not decompress to their end: their lines before the damage are read, and each is
+    counted once, at its last good line. Both engines read the same lines so."""
+    read: dict[int, str] = {}
+    damaged: list[str] = []
+    for f in files:
+        if not f.path.endswith(".gz"):
+            read[f.file_id] = f.path
+            continue
+        plain = work / f"{f.file_id}.jsonl"
+        if not gunzip(f.path, plain).complete:
+            damaged.append(f"{f.path}:{_cut_at_last_newline(plain)} (the last line that decompressed)")
+        read[f.file_id] = str(plain)
+    if not damaged:
+        return read, []
+    paths = [example.rsplit(":", 1)[0] for example in damaged]
+    return read, [Skipped(DAMAGED_TRAJECTORY_FILE, len(damaged), tuple(damaged), per_file(paths))]
 
 
 def ended_lines(paths: list[str]) -> list[int | None]:
@@ -109,11 +179,12 @@ def _ended_lines(path: str) -> int | None:
     return count
 
 
-def _physical_lines(source: str) -> Iterator[tuple[int, bytes, bool]]:
+def _physical_lines(source: str, result: Salvage) -> Iterator[tuple[int, bytes, bool]]:
     """(line number, bytes without the line break, whether it is the file's unterminated last line)."""
     opener = gzip.open if source.endswith(".gz") else open
     with opener(source, "rb") as f:
         for number, raw in enumerate(f, 1):
+            result.lines = number
             ended = raw.endswith(b"\n")
             body = raw[:-1] if ended else raw
             yield number, body[:-1] if body.endswith(b"\r") else body, not ended
@@ -126,7 +197,7 @@ def _good_rows(source: str, result: Salvage, torn: bool) -> Iterator[list[str]]:
     does not make a good row costs its first line only: that line is judged alone, and the lines
     after it are read again, each as the start of a record.
     """
-    lines = _physical_lines(source)
+    lines = _physical_lines(source, result)
     again: deque[tuple[int, bytes, bool]] = deque()
     pending: list[tuple[int, bytes, bool]] = []
     while True:
@@ -153,9 +224,7 @@ def _good_rows(source: str, result: Salvage, torn: bool) -> Iterator[list[str]]:
                     continue
         # the first line alone has an odd number of quotes: a row the runtime never writes
         first = pending[0]
-        result.add(
-            RowProblem.NOT_UTF8 if _fields(first[1]) is RowProblem.NOT_UTF8 else RowProblem.BAD_QUOTING, first[0]
-        )
+        result.add(problem if (problem := _fields(first[1])) in _BYTE_PROBLEMS else RowProblem.BAD_QUOTING, first[0])
         again.extendleft(reversed(pending[1:]))
         pending = []
 
@@ -168,6 +237,8 @@ def _fields(record: bytes) -> list[str] | RowProblem | None:
         text = record.decode("utf-8")
     except UnicodeDecodeError:
         return RowProblem.NOT_UTF8
+    if "\0" in text:
+        return RowProblem.NUL_BYTES
     try:
         fields = next(csv.reader(io.StringIO(text), strict=True))
     except (csv.Error, StopIteration):
@@ -190,13 +261,20 @@ def skipped_rows(salvages: list[Salvage]) -> list[Skipped]:
     for s in sorted(salvages, key=lambda s: s.source):  # the order files were salvaged in varies by engine
         for problem, lines in s.problems.items():
             # the first examples of each file: a run among several shows its own (LoadReport.of_files)
-            where = [s.source if line == 0 else f"{s.source}:{line}" for line in lines[:EXAMPLES]]
+            where = [_where(s, problem, line) for line in lines[:EXAMPLES]]
             by_problem.setdefault(problem, []).extend(where)
             files.setdefault(problem, []).extend([s.source] * len(lines))
     return [
         Skipped(problem.value, len(files[problem]), tuple(where), per_file(files[problem]))
         for problem, where in sorted(by_problem.items(), key=lambda item: item[0].value)
     ]
+
+
+def _where(s: Salvage, problem: RowProblem, line: int) -> str:
+    if problem is RowProblem.UNREADABLE_FILE:
+        last = f"ends after line {line}" if line else "cannot be read"
+        return f"{s.source}:{line} ({last}: {s.rows:,} rows read)" if line else f"{s.source} ({last})"
+    return s.source if line == 0 else f"{s.source}:{line}"
 
 
 def refused_per_file(salvages: list[Salvage]) -> tuple[tuple[str, int], ...]:

@@ -8,6 +8,7 @@ system); every view after that is the shared SQL. Tables are cached temp views.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -16,8 +17,17 @@ from typing import Any
 
 from trace_instrument.traces.backend import CSV_COLUMNS, Backend, Dialect, LoadReport, merged, torn_report
 from trace_instrument.traces.discover import Inputs, TornTail
+from trace_instrument.traces.gunzip import gunzip
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
-from trace_instrument.traces.salvage import Salvage, read_paths, refused_per_file, salvage_csv, skipped_rows
+from trace_instrument.traces.salvage import (
+    Salvage,
+    nul_tail,
+    read_paths,
+    refused_per_file,
+    salvage_csv,
+    skipped_rows,
+    unpacked_trajectories,
+)
 
 _TURN = (
     "struct<turn_index:bigint,prompt_token_count:bigint,completion_token_count:bigint,finish_reason:string,"
@@ -104,6 +114,8 @@ class SparkBackend(Backend):
         self.spark = builder.getOrCreate()
         self._work: str | None = None  # the clean copies of damaged sample files
         self._inputs_files: tuple[SourceFile, ...] = ()
+        self._salvaged: dict[int, Salvage] = {}
+        self._unpacked: dict[int, str] = {}  # the decompressed copy of each gzip trajectory file
         self.spark.sparkContext.setLogLevel("ERROR")
 
     def run(self, sql: str) -> list[tuple[Any, ...]]:
@@ -143,7 +155,13 @@ class SparkBackend(Backend):
         self.build_samples()
         trajectories = inputs.of_kind(FileKind.TRAJECTORY)
         if trajectories:
-            self._read_text(trajectories)
+            # read from decompressed copies, as DuckDB reads them: a cut .gz stops Spark's reader
+            # with an EOFException, and the lines before the cut are kept
+            read, damaged = unpacked_trajectories(trajectories, Path(self._work_dir()))
+            self._unpacked = {f.file_id: read[f.file_id] for f in trajectories if read[f.file_id] != f.path}
+            self._files(self._inputs_files, self._salvaged)
+            skipped.extend(damaged)
+            self._read_text([read[f.file_id] for f in trajectories])
             self.script("trajectories", torn_filter=_jsonl_torn_filter(trajectories, torn))
             paths = {f.file_id: f.path for f in trajectories}
             bad = self.run("SELECT file_id, count(*) FROM traj_lines WHERE NOT is_json GROUP BY file_id")
@@ -160,7 +178,8 @@ class SparkBackend(Backend):
     def _files(self, files: tuple[SourceFile, ...], salvaged: dict[int, Salvage] | None = None) -> None:
         """The ``files`` table; ``uri`` is the file Spark reads (a damaged file's clean copy in its place)."""
         self._inputs_files = files
-        read = read_paths(list(files), salvaged or {})
+        self._salvaged = salvaged or {}
+        read = {**read_paths(list(files), self._salvaged), **self._unpacked}
         rows = [(f.file_id, f.path, _uri(read[f.file_id]), f.kind, f.root, f.host, f.pid) for f in files]
         schema = "file_id INT, path STRING, uri STRING, kind STRING, root STRING, host STRING, pid BIGINT"
         self.spark.createDataFrame(rows, schema).createOrReplaceTempView("files")
@@ -174,25 +193,36 @@ class SparkBackend(Backend):
         """
         from pyspark.sql.functions import input_file_name
 
-        salvaged: dict[int, Salvage] = {}
-        self._work = tempfile.mkdtemp(prefix="trace-salvage-")
-        frame = self._csv_frame([f.path for f in samples]).withColumn("path", input_file_name())
-        frame.createOrReplaceTempView("raw_csv")
-        suspects = {
-            row[0]
-            for row in self.run(
-                "SELECT DISTINCT path FROM raw_csv WHERE _corrupt IS NOT NULL OR ts IS NULL OR content IS NULL "
-                "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\ufffd') > 0 "
-                "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\"') > 0 "
-                # a timestamp Spark would cast but salvage refuses (1e3, +5): events.sql leaves it NULL
-                f"OR {self.dialect.plain_timestamp('ts')} IS NULL"
+        work = Path(self._work_dir())
+        # a gzip file cut short stops Spark's reader (an EOFException), a last line of NUL bytes
+        # it passes over: such files are read row by row
+        salvaged = {
+            f.file_id: salvage_csv(
+                f.path, work / f"{f.file_id}.csv", torn[f.file_id].text if f.file_id in torn else None
             )
+            for f in samples
+            if (f.path.endswith(".gz") and not gunzip(f.path, Path(os.devnull)).complete) or nul_tail(f.path)
         }
+        readable = [f.path for f in samples if f.file_id not in salvaged]
+        suspects: set[str] = set()
+        if readable:
+            frame = self._csv_frame(readable).withColumn("path", input_file_name())
+            frame.createOrReplaceTempView("raw_csv")
+            suspects = {
+                row[0]
+                for row in self.run(
+                    "SELECT DISTINCT path FROM raw_csv WHERE _corrupt IS NOT NULL OR ts IS NULL OR content IS NULL "
+                    "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\ufffd') > 0 "
+                    "OR instr(concat_ws(',', job_id, cat, sample_id, status, content), '\"') > 0 "
+                    # a timestamp Spark would cast but salvage refuses (1e3, +5): events.sql leaves it NULL
+                    f"OR {self.dialect.plain_timestamp('ts')} IS NULL"
+                )
+            }
         uris = {_uri(f.path): f for f in samples}
         for uri in sorted(suspects):
             f = uris[uri]
             tail = torn[f.file_id].text if f.file_id in torn else None
-            salvaged[f.file_id] = salvage_csv(f.path, Path(self._work) / f"{f.file_id}.csv", tail)
+            salvaged[f.file_id] = salvage_csv(f.path, work / f"{f.file_id}.csv", tail)
         if salvaged:
             self._files(self._inputs_files, salvaged)
             whole = [f.path for f in samples if f.file_id not in salvaged]
@@ -218,10 +248,16 @@ class SparkBackend(Backend):
             encoding="UTF-8",
         )
 
-    def _read_text(self, files: list[SourceFile]) -> None:
+    def _work_dir(self) -> str:
+        """The folder of this engine's copies (clean sample files, decompressed trajectory files)."""
+        if self._work is None:
+            self._work = tempfile.mkdtemp(prefix="trace-salvage-")
+        return self._work
+
+    def _read_text(self, paths: list[str]) -> None:
         from pyspark.sql.functions import input_file_name
 
-        frame = self.spark.read.text([f.path for f in files]).withColumn("path", input_file_name())
+        frame = self.spark.read.text(paths).withColumn("path", input_file_name())
         frame.createOrReplaceTempView("traj_text")
 
 
