@@ -84,7 +84,8 @@ def without_duckdb(monkeypatch: pytest.MonkeyPatch) -> _Recorder:
 
 def test_the_package_alone_is_the_codemod_and_each_extra_installs_its_engine():
     """The pip command the hint prints installs DuckDB; the package alone does not, nor does [test]
-    bring pyspark or black (their tiers install `spark` and `format`)."""
+    bring pyspark (its tier installs `spark`); [test] brings `format`, as apply follows a
+    checkout's black in process and the default tier tests it."""
     project = _pyproject()["project"]
     extras = project["optional-dependencies"]
     assert "duckdb" not in _requirement_names(project["dependencies"])
@@ -95,7 +96,7 @@ def test_the_package_alone_is_the_codemod_and_each_extra_installs_its_engine():
     assert _requirement_names(extras["tensorboard"]) == {"tensorboardX"}
     assert _requirement_names(extras["mlflow"]) == {"mlflow-skinny"}
     assert _requirement_names(extras["wandb"]) == {"wandb"}
-    assert "trace-instrument[analyze]" in extras["test"]
+    assert "trace-instrument[analyze,format]" in extras["test"]
     assert not {"pyspark", "black", "duckdb"} & _requirement_names(extras["test"])
 
 

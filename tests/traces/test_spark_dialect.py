@@ -108,6 +108,8 @@ def _backend(session: _Session) -> SparkBackend:
     backend.spark = session  # type: ignore[assignment]
     backend._work = None
     backend._inputs_files = ()
+    backend._salvaged = {}
+    backend._unpacked = {}
     return backend
 
 

@@ -482,11 +482,12 @@ def export_command(
     from trace_instrument.traces.render.trackers import Tracker
 
     tracker = Tracker(kind.value)
-    _require_engine(tracker.library)
+    # the arguments first: a mistake in them is said the same with the tracker's library installed or not
     if kind is not ExportKind.mlflow:  # MLflow's is a tracking URI, not a path
         _output_parent(Path(dest), "--to")
     if kind is ExportKind.tensorboard and run_id is not None:
         raise typer.BadParameter("TensorBoard runs are folders: give verl's run folder as DIR, without --run-id")
+    _require_engine(tracker.library)
     if follow:
         _follow_export(trace_dirs, options, tracker, dest, run_id, prefix, interval, refreshes)
         return
