@@ -2,4 +2,4 @@
 
 # the one definition of the release (pyproject.toml reads it); bump it whenever anchors/ or templates/
 # change, with the runtime's copy (templates/runtime/__init__.py): tests/test_release.py says how
-__version__ = "0.2.0"
+__version__ = "0.3.0"

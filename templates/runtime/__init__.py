@@ -38,7 +38,7 @@ from .trajectory_types import Trajectory, Turn, TurnRecord
 from .writer import flush
 
 # the trace-instrument release that wrote this package: an older release refuses to write over it
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "Trajectory",
