@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from xml.etree import ElementTree
 
 import jsonschema
 import pytest
@@ -99,6 +100,28 @@ def test_verify_and_report_on_a_checkout_never_instrumented_say_so_first(small: 
     assert shown.exit_code == 1 and len(lines) <= 3, shown.output
     assert lines[1] == f"not instrumented: run `trace-instrument apply {small}`"
     assert len(_lines(_cli("report", "--verbose", small).output)) > 10
+
+
+@pytest.mark.parametrize("verbose", [[], ["--verbose"]])
+def test_check_for_ci_on_a_checkout_never_instrumented_is_one_entry_and_a_count(
+    small: Path, verbose: list[str]
+) -> None:
+    body = json.loads(_cli("check", "--format", "json", small).output)
+    missing = sum(1 for p in body["points"] if p["id"] != "runtime" and p["status"] == "missing")
+    unclean = [p for p in body["points"] if p["status"] not in ("present", "not-applicable")]
+    assert body["instrumented"] is False and missing == len(PLACED) and len(unclean) > missing
+    said = f"not instrumented: run `trace-instrument apply {small}`"
+    shown = _cli("check", "--format", "github", *verbose, small)
+    errors = [line for line in _lines(shown.output) if line.startswith("::error")]
+    assert shown.exit_code == 1
+    suite = ElementTree.fromstring(_cli("check", "--format", "junit", *verbose, small).output)
+    failed = suite.findall(".//failure")
+    if verbose:  # every point that is not there, one entry each
+        assert len(errors) == len(failed) == len(unclean) == int(suite.get("failures"))
+        return
+    assert len(errors) == 1 and said in errors[0] and f" {missing} missing" in errors[0], errors
+    assert len(failed) == 1 and int(suite.get("failures")) == int(suite.get("tests")) == 1
+    assert said in failed[0].get("message") and f"{missing} missing" in failed[0].get("message")
 
 
 # -- --quiet: at most five lines --------------------------------------------------------------------

@@ -458,11 +458,12 @@ def check(
     elif fmt is CheckFormat.github:
         from trace_instrument.render import ci
 
-        _print_raw(ci.github_annotations(result, ci.repository_prefix(result.root)))
+        prefix = ci.repository_prefix(result.root)
+        _print_raw(ci.github_annotations(result, prefix, target=str(path), verbose=verbose))
     elif fmt is CheckFormat.junit:
         from trace_instrument.render import ci
 
-        _print_raw(ci.junit_xml(result))
+        _print_raw(ci.junit_xml(result, target=str(path), verbose=verbose))
     else:
         if result.error is not None:
             _fail(result.error.message)

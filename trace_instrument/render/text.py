@@ -34,7 +34,16 @@ from trace_instrument.model import (
     Status,
     VerifyResult,
 )
-from trace_instrument.render.items import CLEAN, check_items, counts_line, runtime_message, version_note
+from trace_instrument.render.items import (
+    CHECK_ORDER,
+    CLEAN,
+    blocked_points,
+    check_items,
+    counts_line,
+    not_instrumented_message,
+    runtime_message,
+    version_note,
+)
 from trace_instrument.spec.project import Recorded
 
 STATUS_STYLE = {
@@ -292,15 +301,13 @@ def note_lines(result: RunResult) -> list[RenderableType]:
     return [Text(f"note: {note}", style="yellow")] if note else []
 
 
-# a point of a checkout never instrumented that apply would simply place (or has nowhere to place)
-NOT_YET = frozenset({Status.MISSING, Status.NOT_APPLICABLE, Status.SKIPPED})
 QUIET_LINES = 5  # the most lines --quiet prints, whatever the outcome
 VERBOSE_HINT = "--verbose"
 
 
 def not_instrumented_line(target: str) -> Text:
     """The first line of check, verify and report on a checkout that holds nothing of the tool's."""
-    return Text(f"not instrumented: run `trace-instrument apply {target}`", style="yellow")
+    return Text(not_instrumented_message(target), style="yellow")
 
 
 def at_most(lines: list[RenderableType], budget: int) -> list[RenderableType]:
@@ -319,15 +326,13 @@ def check_lines(
     `verdict`. A checkout never instrumented: one line saying so and the counts (`verbose`: every point)."""
     items = check_items(result)
     runtime_items = items[len(result.points) : len(items) - len(result.unfinished)]
-    order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.BROKEN, Status.MOVED, Status.DRIFTED]
-    summary = counts_line(list(result.points), order)
+    summary = counts_line(list(result.points), CHECK_ORDER)
     if runtime_items:
-        summary += f"; runtime: {counts_line(runtime_items, order)}"
+        summary += f"; runtime: {counts_line(runtime_items, CHECK_ORDER)}"
     if result.unfinished:
         summary += f"; tree: {len(result.unfinished)} unfinished"
     if not result.instrumented and not verbose:
-        # what apply could not place (an anchor lost, say) is worth a line each; a point merely absent is not
-        blocked = _problem_heads([p for p in result.points if p.status not in NOT_YET])
+        blocked = _problem_heads(blocked_points(result))
         hint = f" ({VERBOSE_HINT} lists every point)"
         last = Text(f"check: {summary} — not instrumented{hint}")
         return [not_instrumented_line(target or result.root), *at_most(blocked, QUIET_LINES - 2), last]
