@@ -7,8 +7,9 @@ cells fold instead of ending in an ellipsis, whatever the terminal's width.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import RenderableType
 from rich.table import Table
@@ -24,6 +25,7 @@ from trace_instrument.model import (
     ChangeSummary,
     EditOutcome,
     FileProblemKind,
+    Finding,
     PointResult,
     PortResult,
     PortStatus,
@@ -41,10 +43,16 @@ from trace_instrument.render.items import (
     check_items,
     counts_line,
     not_instrumented_message,
+    runtime_item,
     runtime_message,
     version_note,
 )
 from trace_instrument.spec.project import Recorded
+
+if TYPE_CHECKING:  # the report's engine loads verify's: only `report` needs it, and imports it itself
+    from trace_instrument.engine.report import Report
+
+T = TypeVar("T")
 
 STATUS_STYLE = {
     Status.APPLIED: "green",
@@ -338,9 +346,8 @@ def check_lines(
         return [not_instrumented_line(target or result.root), *at_most(blocked, QUIET_LINES - 2), last]
     last = Text(f"check: {summary} — {verdict}")
     if quiet and not verbose:
-        note = note_lines(result)
         heads = _problem_heads([p for p in items if p.status not in CLEAN])
-        return [*note, *at_most(heads, QUIET_LINES - len(note) - 1), last]
+        return quiet_lines(heads, last, first=note_lines(result))
     lines = note_lines(result)
     lines += points_lines(result.points, show_ok=not quiet)
     runtime_problems = [p for p in runtime_items if p.status not in CLEAN]
@@ -351,13 +358,42 @@ def check_lines(
     return lines
 
 
+def quiet_lines(
+    heads: list[RenderableType], last: RenderableType, *, first: list[RenderableType] | None = None
+) -> list[RenderableType]:
+    """--quiet's output of check, verify and report: `first` (a note), the problems' lines, then `last`
+    (the summary), within QUIET_LINES in all: the problems cut to the first, then "and N more"."""
+    first = first or []
+    return [*first, *at_most(heads, QUIET_LINES - len(first) - 1), last]
+
+
+def grouped(items: Iterable[T], key: Callable[[T], Hashable]) -> list[list[T]]:
+    """The items of the same `key` together: the largest groups first, then in order."""
+    groups: dict[Hashable, list[T]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return sorted(groups.values(), key=len, reverse=True)
+
+
 def _problem_heads(problems: list[PointResult]) -> list[RenderableType]:
     """The problems one line each, those of the same status and message (one import deleted breaks
     every point of a file) in one line together: the largest groups first, then in order."""
-    groups: dict[tuple[Status, str], list[PointResult]] = {}
-    for p in problems:
-        groups.setdefault((p.status, _first_line(p.message)), []).append(p)
-    return [_problem_head(group) for group in sorted(groups.values(), key=len, reverse=True)]
+    return [_problem_head(group) for group in grouped(problems, lambda p: (p.status, _first_line(p.message)))]
+
+
+def _failure_heads(findings: Iterable[Finding]) -> list[RenderableType]:
+    """verify's failures one line each, those of the same check and message in one line together
+    (grouped as check's problems are)."""
+    failed = [f for f in findings if not f.ok]
+    return [_failure_head(group) for group in grouped(failed, lambda f: (f.check, _first_line(f.message)))]
+
+
+def _failure_head(group: list[Finding]) -> Text:
+    first = group[0]
+    where = f"{first.subject}:{first.line}" if first.line else first.subject
+    if len(group) > 1:
+        where = f"{len(group)} subjects: {where}, ..."
+    return Text(f"  FAIL {first.check.value}: {where}: {_first_line(first.message)}", style="red")
 
 
 def _first_line(message: str) -> str:
@@ -381,9 +417,13 @@ def _problem_head(group: list[PointResult]) -> Text:
     return line
 
 
-def verify_lines(result: VerifyResult, *, verbose: bool = False, target: str = "") -> list[RenderableType]:
+def verify_lines(
+    result: VerifyResult, *, verbose: bool = False, target: str = "", quiet: bool = False
+) -> list[RenderableType]:
     """verify's output: call sites per file, each check's passes and failures, every failure, the verdict.
-    A checkout never instrumented: one line saying so and the counts (`verbose`: all of it)."""
+    A checkout never instrumented: one line saying so and the counts (`verbose`: all of it). `quiet`:
+    the failures, one line per check and message, and the verdict, at most QUIET_LINES in all unless
+    `verbose`."""
     if not result.instrumented and not verbose:
         failed = sum(1 for f in result.findings if not f.ok)
         sums: dict[str, list[int]] = {}
@@ -394,6 +434,9 @@ def verify_lines(result: VerifyResult, *, verbose: bool = False, target: str = "
         sites = ", ".join(f"{found}/{wanted} {call}" for call, (found, wanted) in sums.items())
         summary = f"verify: call sites {sites}, no runtime package; {failed} checks failed — not ok"
         return [not_instrumented_line(target or result.root), Text(f"{summary} ({VERBOSE_HINT} lists every check)")]
+    if quiet:
+        heads = _failure_heads(result.findings)
+        return [*heads, _verify_verdict(result)] if verbose else quiet_lines(heads, _verify_verdict(result))
     table = Table(show_header=True, header_style="bold", box=None)
     for column in ("file", "trace_flow", "log_progress"):
         table.add_column(column, justify="left" if column == "file" else "right", overflow="fold")
@@ -427,10 +470,36 @@ def verify_lines(result: VerifyResult, *, verbose: bool = False, target: str = "
         if not finding.ok:
             where = f"{finding.subject}:{finding.line}" if finding.line else finding.subject
             lines.append(Text(f"  FAIL {finding.check.value}: {where}: {finding.message}", style="red"))
+    lines.append(_verify_verdict(result))
+    return lines
+
+
+def _verify_verdict(result: VerifyResult) -> Text:
     failed = sum(1 for f in result.findings if not f.ok)
     verdict = "ok" if result.ok else "not ok"
-    lines.append(Text(f"verify: {len(result.findings) - failed} checks passed, {failed} failed — {verdict}"))
-    return lines
+    return Text(f"verify: {len(result.findings) - failed} checks passed, {failed} failed — {verdict}")
+
+
+def report_quiet_lines(rep: Report, *, verbose: bool = False, target: str = "") -> list[RenderableType]:
+    """report --quiet: what is not in place and what verify failed, one line per status (check) and
+    message, then a line of counts and the verdict; at most QUIET_LINES in all unless `verbose`. A
+    checkout never instrumented: one line saying so and the counts."""
+    from trace_instrument.render.markdown import report_counts
+
+    counts = report_counts(rep)
+    if not rep.instrumented and not verbose:
+        return [not_instrumented_line(target or rep.root), Text(f"report: {counts} — not instrumented")]
+    runtime = [runtime_item(f) for f in rep.runtime_files if f.status is not RuntimeStatus.PRESENT]
+    heads = [*_problem_heads([*rep.not_in_place, *runtime]), *_failure_heads(rep.verify.findings)]
+    verified = "verify ok" if rep.verify.ok else "verify not ok"
+    last = Text(f"report: {counts}, {verified} — {'ok' if rep.ok else 'not ok'}")
+    return [*heads, last] if verbose else quiet_lines(heads, last, first=note_lines_for(rep))
+
+
+def note_lines_for(rep: Report) -> list[RenderableType]:
+    """The note for a verl release the catalog was not validated on, of a report (none otherwise)."""
+    note = version_note(rep.verl_version, rep.validated_on)
+    return [Text(f"note: {note}", style="yellow")] if note else []
 
 
 def points_table(catalog: Catalog) -> list[RenderableType]:
