@@ -298,9 +298,23 @@ def config_lines(config: str | None) -> list[RenderableType]:
 
 
 def style_lines(result: RunResult) -> list[RenderableType]:
-    """The formatter that wrote the inserted code (none without the checkout configuring one)."""
+    """The formatter that wrote the inserted code (none without the checkout configuring one), and
+    one line when the version installed here is not the one the checkout pins."""
     style = result.style
-    return [Text(f"style: {style.formatter.value} ({style.found_in})", style="dim")] if style else []
+    lines: list[RenderableType] = (
+        [Text(f"style: {style.formatter.value} ({style.found_in})", style="dim")] if style else []
+    )
+    mismatch = result.formatter_mismatch
+    if mismatch is not None:
+        pinned, name = mismatch.style.pinned, mismatch.style.formatter.value
+        lines.append(
+            Text(
+                f"note: {name} {mismatch.installed} wrote the inserted code, the checkout pins {pinned} "
+                f"({mismatch.style.found_in}): versions may format it differently; {mismatch.style.install}",
+                style="yellow",
+            )
+        )
+    return lines
 
 
 def note_lines(result: RunResult) -> list[RenderableType]:
