@@ -317,7 +317,7 @@ def style_lines(result: RunResult) -> list[RenderableType]:
     return lines
 
 
-def note_lines(result: RunResult) -> list[RenderableType]:
+def note_lines(result: RunResult | Report) -> list[RenderableType]:
     """The note for a verl release the catalog was not validated on (none otherwise)."""
     note = version_note(result.verl_version, result.validated_on)
     return [Text(f"note: {note}", style="yellow")] if note else []
@@ -507,13 +507,7 @@ def report_quiet_lines(rep: Report, *, verbose: bool = False, target: str = "") 
     heads = [*_problem_heads([*rep.not_in_place, *runtime]), *_failure_heads(rep.verify.findings)]
     verified = "verify ok" if rep.verify.ok else "verify not ok"
     last = Text(f"report: {counts}, {verified} — {'ok' if rep.ok else 'not ok'}")
-    return [*heads, last] if verbose else quiet_lines(heads, last, first=note_lines_for(rep))
-
-
-def note_lines_for(rep: Report) -> list[RenderableType]:
-    """The note for a verl release the catalog was not validated on, of a report (none otherwise)."""
-    note = version_note(rep.verl_version, rep.validated_on)
-    return [Text(f"note: {note}", style="yellow")] if note else []
+    return [*heads, last] if verbose else quiet_lines(heads, last, first=note_lines(rep))
 
 
 def points_table(catalog: Catalog) -> list[RenderableType]:
