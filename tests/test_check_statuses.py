@@ -166,7 +166,9 @@ def test_check_formats_from_the_cli(checkout_090, catalog, fmt):
 
     from trace_instrument.cli import app
 
-    outcome = CliRunner().invoke(app, ["check", "--format", fmt, str(checkout_090)])
+    # a pristine tree is never instrumented: --verbose lists every point (without it: one entry,
+    # tests/test_one_line.py)
+    outcome = CliRunner().invoke(app, ["check", "--verbose", "--format", fmt, str(checkout_090)])
     assert outcome.exit_code == 1
     core = [p.id for p in catalog.points if p.extra is None]
     missing = len(core) + _runtime_file_count()  # a pristine tree: every point and runtime file

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from xml.etree import ElementTree
 
 import jsonschema
 import pytest
@@ -101,19 +102,46 @@ def test_verify_and_report_on_a_checkout_never_instrumented_say_so_first(small: 
     assert len(_lines(_cli("report", "--verbose", small).output)) > 10
 
 
+@pytest.mark.parametrize("verbose", [[], ["--verbose"]])
+def test_check_for_ci_on_a_checkout_never_instrumented_is_one_entry_and_a_count(
+    small: Path, verbose: list[str]
+) -> None:
+    body = json.loads(_cli("check", "--format", "json", small).output)
+    missing = sum(1 for p in body["points"] if p["id"] != "runtime" and p["status"] == "missing")
+    unclean = [p for p in body["points"] if p["status"] not in ("present", "not-applicable")]
+    assert body["instrumented"] is False and missing == len(PLACED) and len(unclean) > missing
+    said = f"not instrumented: run `trace-instrument apply {small}`"
+    shown = _cli("check", "--format", "github", *verbose, small)
+    errors = [line for line in _lines(shown.output) if line.startswith("::error")]
+    assert shown.exit_code == 1
+    suite = ElementTree.fromstring(_cli("check", "--format", "junit", *verbose, small).output)
+    failed = suite.findall(".//failure")
+    if verbose:  # every point that is not there, one entry each
+        assert len(errors) == len(failed) == len(unclean) == int(suite.get("failures"))
+        return
+    assert len(errors) == 1 and said in errors[0] and f" {missing} missing" in errors[0], errors
+    assert len(failed) == 1 and int(suite.get("failures")) == int(suite.get("tests")) == 1
+    assert said in failed[0].get("message") and f"{missing} missing" in failed[0].get("message")
+
+
 # -- --quiet: at most five lines --------------------------------------------------------------------
 
 
-def test_quiet_prints_at_most_five_lines_then_how_many_more(applied_small: Path) -> None:
-    runtime = applied_small / "verl/utils/tracing"
+def _damage(applied: Path) -> None:
+    """Runtime files deleted and one edited, the points importing the package broken, a point edited."""
+    runtime = applied / "verl/utils/tracing"
     deleted = sorted(runtime.glob("*.py"))[:6]
     for path in deleted:
         path.unlink()  # runtime files missing, and the points that import the package broken
     edited = min(runtime.glob("*.py"))
     edited.write_text(edited.read_text(encoding="utf-8") + "# a hand edit\n", encoding="utf-8")  # drifted
-    constants = applied_small / "verl/trainer/constants_ppo.py"
+    constants = applied / "verl/trainer/constants_ppo.py"
     text = constants.read_text(encoding="utf-8")
     constants.write_text(text.replace('("VERL_TRACE_DIR",)', '("VERL_TRACE_DIR", "X")'), encoding="utf-8")
+
+
+def test_quiet_prints_at_most_five_lines_then_how_many_more(applied_small: Path) -> None:
+    _damage(applied_small)
     body = json.loads(_cli("check", "--format", "json", applied_small).output)
     problems = [p for p in body["points"] if p["status"] not in ("present", "not-applicable")]
     # one line per kind of problem: a status and a message (every point a deleted import breaks, say)
@@ -126,6 +154,40 @@ def test_quiet_prints_at_most_five_lines_then_how_many_more(applied_small: Path)
     assert lines[4].startswith("check: ") and "drift" in lines[4]
     everything = _lines(_cli("check", "--quiet", "--verbose", applied_small).output)
     assert len(everything) > 5
+
+
+def test_verify_and_report_quiet_print_at_most_five_lines_then_how_many_more(applied_small: Path) -> None:
+    _damage(applied_small)
+    body = json.loads(_cli("verify", "--format", "json", applied_small).output)
+    failed = [f for f in body["findings"] if not f["ok"]]
+    kinds = {(f["check"], f["message"].split("\n")[0]) for f in failed}  # one line per check and message
+    assert len(kinds) > 4
+    shown = _cli("verify", "--quiet", applied_small)
+    lines = _lines(shown.output)
+    assert shown.exit_code == 1 and len(lines) == 5, shown.output
+    assert all(line.startswith("  FAIL ") for line in lines[:3])
+    assert lines[3].strip() == f"and {len(kinds) - 3} more (--verbose)"
+    passed = len(body["findings"]) - len(failed)
+    assert lines[4] == f"verify: {passed} checks passed, {len(failed)} failed — not ok"
+    assert len(_lines(_cli("verify", "--quiet", "--verbose", applied_small).output)) == len(kinds) + 1
+    rep = json.loads(_cli("report", "--format", "json", applied_small).output)
+    runtime = [(f["status"], f["detail"]) for f in rep["runtime"] if f["status"] != "present"]
+    problems = {(p["status"], p["message"].split("\n")[0]) for p in rep["not_in_place"]} | set(runtime)
+    shown = _cli("report", "--quiet", applied_small)
+    lines = _lines(shown.output)
+    assert shown.exit_code == 1 and len(lines) == 5, shown.output
+    more = len(problems) + len(kinds) - 3
+    assert more > 0 and lines[3].strip() == f"and {more} more (--verbose)"
+    assert lines[4].startswith("report: ") and lines[4].endswith("verify not ok — not ok")
+    clean = _cli("report", "--quiet", _applied_copy(applied_small))
+    assert clean.exit_code == 1 and len(_lines(clean.output)) <= 5
+
+
+def _applied_copy(damaged: Path) -> Path:
+    """The small checkout again, applied afresh next to `damaged`."""
+    fresh = Path(shutil.copytree(SMALL_FILES, damaged.parent / "fresh"))
+    apply(fresh, load_catalog(), PLACED_ONLY)
+    return fresh
 
 
 def test_quiet_says_a_deleted_import_once_for_every_point_it_breaks(applied_small: Path) -> None:

@@ -121,6 +121,22 @@ def test_verls_own_configuration_is_ruff_from_its_pre_commit_hook(tmp_path):
     assert alone.install == "pip install 'ruff'"
 
 
+def test_the_ruff_hooks_arguments_that_shape_its_output_are_read(tmp_path):
+    root = _git_root(tmp_path)
+    hook = RUFF_HOOK.replace(
+        "      - id: ruff-format\n",
+        "      - id: ruff-format\n        args: [--line-length=60, --check, --config, \"format.quote-style='single'\"]\n",
+    )
+    _write(root, ".pre-commit-config.yaml", hook)
+    style = find_style(root)
+    assert style is not None and style.formatter is Formatter.RUFF and style.line_length == 60
+    # --check is about the run, not the output: left out
+    assert style.arguments == ("--line-length", "60", "--config", "format.quote-style='single'")
+    _write(root, ".pre-commit-config.yaml", RUFF_HOOK)
+    plain = find_style(root)
+    assert plain is not None and plain.arguments == ()
+
+
 @pytest.mark.parametrize(
     ("files", "found_in"),
     [
@@ -339,6 +355,21 @@ def test_apply_under_verls_ruff_configuration_writes_what_ruff_leaves_alone(tmp_
     assert long_lines.returncode == 0
 
 
+@pytest.mark.slow  # ruff is a process of its own
+def test_apply_formats_with_the_ruff_hooks_arguments(tmp_path, catalog):
+    root = _small(_git_root(tmp_path))
+    shutil.copyfile(VERL_STYLE / "pyproject.toml", root / "pyproject.toml")
+    hook = RUFF_HOOK.replace(
+        "      - id: ruff-format\n",
+        "      - id: ruff-format\n        args: [\"--config=format.quote-style='single'\"]\n",
+    )
+    _write(root, ".pre-commit-config.yaml", hook)
+    assert apply(root, catalog).written
+    text = (root / TURN_LOOP).read_text(encoding="utf-8")
+    # verl's [tool.ruff] alone writes double quotes; the hook's --config keeps single ones
+    assert "from_module='SingleTurnAgentLoop'" in text and 'from_module="SingleTurnAgentLoop"' not in text
+
+
 # -- what the commands say ----------------------------------------------------------------------------
 
 
@@ -360,7 +391,7 @@ def test_apply_names_the_formatter_that_wrote_the_code_in_text_and_json(tmp_path
     shown = _cli("apply", "--dry-run", root)
     assert "style: black (pyproject.toml [tool.black])" in shown.output
     data = json.loads(_cli("apply", "--dry-run", "--format", "json", root).output)
-    assert data["style"] == {"formatter": "black", "found_in": "pyproject.toml [tool.black]"}
+    assert data["style"] == {"formatter": "black", "found_in": "pyproject.toml [tool.black]", "mismatch": None}
     style = schema("run")["properties"]["style"]["anyOf"][0]["properties"]
     assert style["formatter"] == {"enum": [f.value for f in Formatter]}
     # without configuration: no line, and null (the renderers alone: the commands run as above)
@@ -370,6 +401,33 @@ def test_apply_names_the_formatter_that_wrote_the_code_in_text_and_json(tmp_path
     plain = RunResult(str(tmp_path), ())
     assert text.style_lines(plain) == []
     assert jsonout.run("apply", plain, dry_run=True)["style"] is None
+
+
+def test_a_formatter_at_another_version_than_the_pinned_one_is_one_line_of_apply(tmp_path):
+    import json
+    from importlib import metadata
+
+    import jsonschema
+
+    from trace_instrument.render.jsonout import schema
+
+    installed = metadata.version("black")
+    assert installed != "24.8.0", "the hook's pin must differ from the black installed here"
+    root = _small(_git_root(tmp_path))
+    _write(root, ".pre-commit-config.yaml", BLACK_HOOK)
+    shown = _cli("apply", "--dry-run", root)
+    said = [line for line in shown.output.splitlines() if "24.8.0" in line]
+    assert len(said) == 1, shown.output
+    assert said[0].startswith(f"note: black {installed} wrote the inserted code, the checkout pins 24.8.0")
+    assert said[0].endswith("pip install 'black==24.8.0'")
+    data = json.loads(_cli("apply", "--dry-run", "--format", "json", root).output)
+    assert data["style"]["mismatch"] == {"pinned": "24.8.0", "installed": installed}
+    jsonschema.validate(data, schema("run"), cls=jsonschema.Draft202012Validator)
+    _write(root, ".pre-commit-config.yaml", BLACK_HOOK.replace("24.8.0", installed))  # the pin met: no line
+    again = _cli("apply", "--dry-run", root)
+    assert "note: black" not in again.output
+    assert again.exit_code == shown.exit_code  # a note: the exit code is the same
+    assert json.loads(_cli("apply", "--dry-run", "--format", "json", root).output)["style"]["mismatch"] is None
 
 
 def test_a_missing_formatter_is_an_error_of_the_command_exit_2(tmp_path, monkeypatch):

@@ -175,6 +175,10 @@ VerboseOpt = Annotated[
         help="Every detail: on a checkout never instrumented, each point; with --quiet, every problem.",
     ),
 ]
+QuietOpt = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="At most 5 lines: the first problems, one line each, and the summary."),
+]
 AnchorsOpt = Annotated[
     list[Path] | None,
     typer.Option("--anchors", help="A folder of your own anchor specs (YAML), added to the catalog."),
@@ -436,10 +440,7 @@ def check(
     skip: SkipOpt = None,
     extras: ExtrasOpt = None,
     anchors: AnchorsOpt = None,
-    quiet: Annotated[
-        bool,
-        typer.Option("--quiet", "-q", help="At most 5 lines: the first problems, one line each, and the summary."),
-    ] = False,
+    quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     fmt: Annotated[
         CheckFormat, typer.Option("--format", help="text, json, github (annotations) or junit (XML).")
@@ -458,11 +459,12 @@ def check(
     elif fmt is CheckFormat.github:
         from trace_instrument.render import ci
 
-        _print_raw(ci.github_annotations(result, ci.repository_prefix(result.root)))
+        prefix = ci.repository_prefix(result.root)
+        _print_raw(ci.github_annotations(result, prefix, target=str(path), verbose=verbose))
     elif fmt is CheckFormat.junit:
         from trace_instrument.render import ci
 
-        _print_raw(ci.junit_xml(result))
+        _print_raw(ci.junit_xml(result, target=str(path), verbose=verbose))
     else:
         if result.error is not None:
             _fail(result.error.message)
@@ -488,6 +490,7 @@ def verify(
     skip: SkipOpt = None,
     extras: ExtrasOpt = None,
     anchors: AnchorsOpt = None,
+    quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     fmt: Annotated[Format, typer.Option("--format", help="Output format.")] = Format.text,
 ) -> None:
@@ -495,7 +498,7 @@ def verify(
     from trace_instrument.engine.verify import verify as run_verify
 
     config = _config(path)
-    catalog = _catalog(_anchors(anchors, config))
+    catalog = _catalog(_anchors(anchors, config), quiet=quiet and not verbose)
     selection = _selection(catalog, config, facility, only, skip, extras)
     result = run_verify(path, catalog, selection, baseline=baseline)
     code = exits.verify_exit(result)
@@ -506,7 +509,8 @@ def verify(
         raise typer.Exit(code)
     if result.error is not None:
         _fail(result.error.message)
-    _print([*text.config_lines(_label(config)), *text.verify_lines(result, verbose=verbose, target=str(path))])
+    shown = [] if quiet else text.config_lines(_label(config))  # --quiet: problems and the verdict only
+    _print([*shown, *text.verify_lines(result, verbose=verbose, target=str(path), quiet=quiet)])
     raise typer.Exit(code)
 
 
@@ -624,6 +628,14 @@ def port(
 def report(
     path: PathArg,
     anchors: AnchorsOpt = None,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="At most 5 lines: what is not in place or failed, one line each, and the counts (text only).",
+        ),
+    ] = False,
     verbose: VerboseOpt = False,
     fmt: Annotated[ReportFormat, typer.Option("--format", help="text, markdown or json.")] = ReportFormat.text,
 ) -> None:
@@ -633,13 +645,15 @@ def report(
     from trace_instrument.render import markdown
 
     config = _config(path)
-    catalog = _catalog(_anchors(anchors, config))
+    catalog = _catalog(_anchors(anchors, config), quiet=quiet and not verbose)
     rep = run_report(path, catalog)
     code = exits.report_exit(rep)
     if fmt is ReportFormat.json:
         from trace_instrument.render import jsonout
 
         _print_raw(jsonout.dumps(jsonout.report(rep, REPORT_OUTPUTS, config=_label(config))))
+    elif quiet and fmt is ReportFormat.text and rep.error is None:
+        _print(text.report_quiet_lines(rep, verbose=verbose, target=str(path)))
     else:
         body = markdown.report(rep, config=_label(config), verbose=verbose, target=str(path))
         if fmt is ReportFormat.markdown or rep.error is not None or not sys.stdout.isatty():

@@ -608,12 +608,24 @@ class CodeStyle:
     preview: bool = False
     target_versions: tuple[str, ...] = ()  # black's `target-version` (py310, ...), as configured
     pinned: str = ""  # the version a pre-commit hook pins (`rev: v0.12.2` -> "0.12.2"), else ""
+    # ruff: the hook's arguments that shape its output (`--line-length=120`, `--config=...`), given to
+    # `ruff format` as the hook gives them
+    arguments: tuple[str, ...] = ()
 
     @property
     def install(self) -> str:
         """The command that installs this formatter (at the hook's version when one is pinned)."""
         version = f"=={self.pinned}" if self.pinned else ""
         return f"pip install '{self.formatter.value}{version}'"
+
+
+@dataclass(frozen=True)
+class FormatterMismatch:
+    """The checkout pins its formatter's version (a pre-commit hook's `rev`) and another version is
+    installed here: it wrote the inserted code, and versions may format alike code differently."""
+
+    style: CodeStyle
+    installed: str  # the version installed here ("0.17.6")
 
 
 @dataclass(frozen=True)
@@ -645,6 +657,7 @@ class RunResult:
     validated_on: tuple[str, ...] = ()  # the releases the catalog was validated on
     unfinished: tuple[PointResult, ...] = ()  # check: what a killed run left (status UNFINISHED, id "tree")
     style: CodeStyle | None = None  # apply: the checkout's formatter, which wrote the inserted code
+    formatter_mismatch: FormatterMismatch | None = None  # apply: that formatter not at the pinned version
 
     @property
     def points(self) -> tuple[PointResult, ...]:

@@ -33,13 +33,14 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import libcst as cst
 
 from trace_instrument.edit.imports import Statement
 from trace_instrument.edit.render import template_nodes, unindented_blank_lines
-from trace_instrument.model import CodeStyle, Formatter, Template
+from trace_instrument.model import CodeStyle, Formatter, FormatterMismatch, Template
 
 _MARKER = "__trace_instrument_piece_{}__"
 _MARKER_NAME = re.compile(r"^__trace_instrument_piece_(\d+)__$")
@@ -77,6 +78,47 @@ def installed(style: CodeStyle) -> bool:
     if style.formatter is Formatter.BLACK:
         return importlib.util.find_spec("black") is not None
     return _ruff_command() is not None
+
+
+def mismatch(style: CodeStyle) -> FormatterMismatch | None:
+    """The formatter installed here, when the checkout pins another version of it (None when it pins
+    none, the versions agree, or the installed one does not say)."""
+    if not style.pinned:
+        return None
+    version = installed_version(style.formatter)
+    if not version or _release(version) == _release(style.pinned):
+        return None
+    return FormatterMismatch(style, version)
+
+
+def _release(version: str) -> tuple[int | str, ...]:
+    """A version's parts, trailing zeros dropped ("0.12" and "0.12.0" are one release)."""
+    parts: list[int | str] = [int(part) if part.isdigit() else part for part in version.strip().lstrip("v").split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+@functools.lru_cache(maxsize=2)
+def installed_version(formatter: Formatter) -> str:
+    """The version of the formatter this machine runs ("" when not installed or it does not say):
+    the package's metadata, else (ruff on PATH) what `ruff --version` prints."""
+    if formatter is Formatter.BLACK or _ruff_command() == (sys.executable, "-m", "ruff"):
+        try:
+            return metadata.version(formatter.value)
+        except metadata.PackageNotFoundError:
+            return ""
+    command = _ruff_command()
+    if command is None:
+        return ""
+    try:
+        done = subprocess.run(
+            [*command, "--version"], capture_output=True, text=True, timeout=_RUFF_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    words = done.stdout.split()  # "ruff 0.12.2"
+    return words[1] if done.returncode == 0 and len(words) > 1 else ""
 
 
 def statements(layout: Layout | None, template: Template, indent: str, unit: str) -> tuple[Statement, ...]:
@@ -257,7 +299,7 @@ def _ruff(layout: Layout, document: str) -> str:
         raise FormatterFailed(f"ruff is not installed: {layout.style.install}")
     try:
         done = subprocess.run(
-            [*command, "format", "--force-exclude", "--stdin-filename", layout.path],
+            [*command, "format", *layout.style.arguments, "--force-exclude", "--stdin-filename", layout.path],
             input=document,
             capture_output=True,
             text=True,

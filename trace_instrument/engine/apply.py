@@ -184,6 +184,7 @@ def _apply(
         verl_version=verl_version(base),
         validated_on=catalog.validated_on,
         style=styling.style if styling is not None else None,
+        formatter_mismatch=formatting.mismatch(styling.style) if styling is not None else None,
     )
     if options.plan_only or (any(f.error for f in files) and not options.keep_going):
         return result

@@ -11,7 +11,16 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from trace_instrument.model import PointResult, RunResult, Status
-from trace_instrument.render.items import CLEAN, check_items, summarise, version_note
+from trace_instrument.render.items import (
+    CHECK_ORDER,
+    CLEAN,
+    blocked_points,
+    check_items,
+    counts_line,
+    not_instrumented_message,
+    summarise,
+    version_note,
+)
 
 
 def repository_prefix(root: str) -> str:
@@ -37,8 +46,22 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def github_annotations(result: RunResult, prefix: str = "") -> str:
-    """One `::error` per item that is not clean (each with a file and a line), then a `::notice` summary."""
+def not_instrumented(result: RunResult, target: str) -> str:
+    """A checkout never instrumented, in one entry: what to run, and how many points are not there."""
+    return f"{not_instrumented_message(target or result.root)} ({counts_line(list(result.points), CHECK_ORDER)})"
+
+
+def _entries(result: RunResult, verbose: bool) -> list[PointResult]:
+    """The items listed one entry each: every one, or (a checkout never instrumented, unless `verbose`)
+    only the points apply could not simply place, after the one entry saying so."""
+    if result.instrumented or verbose:
+        return check_items(result)
+    return blocked_points(result)
+
+
+def github_annotations(result: RunResult, prefix: str = "", *, target: str = "", verbose: bool = False) -> str:
+    """One `::error` per item that is not clean (each with a file and a line), then a `::notice` summary.
+    A checkout never instrumented: one `::error` saying so, with the count (`verbose`: each point too)."""
     if result.error is not None:
         error = result.error
         where = ""
@@ -50,15 +73,16 @@ def github_annotations(result: RunResult, prefix: str = "") -> str:
     note = version_note(result.verl_version, result.validated_on)
     if note:
         lines.append(f"::warning title=trace-instrument::{_escape_data(note)}")
-    items = check_items(result)
-    for p in items:
+    if not result.instrumented and not verbose:
+        lines.append(f"::error title=trace-instrument::{_escape_data(not_instrumented(result, target))}")
+    for p in _entries(result, verbose):
         if p.status in CLEAN:
             continue
         path = f"{prefix}/{p.file}" if prefix else p.file
         title = _escape_property(f"{p.status.value}: {p.point_id}")
         where = f"file={_escape_property(path)},line={max(p.line, 1)}"
         lines.append(f"::error {where},title={title}::{_escape_data(_full_message(p))}")
-    summary = summarise(items)
+    summary = summarise(check_items(result))
     counts = ", ".join(f"{n} {s}" for s, n in summary.by_status.items())
     lines.append(f"::notice title=trace-instrument check::{_escape_data(counts)}")
     return "\n".join(lines)
@@ -69,15 +93,17 @@ def _full_message(p: PointResult) -> str:
     return message + ("\n" + p.diff if p.diff else "")
 
 
-def junit_xml(result: RunResult) -> str:
-    """A JUnit suite: one test case per item; not-applicable ones are skipped, unclean ones fail."""
-    items = check_items(result)
+def junit_xml(result: RunResult, *, target: str = "", verbose: bool = False) -> str:
+    """A JUnit suite: one test case per item; not-applicable ones are skipped, unclean ones fail.
+    A checkout never instrumented: one failing case saying so, with the count (`verbose`: each point)."""
+    items = _entries(result, verbose)
+    whole = not result.instrumented and not verbose and result.error is None  # the one case for the checkout
     failures = [p for p in items if p.status not in CLEAN]
     suite = ElementTree.Element(
         "testsuite",
         name="trace-instrument check",
-        tests=str(len(items) + (1 if result.error else 0)),
-        failures=str(len(failures)),
+        tests=str(len(items) + (1 if result.error or whole else 0)),
+        failures=str(len(failures) + (1 if whole else 0)),
         errors="1" if result.error else "0",
         skipped=str(sum(1 for p in items if p.status is Status.NOT_APPLICABLE)),
     )
@@ -91,6 +117,9 @@ def junit_xml(result: RunResult) -> str:
             case.set("file", result.error.path)
             case.set("line", str(max(result.error.line, 1)))
         ElementTree.SubElement(case, "error", message=result.error.message, type=result.error.kind.value)
+    if whole:
+        case = ElementTree.SubElement(suite, "testcase", classname="trace-instrument", name="checkout")
+        ElementTree.SubElement(case, "failure", message=not_instrumented(result, target), type="not-instrumented")
     for p in items:
         case = ElementTree.SubElement(
             suite, "testcase", classname=p.facility or p.point_id, name=p.point_id, file=p.file, line=str(p.line)

@@ -24,6 +24,10 @@ RUNTIME_AS_STATUS = {
 # The reason a runtime item carries, when its status alone does not say.
 RUNTIME_REASONS = {RuntimeStatus.NOT_OURS: Reason.NOT_OURS, RuntimeStatus.STALE_BYTECODE: Reason.STALE_BYTECODE}
 CLEAN = frozenset({Status.PRESENT, Status.NOT_APPLICABLE})
+# a point of a checkout never instrumented that apply would simply place (or has nowhere to place)
+NOT_YET = frozenset({Status.MISSING, Status.NOT_APPLICABLE, Status.SKIPPED})
+# check's order of statuses in a line of counts
+CHECK_ORDER = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.BROKEN, Status.MOVED, Status.DRIFTED]
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,17 @@ def check_items(result: RunResult) -> list[PointResult]:
     """Every point, then every runtime file, then what a killed run left: what check reports, in
     every format."""
     return [*result.points, *(runtime_item(f) for f in result.runtime_files), *result.unfinished]
+
+
+def not_instrumented_message(target: str) -> str:
+    """What check, verify and report say first on a checkout that holds nothing of the tool's."""
+    return f"not instrumented: run `trace-instrument apply {target}`"
+
+
+def blocked_points(result: RunResult) -> list[PointResult]:
+    """A checkout never instrumented: the points apply could not simply place (an anchor lost, say),
+    each worth saying; a point merely absent is not."""
+    return [p for p in result.points if p.status not in NOT_YET]
 
 
 def summarise(items: list[PointResult], has_error: bool = False) -> Summary:

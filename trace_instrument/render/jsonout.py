@@ -13,6 +13,7 @@ from trace_instrument.model import (
     ContextIssue,
     EditOutcome,
     FileError,
+    FormatterMismatch,
     NameIssue,
     Overridden,
     PointResult,
@@ -60,10 +61,11 @@ def _error(error: RunError | None) -> dict[str, str | int] | None:
     }
 
 
-def _style(style: CodeStyle | None) -> dict[str, str] | None:
+def _style(style: CodeStyle | None, mismatch: FormatterMismatch | None) -> dict[str, object] | None:
     if style is None:
         return None
-    return {"formatter": style.formatter.value, "found_in": style.found_in}
+    differs = {"pinned": mismatch.style.pinned, "installed": mismatch.installed} if mismatch else None
+    return {"formatter": style.formatter.value, "found_in": style.found_in, "mismatch": differs}
 
 
 def _file_error(error: FileError | None) -> dict[str, str] | None:
@@ -157,7 +159,7 @@ def run(command: str, result: RunResult, *, dry_run: bool, config: str | None = 
         "command": command,
         "root": result.root,
         "config": config,
-        "style": _style(result.style),
+        "style": _style(result.style, result.formatter_mismatch),
         "dry_run": dry_run,
         "written": result.written,
         "error": _error(result.error),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from trace_instrument.engine.report import OUTPUTS, Report
-from trace_instrument.render.items import version_note
+from trace_instrument.render.items import not_instrumented_message, version_note
 
 
 def report(rep: Report, *, config: str | None = None, verbose: bool = False, target: str = "") -> str:
@@ -56,11 +56,16 @@ def _stages_line(rep: Report) -> str:
 
 def _not_instrumented(rep: Report, target: str, config: str | None) -> list[str]:
     """The report of a checkout that holds nothing of the tool's: that, and the counts."""
+    lines = [not_instrumented_message(target), ""]
+    if config:
+        lines.append(f"- config: {config}")
+    return [*lines, f"- {report_counts(rep)}; no runtime package (--verbose: the whole report)"]
+
+
+def report_counts(rep: Report) -> str:
+    """ "3/98 points in place, `trace_flow(` call sites 2/70, ...": the points and call sites, in one line."""
     in_place = sum(f.in_place for f in rep.facilities)
     applicable = sum(f.applicable for f in rep.facilities)
     counts = [f"{in_place}/{applicable} points in place"]
     counts += [f"`{c.call}(` call sites {c.found}/{c.expected}" for c in rep.calls if c.expected]
-    lines = [f"not instrumented: run `trace-instrument apply {target}`", ""]
-    if config:
-        lines.append(f"- config: {config}")
-    return [*lines, f"- {', '.join(counts)}; no runtime package (--verbose: the whole report)"]
+    return ", ".join(counts)

@@ -7,8 +7,9 @@ cells fold instead of ending in an ellipsis, whatever the terminal's width.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
 
 from rich.console import RenderableType
 from rich.table import Table
@@ -24,6 +25,7 @@ from trace_instrument.model import (
     ChangeSummary,
     EditOutcome,
     FileProblemKind,
+    Finding,
     PointResult,
     PortResult,
     PortStatus,
@@ -34,8 +36,23 @@ from trace_instrument.model import (
     Status,
     VerifyResult,
 )
-from trace_instrument.render.items import CLEAN, check_items, counts_line, runtime_message, version_note
+from trace_instrument.render.items import (
+    CHECK_ORDER,
+    CLEAN,
+    blocked_points,
+    check_items,
+    counts_line,
+    not_instrumented_message,
+    runtime_item,
+    runtime_message,
+    version_note,
+)
 from trace_instrument.spec.project import Recorded
+
+if TYPE_CHECKING:  # the report's engine loads verify's: only `report` needs it, and imports it itself
+    from trace_instrument.engine.report import Report
+
+T = TypeVar("T")
 
 STATUS_STYLE = {
     Status.APPLIED: "green",
@@ -281,26 +298,38 @@ def config_lines(config: str | None) -> list[RenderableType]:
 
 
 def style_lines(result: RunResult) -> list[RenderableType]:
-    """The formatter that wrote the inserted code (none without the checkout configuring one)."""
+    """The formatter that wrote the inserted code (none without the checkout configuring one), and
+    one line when the version installed here is not the one the checkout pins."""
     style = result.style
-    return [Text(f"style: {style.formatter.value} ({style.found_in})", style="dim")] if style else []
+    lines: list[RenderableType] = (
+        [Text(f"style: {style.formatter.value} ({style.found_in})", style="dim")] if style else []
+    )
+    mismatch = result.formatter_mismatch
+    if mismatch is not None:
+        pinned, name = mismatch.style.pinned, mismatch.style.formatter.value
+        lines.append(
+            Text(
+                f"note: {name} {mismatch.installed} wrote the inserted code, the checkout pins {pinned} "
+                f"({mismatch.style.found_in}): versions may format it differently; {mismatch.style.install}",
+                style="yellow",
+            )
+        )
+    return lines
 
 
-def note_lines(result: RunResult) -> list[RenderableType]:
+def note_lines(result: RunResult | Report) -> list[RenderableType]:
     """The note for a verl release the catalog was not validated on (none otherwise)."""
     note = version_note(result.verl_version, result.validated_on)
     return [Text(f"note: {note}", style="yellow")] if note else []
 
 
-# a point of a checkout never instrumented that apply would simply place (or has nowhere to place)
-NOT_YET = frozenset({Status.MISSING, Status.NOT_APPLICABLE, Status.SKIPPED})
 QUIET_LINES = 5  # the most lines --quiet prints, whatever the outcome
 VERBOSE_HINT = "--verbose"
 
 
 def not_instrumented_line(target: str) -> Text:
     """The first line of check, verify and report on a checkout that holds nothing of the tool's."""
-    return Text(f"not instrumented: run `trace-instrument apply {target}`", style="yellow")
+    return Text(not_instrumented_message(target), style="yellow")
 
 
 def at_most(lines: list[RenderableType], budget: int) -> list[RenderableType]:
@@ -319,23 +348,20 @@ def check_lines(
     `verdict`. A checkout never instrumented: one line saying so and the counts (`verbose`: every point)."""
     items = check_items(result)
     runtime_items = items[len(result.points) : len(items) - len(result.unfinished)]
-    order = [Status.PRESENT, Status.NOT_APPLICABLE, Status.MISSING, Status.BROKEN, Status.MOVED, Status.DRIFTED]
-    summary = counts_line(list(result.points), order)
+    summary = counts_line(list(result.points), CHECK_ORDER)
     if runtime_items:
-        summary += f"; runtime: {counts_line(runtime_items, order)}"
+        summary += f"; runtime: {counts_line(runtime_items, CHECK_ORDER)}"
     if result.unfinished:
         summary += f"; tree: {len(result.unfinished)} unfinished"
     if not result.instrumented and not verbose:
-        # what apply could not place (an anchor lost, say) is worth a line each; a point merely absent is not
-        blocked = _problem_heads([p for p in result.points if p.status not in NOT_YET])
+        blocked = _problem_heads(blocked_points(result))
         hint = f" ({VERBOSE_HINT} lists every point)"
         last = Text(f"check: {summary} — not instrumented{hint}")
         return [not_instrumented_line(target or result.root), *at_most(blocked, QUIET_LINES - 2), last]
     last = Text(f"check: {summary} — {verdict}")
     if quiet and not verbose:
-        note = note_lines(result)
         heads = _problem_heads([p for p in items if p.status not in CLEAN])
-        return [*note, *at_most(heads, QUIET_LINES - len(note) - 1), last]
+        return quiet_lines(heads, last, first=note_lines(result))
     lines = note_lines(result)
     lines += points_lines(result.points, show_ok=not quiet)
     runtime_problems = [p for p in runtime_items if p.status not in CLEAN]
@@ -346,13 +372,42 @@ def check_lines(
     return lines
 
 
+def quiet_lines(
+    heads: list[RenderableType], last: RenderableType, *, first: list[RenderableType] | None = None
+) -> list[RenderableType]:
+    """--quiet's output of check, verify and report: `first` (a note), the problems' lines, then `last`
+    (the summary), within QUIET_LINES in all: the problems cut to the first, then "and N more"."""
+    first = first or []
+    return [*first, *at_most(heads, QUIET_LINES - len(first) - 1), last]
+
+
+def grouped(items: Iterable[T], key: Callable[[T], Hashable]) -> list[list[T]]:
+    """The items of the same `key` together: the largest groups first, then in order."""
+    groups: dict[Hashable, list[T]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return sorted(groups.values(), key=len, reverse=True)
+
+
 def _problem_heads(problems: list[PointResult]) -> list[RenderableType]:
     """The problems one line each, those of the same status and message (one import deleted breaks
     every point of a file) in one line together: the largest groups first, then in order."""
-    groups: dict[tuple[Status, str], list[PointResult]] = {}
-    for p in problems:
-        groups.setdefault((p.status, _first_line(p.message)), []).append(p)
-    return [_problem_head(group) for group in sorted(groups.values(), key=len, reverse=True)]
+    return [_problem_head(group) for group in grouped(problems, lambda p: (p.status, _first_line(p.message)))]
+
+
+def _failure_heads(findings: Iterable[Finding]) -> list[RenderableType]:
+    """verify's failures one line each, those of the same check and message in one line together
+    (grouped as check's problems are)."""
+    failed = [f for f in findings if not f.ok]
+    return [_failure_head(group) for group in grouped(failed, lambda f: (f.check, _first_line(f.message)))]
+
+
+def _failure_head(group: list[Finding]) -> Text:
+    first = group[0]
+    where = f"{first.subject}:{first.line}" if first.line else first.subject
+    if len(group) > 1:
+        where = f"{len(group)} subjects: {where}, ..."
+    return Text(f"  FAIL {first.check.value}: {where}: {_first_line(first.message)}", style="red")
 
 
 def _first_line(message: str) -> str:
@@ -376,9 +431,13 @@ def _problem_head(group: list[PointResult]) -> Text:
     return line
 
 
-def verify_lines(result: VerifyResult, *, verbose: bool = False, target: str = "") -> list[RenderableType]:
+def verify_lines(
+    result: VerifyResult, *, verbose: bool = False, target: str = "", quiet: bool = False
+) -> list[RenderableType]:
     """verify's output: call sites per file, each check's passes and failures, every failure, the verdict.
-    A checkout never instrumented: one line saying so and the counts (`verbose`: all of it)."""
+    A checkout never instrumented: one line saying so and the counts (`verbose`: all of it). `quiet`:
+    the failures, one line per check and message, and the verdict, at most QUIET_LINES in all unless
+    `verbose`."""
     if not result.instrumented and not verbose:
         failed = sum(1 for f in result.findings if not f.ok)
         sums: dict[str, list[int]] = {}
@@ -389,6 +448,9 @@ def verify_lines(result: VerifyResult, *, verbose: bool = False, target: str = "
         sites = ", ".join(f"{found}/{wanted} {call}" for call, (found, wanted) in sums.items())
         summary = f"verify: call sites {sites}, no runtime package; {failed} checks failed — not ok"
         return [not_instrumented_line(target or result.root), Text(f"{summary} ({VERBOSE_HINT} lists every check)")]
+    if quiet:
+        heads = _failure_heads(result.findings)
+        return [*heads, _verify_verdict(result)] if verbose else quiet_lines(heads, _verify_verdict(result))
     table = Table(show_header=True, header_style="bold", box=None)
     for column in ("file", "trace_flow", "log_progress"):
         table.add_column(column, justify="left" if column == "file" else "right", overflow="fold")
@@ -422,10 +484,30 @@ def verify_lines(result: VerifyResult, *, verbose: bool = False, target: str = "
         if not finding.ok:
             where = f"{finding.subject}:{finding.line}" if finding.line else finding.subject
             lines.append(Text(f"  FAIL {finding.check.value}: {where}: {finding.message}", style="red"))
+    lines.append(_verify_verdict(result))
+    return lines
+
+
+def _verify_verdict(result: VerifyResult) -> Text:
     failed = sum(1 for f in result.findings if not f.ok)
     verdict = "ok" if result.ok else "not ok"
-    lines.append(Text(f"verify: {len(result.findings) - failed} checks passed, {failed} failed — {verdict}"))
-    return lines
+    return Text(f"verify: {len(result.findings) - failed} checks passed, {failed} failed — {verdict}")
+
+
+def report_quiet_lines(rep: Report, *, verbose: bool = False, target: str = "") -> list[RenderableType]:
+    """report --quiet: what is not in place and what verify failed, one line per status (check) and
+    message, then a line of counts and the verdict; at most QUIET_LINES in all unless `verbose`. A
+    checkout never instrumented: one line saying so and the counts."""
+    from trace_instrument.render.markdown import report_counts
+
+    counts = report_counts(rep)
+    if not rep.instrumented and not verbose:
+        return [not_instrumented_line(target or rep.root), Text(f"report: {counts} — not instrumented")]
+    runtime = [runtime_item(f) for f in rep.runtime_files if f.status is not RuntimeStatus.PRESENT]
+    heads = [*_problem_heads([*rep.not_in_place, *runtime]), *_failure_heads(rep.verify.findings)]
+    verified = "verify ok" if rep.verify.ok else "verify not ok"
+    last = Text(f"report: {counts}, {verified} — {'ok' if rep.ok else 'not ok'}")
+    return [*heads, last] if verbose else quiet_lines(heads, last, first=note_lines(rep))
 
 
 def points_table(catalog: Catalog) -> list[RenderableType]:

@@ -12,9 +12,11 @@ formatter configuration decides; in it, first match wins:
 4. `[tool.ruff]` in `pyproject.toml`: ruff (its `line-length` is its formatter's too: verl's case).
 
 No configuration: None, and apply writes the templates as they are (its output before formatters
-were read). Ruff reads its own settings when it formats (run on the target file's path), so only
-black's options are read here: `[tool.black]` and the hook's arguments (arguments win, as on
-black's command line). Files that do not parse count as absent: they configure nothing here.
+were read). Ruff reads its own settings when it formats (run on the target file's path), so of
+ruff only its hook's arguments are read here (`--line-length`, `--config`, ...: given to `ruff
+format` as the hook gives them); of black, `[tool.black]` and the hook's arguments (arguments win,
+as on black's command line). A hook's `rev` is the version the checkout pins (apply says when the
+one installed differs). Files that do not parse count as absent: they configure nothing here.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ def _style_in(folder: Path, root: Path) -> CodeStyle | None:
         style = CodeStyle(formatter, f"{where}{PRE_COMMIT} hook {_hook_id(formatter)}", str(folder))
         if formatter is Formatter.BLACK:
             style = _with_black_args(_with_black_table(style, black or {}), args)
+        else:
+            style = _with_ruff_args(style, args)
         return replace(style, pinned=rev)
     for name in RUFF_FILES:
         if (folder / name).is_file():
@@ -138,6 +142,35 @@ def _with_black_table(style: CodeStyle, table: Mapping[str, Any]) -> CodeStyle:
         preview=bool(options.get("preview", False)),
         target_versions=tuple(str(t) for t in targets) if isinstance(targets, list) else style.target_versions,
     )
+
+
+# ruff format's options that change what it writes, and whether each takes a value; its hook's other
+# arguments (--check, --diff, --exit-non-zero-on-format, ...) are about the run, not the output
+RUFF_OPTIONS = {
+    "--line-length": True,
+    "--config": True,
+    "--target-version": True,
+    "--preview": False,
+    "--no-preview": False,
+    "--isolated": False,
+}
+
+
+def _with_ruff_args(style: CodeStyle, args: Sequence[str]) -> CodeStyle:
+    """ruff's options from its hook's arguments (`--line-length=120`, `--config pyproject.toml`,
+    `--config "format.quote-style='single'"`), kept to be given to `ruff format` as the hook gives
+    them; the line length is noted too."""
+    words = [part for arg in args for part in (arg.split("=", 1) if arg.startswith("--") else [arg])]
+    kept: list[str] = []
+    for at, word in enumerate(words):
+        following = words[at + 1] if at + 1 < len(words) else ""
+        takes_value = RUFF_OPTIONS.get(word)
+        if takes_value is None or (takes_value and not following):
+            continue
+        kept += [word, following] if takes_value else [word]
+        if word == "--line-length" and following.isdigit():
+            style = replace(style, line_length=int(following))
+    return replace(style, arguments=tuple(kept))
 
 
 def _with_black_args(style: CodeStyle, args: Sequence[str]) -> CodeStyle:
