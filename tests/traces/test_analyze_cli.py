@@ -125,3 +125,18 @@ def test_memory_and_a_database_file_give_the_same_analysis(sim_run) -> None:
     assert dataclasses.replace(on_disk, rollouts=None) == dataclasses.replace(in_memory, rollouts=None)
     assert on_disk.rollouts is not None and in_memory.rollouts is not None
     assert on_disk.rollouts.stop_reasons == in_memory.rollouts.stop_reasons
+
+
+def test_format_html_writes_the_page_to_stdout(tiny_run: Path, tmp_path: Path) -> None:
+    """``--format html`` is the page ``--html FILE`` writes, on stdout (``> report.html``); with
+    --follow (one page per refresh) or --trajectory (no page) it is refused."""
+    page = tmp_path / "report.html"
+    written = runner.invoke(app, ["analyze", str(tiny_run), "--no-cache", "--html", str(page)])
+    assert written.exit_code == 0, written.output
+    result = runner.invoke(app, ["analyze", str(tiny_run), "--no-cache", "--format", "html"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == page.read_text(encoding="utf-8")
+    assert result.stdout.lstrip().lower().startswith("<!doctype html")
+    for refused in (["--follow", "--refreshes", "1"], ["--trajectory", "U1/0"]):
+        bad = runner.invoke(app, ["analyze", str(tiny_run), "--no-cache", "--format", "html", *refused])
+        assert bad.exit_code == 2 and "--format html" in bad.stderr, bad.output

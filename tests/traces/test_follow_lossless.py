@@ -252,3 +252,33 @@ def test_threads_appending_while_follow_refreshes(sim_run, tmp_path, seed: int) 
         assert rounds >= 3
         assert last.analysis.header.rows_read == sum(_rows(p) for p in trace.glob("sample/*.csv*"))
         assert os.listdir(follower._work) == ["spill"] or os.listdir(follower._work) == []
+
+
+def test_a_last_line_of_nul_bytes_is_reported_as_a_fresh_analyze_reports_it(sim_run, tmp_path) -> None:
+    """A crash or a full disk leaves a last line of NUL bytes, which the runtime never writes: a
+    fresh ``analyze`` counts it as damage at its line, and so does ``--follow`` (not as a torn
+    line of a run still being written, and not silently)."""
+    trace = tmp_path / "trace"
+    shutil.copytree(sim_run[0], trace, ignore=shutil.ignore_patterns(".trace-instrument-cache"))
+    sample = min(trace.glob("sample/*.csv"))
+    trajectory = min(trace.glob("trajectory/*.jsonl"))
+    lines = {path: path.read_bytes().count(b"\n") for path in (sample, trajectory)}
+    for path in (sample, trajectory):
+        with open(path, "ab") as out:
+            out.write(b"\0" * 40)  # no newline after it: the file ends inside the damage
+    with Follower([trace], NO_CACHE) as follower:
+        mine = follower.refresh().analysis.header
+        fresh = analyze([trace], NO_CACHE).header
+        assert mine.skipped == fresh.skipped
+        assert mine.rows_rejected == fresh.rows_rejected == 1
+        csv_nul = next(s for s in mine.skipped if s.reason.startswith("CSV row with NUL bytes"))
+        assert (csv_nul.count, csv_nul.examples) == (1, (f"{sample}:{lines[sample] + 1}",))
+        not_json = next(s for s in mine.skipped if s.reason == "trajectory line that is not JSON")
+        assert (not_json.count, not_json.examples) == (1, (f"{trajectory}:{lines[trajectory] + 1}",))
+        assert not any("torn" in s.reason for s in mine.skipped)
+        for path in (sample, trajectory):  # a newline after the damage: the line is read, and counted once
+            with open(path, "ab") as out:
+                out.write(b"\n")
+        again = follower.refresh()
+        assert not again.full
+        assert again.analysis.header.skipped == analyze([trace], NO_CACHE).header.skipped == mine.skipped

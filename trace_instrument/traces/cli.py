@@ -44,6 +44,7 @@ class AnalyzeFormat(str, Enum):
     text = "text"
     json = "json"
     markdown = "markdown"
+    html = "html"  # the page --html writes, on stdout
 
 
 class Engine(str, Enum):
@@ -191,7 +192,9 @@ def _require_engine(module: str) -> None:
 def analyze_command(
     trace_dirs: DirsArg,
     steps: StepsOpt = None,
-    fmt: Annotated[AnalyzeFormat, typer.Option("--format", help="text, json or markdown.")] = AnalyzeFormat.text,
+    fmt: Annotated[
+        AnalyzeFormat, typer.Option("--format", help="text, json, markdown or html (the --html page, on stdout).")
+    ] = AnalyzeFormat.text,
     html: Annotated[Path | None, typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
     csv_dir: Annotated[
         Path | None, typer.Option("--csv", help="Also write every view as a CSV file into this folder.")
@@ -239,6 +242,10 @@ def analyze_command(
     from trace_instrument.traces.model import DEFAULT_MEMORY_LIMIT
 
     # --follow reads with DuckDB whatever the engine (and refuses another one, saying so)
+    if fmt is AnalyzeFormat.html and (follow or trajectory):
+        # one page per refresh on stdout would be pages end to end; a trajectory has no page
+        with_what = "--follow (use --html FILE: the page reloads itself)" if follow else "--trajectory"
+        raise typer.BadParameter(f"--format html writes the whole analysis once, not with {with_what}")
     _require_engine("pyspark" if engine is Engine.spark and not follow else "duckdb")
     _output_parent(html, "--html")
     _output_parent(csv_dir, "--csv")
@@ -252,7 +259,7 @@ def analyze_command(
         memory_limit=memory_limit or DEFAULT_MEMORY_LIMIT,
         spark_master=spark_master,
         # the page opens the slowest rollouts turn by turn
-        open_slowest=OPENED_ON_PAGE if html is not None else 0,
+        open_slowest=OPENED_ON_PAGE if html is not None or fmt is AnalyzeFormat.html else 0,
     )
     if follow:
         if trajectory or baseline:
@@ -299,6 +306,10 @@ def _emit(
         from trace_instrument.traces.render.text import markdown
 
         sys.stdout.write(markdown(result, extra))
+    elif fmt is AnalyzeFormat.html:
+        from trace_instrument.traces.render.html import page
+
+        sys.stdout.write(page(result, extra, reload_seconds, baselines))
     else:
         from trace_instrument.traces.render.text import print_text
 

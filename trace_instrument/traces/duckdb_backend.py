@@ -29,6 +29,7 @@ from trace_instrument.traces.backend import (
 from trace_instrument.traces.discover import Inputs, TornTail, locate_line
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 from trace_instrument.traces.salvage import (
+    NOT_JSON_LINE,
     Salvage,
     ended_lines,
     read_paths,
@@ -600,7 +601,7 @@ class DuckDBBackend(Backend):
         if bad:
             examples = tuple(_where(by_id[fid].path, text) for fid, text, _ in bad)
             counts = self._per_file(by_id, "NOT is_json")
-            problems.append(Skipped("trajectory line that is not JSON", int(bad[0][2]), examples, counts))
+            problems.append(Skipped(NOT_JSON_LINE, int(bad[0][2]), examples, counts))
         odd_lines = "is_json AND (p IS NULL OR (p.request_id IS NULL AND p.turns IS NULL))"
         odd = self.run(
             "SELECT file_id, n FROM (SELECT file_id, rowid AS line, count(*) OVER () AS n, "

@@ -2,7 +2,8 @@
 
 Each refresh first looks at every growing file (sample CSVs and trajectory JSONL, which only
 ever grow) once, through a handle it keeps open: the bytes up to its last newline are what this
-refresh reads, the rest is its torn last line, reported as such. The first refresh loads a copy of
+refresh reads, the rest is its torn last line, reported as such (a last line of NUL bytes, which
+the runtime never writes, as the damage a fresh ``analyze`` counts). The first refresh loads a copy of
 those bytes of each file (DuckDB reads a file to wherever it ends while it reads, and a live run
 appends all along); each later one reads the complete lines from the recorded offset to the new
 last newline, so lines appended while a refresh reads are read by the next, once. Files new since
@@ -25,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
-from trace_instrument.traces.backend import LoadReport, merged, torn_report
+from trace_instrument.traces.backend import LoadReport, merged, per_file, torn_report
 from trace_instrument.traces.discover import TAIL_BYTES, Inputs, TornTail, file_marks, torn_line
 from trace_instrument.traces.duckdb_backend import DuckDBBackend
 from trace_instrument.traces.gunzip import gunzip
@@ -33,6 +34,7 @@ from trace_instrument.traces.model import Analysis, FileKind, Skipped, SourceFil
 from trace_instrument.traces.options import DEFAULT_OPTIONS, Options
 from trace_instrument.traces.progress import ProgressReader
 from trace_instrument.traces.runs import select_run
+from trace_instrument.traces.salvage import NOT_JSON_LINE, byte_problem
 from trace_instrument.traces.store import discover_inputs, trace_folders
 from trace_instrument.traces.views import compute
 
@@ -144,6 +146,7 @@ class Follower:
         # path -> size, inode and modification time (ns) when last looked at
         self._sizes: dict[str, tuple[int, int, int]] = {}
         self._rows = LoadReport((), 0)  # what loading the complete lines skipped (torn lines apart)
+        self._damaged = LoadReport((), 0)  # the last lines of NUL bytes, as the last refresh looked
         self._progress = ProgressReader()
         # the inputs' stamps at the last refresh, and its analysis
         self._last: tuple[tuple[tuple[str, int, int, int, int], ...], Refresh] | None = None
@@ -188,8 +191,10 @@ class Follower:
             for rotation in rotations.values():  # decompressed before the reason to reload was found
                 rotation.copy.unlink(missing_ok=True)
             self._load_all(found, looks)
+            self._damaged = _damaged_tails(found.files, looks)
             return Refresh(self._compute_with(self._inputs), self._total(found, looks), True, reason, seen)
         read = self._append(found, looks, rotations)
+        self._damaged = _damaged_tails(found.files, looks)
         return Refresh(self._compute_with(self._inputs), read, False, None, seen)
 
     # -- deciding --------------------------------------------------------------------------------
@@ -359,7 +364,7 @@ class Follower:
     def _compute_with(self, inputs: Inputs) -> Analysis:
         assert self._backend is not None
         torn = torn_report(inputs)
-        report = merged(self._rows, torn)
+        report = merged(merged(self._rows, self._damaged), torn)
         selection = select_run(self._backend, inputs, self.options.run)
         return compute(self._backend, selection, report, self.options, self._progress)
 
@@ -381,6 +386,31 @@ def _torn_tails(
         if line is not None:
             torn.append(line)
     return tuple(sorted(torn, key=lambda t: t.file_id))
+
+
+def _damaged_tails(files: tuple[SourceFile, ...], looks: dict[str, _Look]) -> LoadReport:
+    """The last lines of NUL bytes (a crash or a full disk; ``torn_line`` leaves them out) reported
+    as a fresh ``analyze`` reports them: a CSV one as the salvaged row it is, a trajectory one as a
+    line that is not JSON, each at its line. They are not read: no such line makes a row, and one
+    that a newline ends later is read then, with the lines appended."""
+    found: dict[str, list[str]] = {}
+    rejected: list[str] = []
+    for f in files:
+        look = looks.get(f.path)
+        if look is None or not look.tail or look.tail.endswith(b"\n"):
+            continue
+        line = look.tail[look.tail.rfind(b"\n") + 1 :]
+        if b"\0" not in line:
+            continue
+        reason = byte_problem(line.rstrip(b"\r")).value if f.kind is FileKind.SAMPLE else NOT_JSON_LINE
+        found.setdefault(reason, []).append(f"{f.path}:{_lines_before(f.path, look.end) + 1}")
+        if f.kind is FileKind.SAMPLE:
+            rejected.append(f.path)
+    skipped = tuple(
+        Skipped(reason, len(where), tuple(where), per_file([w.rsplit(":", 1)[0] for w in where]))
+        for reason, where in found.items()
+    )
+    return LoadReport(skipped, len(rejected), per_file(rejected))
 
 
 def _stamps(found: Inputs) -> tuple[tuple[str, int, int, int, int], ...]:

@@ -426,3 +426,6 @@ class Analysis:
     # logs a batch's rollout metrics) or "global_step" (its own, when no CSV row says it was trained)
     step_rollouts_by: StepBasis | None = None
     slowest_details: tuple[TrajectoryDetail, ...] = ()  # the first Options.open_slowest of `slowest`, opened
+    # (generation step, never-trained samples generated in it), steps with none absent; a sample
+    # whose rows name no step is counted in `in_flight` only
+    in_flight_by_step: tuple[tuple[int, int], ...] = ()

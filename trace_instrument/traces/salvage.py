@@ -58,6 +58,8 @@ class RowProblem(str, Enum):
 
 # A gzip trajectory file that does not decompress to its end: its lines before the damage are read.
 DAMAGED_TRAJECTORY_FILE = "trajectory file that cannot be read to its end (the lines before the damage are kept)"
+# A trajectory line that does not parse as JSON (both engines and ``--follow`` name it so).
+NOT_JSON_LINE = "trajectory line that is not JSON"
 
 
 # what is wrong with a row's bytes, whatever its quotes
@@ -104,6 +106,13 @@ def salvage_csv(source: str, clean_path: Path, torn_tail: str | None) -> Salvage
                 result.add(RowProblem.UNREADABLE_FILE, result.lines)
     Path(str(clean_path) + ".plain").unlink(missing_ok=True)
     return result
+
+
+def byte_problem(line: bytes) -> RowProblem:
+    """Why a CSV line holding NUL bytes is left out, as :func:`salvage_csv` names it: bytes that
+    are not UTF-8 first, else the NUL bytes (``--follow`` reports a last line so without reading it)."""
+    problem = _fields(line)
+    return problem if problem in _BYTE_PROBLEMS else RowProblem.NUL_BYTES
 
 
 def nul_tail(path: str) -> bool:

@@ -20,6 +20,7 @@ from trace_instrument.traces.discover import Inputs, TornTail
 from trace_instrument.traces.gunzip import gunzip
 from trace_instrument.traces.model import FileKind, Skipped, SourceFile
 from trace_instrument.traces.salvage import (
+    NOT_JSON_LINE,
     Salvage,
     nul_tail,
     read_paths,
@@ -167,7 +168,7 @@ class SparkBackend(Backend):
             bad = self.run("SELECT file_id, count(*) FROM traj_lines WHERE NOT is_json GROUP BY file_id")
             if bad:
                 files = tuple(sorted((paths[int(fid)], int(n)) for fid, n in bad))
-                skipped.append(Skipped("trajectory line that is not JSON", sum(n for _, n in files), (), files))
+                skipped.append(Skipped(NOT_JSON_LINE, sum(n for _, n in files), (), files))
         else:
             self.script("empty_trajectories")
         self.build_sglang_values()

@@ -120,7 +120,7 @@ def _figures(
         workers_task = pool.submit(_worker_throughput, backend, inputs)
         # meanwhile, on this thread's own connection
         header = _header(backend, inputs, report, progress, lost, bad_status, set(step_rows), steps, files)
-        groups, oldest = _in_flight(backend, files, header.last_ms)
+        groups, oldest, by_step = _in_flight(backend, files, header.last_ms)
     sglang = sglang_task.result()  # its error too when there are no rollouts to show (as in order)
     rollouts = rollouts_task.result()
     if rollouts is not None:
@@ -145,6 +145,7 @@ def _figures(
         funnel=funnel_task.result(),
         in_flight=groups,
         in_flight_oldest=oldest,
+        in_flight_by_step=by_step,
         rollouts=rollouts,
         staleness=staleness_task.result(),
         step_throughput=_step_throughput(throughput_task.result(), progress, options.steps),
@@ -438,15 +439,20 @@ def _host(files: dict[int, SourceFile], file_id: Any) -> str | None:
 
 def _in_flight(
     backend: Backend, files: dict[int, SourceFile], end_ts: int | None
-) -> tuple[tuple[InFlightGroup, ...], tuple[InFlight, ...]]:
-    """Never-trained samples, their ages measured to ``end_ts``, the last row of the (selected) run."""
+) -> tuple[tuple[InFlightGroup, ...], tuple[InFlight, ...], tuple[tuple[int, int], ...]]:
+    """Never-trained samples, their ages measured to ``end_ts``, the last row of the (selected) run:
+    by last event, the oldest, and the count by generation step (samples without one left out)."""
     end = "NULL" if end_ts is None else str(int(end_ts))
+    by_code: dict[int, tuple[int, int]] = {}
+    by_step: dict[int, int] = {}
+    for c, step, n, age in backend.rows("inflight", end_ts=end):
+        count, older = by_code.get(int(c), (0, int(age)))
+        by_code[int(c)] = (count + int(n), max(older, int(age)))
+        if step is not None:
+            by_step[int(step)] = by_step.get(int(step), 0) + int(n)
     groups = tuple(
         sorted(
-            (
-                InFlightGroup(event_name(c), in_flight_state(c), int(n), int(age))
-                for c, n, age in backend.rows("inflight", end_ts=end)
-            ),
+            (InFlightGroup(event_name(c), in_flight_state(c), n, age) for c, (n, age) in by_code.items()),
             key=lambda g: (-g.count, g.last_event),
         )
     )
@@ -454,7 +460,7 @@ def _in_flight(
         InFlight(str(sid), event_name(c), in_flight_state(c), int(ts), int(age), _host(files, fid))
         for sid, c, ts, age, fid in backend.rows("inflight_oldest", limit=OLDEST, end_ts=end)
     )
-    return groups, oldest
+    return groups, oldest, tuple(sorted(by_step.items()))
 
 
 # -- rollouts --------------------------------------------------------------------------------------

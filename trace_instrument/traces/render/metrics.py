@@ -153,6 +153,7 @@ def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
     throughput = {t.step: t for t in analysis.step_throughput}
     rollouts = {r.step: r for r in analysis.step_rollouts}
     stale = staleness_by_step(analysis)
+    never_trained = dict(analysis.in_flight_by_step)
     out = []
     for s in analysis.steps:
         entry: dict[str, Any] = {"step": s.step}
@@ -168,6 +169,7 @@ def step_metrics(analysis: Analysis) -> list[dict[str, Any]]:
         entry["train/samples"] = s.samples_trained
         entry["progress/lines"] = s.progress
         entry["progress/order_ok"] = s.progress_order_ok
+        entry["in_flight/count"] = never_trained.get(s.step, 0)  # generated in this step, never trained
         t = throughput.get(s.step)
         entry["throughput/gen_tokens_per_s"] = t.tokens_per_s if t else None
         entry["throughput/progress_tokens_per_s"] = s.gen_throughput

@@ -24,6 +24,10 @@ DEFAULT_PREFIX = "trace/"
 RUN_WIDE = "run/"  # behind the prefix: the run-wide figures, apart from the per-step series of the same name
 # characters every tracker takes in a name (MLflow's set is the smallest); a transition's "->" reads "_to_"
 _NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_\-. :/]")
+# Per-step figures that no completeness of their step settles, left out of what ``--follow`` logs: a
+# sample generated in a step may be trained by any later step (an async run's staleness), so the
+# step's never-trained count falls until the run ends; logged at completion, it would stay too high.
+UNSETTLED_STEP_KEYS = frozenset({"in_flight/count"})
 
 
 class Tracker(str, Enum):
@@ -66,9 +70,14 @@ class Figures:
     summary: dict[str, float]
 
 
-def figures(analysis: Analysis, prefix: str = DEFAULT_PREFIX) -> Figures:
-    """The figures of ``analyze --format json`` named for the trackers (see tracker_name); numbers only."""
-    steps = {int(entry["step"]): _named(prefix, entry) for entry in step_metrics(analysis)}
+def figures(analysis: Analysis, prefix: str = DEFAULT_PREFIX, settled_only: bool = False) -> Figures:
+    """The figures of ``analyze --format json`` named for the trackers (see tracker_name); numbers only.
+    ``settled_only`` (``--follow``): without the per-step figures in UNSETTLED_STEP_KEYS."""
+    left_out = UNSETTLED_STEP_KEYS if settled_only else frozenset()
+    steps = {
+        int(entry["step"]): _named(prefix, {k: v for k, v in entry.items() if k not in left_out})
+        for entry in step_metrics(analysis)
+    }
     return Figures(
         {step: values for step, values in steps.items() if values}, _named(prefix + RUN_WIDE, metrics(analysis))
     )
@@ -157,7 +166,7 @@ class Exporter:
     def add(self, analysis: Analysis) -> tuple[int, ...]:
         """Log what ``analysis`` adds: the steps not logged yet (complete, if asked), and the summary
         when it changed; the steps logged by this call are returned."""
-        found = figures(analysis, self.prefix)
+        found = figures(analysis, self.prefix, settled_only=self.complete_only)
         ready = complete_steps(analysis) if self.complete_only else set(found.steps)
         new = sorted(step for step in ready if step in found.steps and step not in self.logged)
         for step in new:
