@@ -608,6 +608,7 @@ class CodeStyle:
     preview: bool = False
     target_versions: tuple[str, ...] = ()  # black's `target-version` (py310, ...), as configured
     pinned: str = ""  # the version a pre-commit hook pins (`rev: v0.12.2` -> "0.12.2"), else ""
+    config_file: str = ""  # the file `found_in` names, relative to the checkout root (`../pyproject.toml`)
 
     @property
     def install(self) -> str:
