@@ -611,6 +611,7 @@ class CodeStyle:
     # ruff: the hook's arguments that shape its output (`--line-length=120`, `--config=...`), given to
     # `ruff format` as the hook gives them
     arguments: tuple[str, ...] = ()
+    config_file: str = ""  # the file `found_in` names, relative to the checkout root (`../pyproject.toml`)
 
     @property
     def install(self) -> str:
@@ -680,10 +681,11 @@ class RunResult:
         return not (self.points and points_absent and runtime_absent)
 
 
-# A point's statuses in a checkout that holds none of its code (check's words for "not there").
-NOTHING_THERE = frozenset(
-    {Status.MISSING, Status.NOT_APPLICABLE, Status.SKIPPED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.REFUSED}
-)
+# A point's statuses when the checkout holds none of its code (a required point so leaves the
+# points that need it unable to run: engine/check.py).
+CODE_ABSENT = frozenset({Status.MISSING, Status.REFUSED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.NOT_APPLICABLE})
+# ... and a skipped one's: check's words for "not there" (a checkout never instrumented holds only these)
+NOTHING_THERE = CODE_ABSENT | {Status.SKIPPED}
 
 
 class Check(str, enum.Enum):

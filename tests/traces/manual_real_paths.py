@@ -34,12 +34,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from trace_instrument.traces.simrun import install_runtime
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 TEMPLATES = REPO / "templates" / "points"
-sys.path.insert(0, str(HERE))
-
-import simulate
 
 
 def instrumented_agent_loop(out: Path) -> Path:
@@ -86,7 +85,7 @@ def no_op(*args, **kwargs):
 
 
 def main(out: Path) -> None:
-    root = simulate.install_runtime(out / "pkgroot")
+    root = install_runtime(out / "pkgroot")
     trace_dir = out / "trace"
     os.environ["VERL_TRACE_DIR"] = str(trace_dir)
     os.environ["VERL_TRACE_DISCOVERY_DIR"] = str(out)

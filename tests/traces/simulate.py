@@ -1,9 +1,9 @@
 """A run simulator that writes trace folders through the real tracing runtime.
 
 It lives next to the tests that are its main user; ``benchmarks/analyze.py`` puts
-this folder on ``sys.path`` and imports it too. It needs the repository checkout
-(``templates/runtime``), never the installed package, which is why it is not
-part of ``trace_instrument``.
+this folder on ``sys.path`` and imports it too. It plans the v0/v1 runs of every
+mode the tests vary; running a plan is the shipped
+:mod:`trace_instrument.traces.simrun` (``demo --traces`` runs its own plan with it).
 
 A run is planned in the parent process (:func:`plan_run` from a seeded
 :class:`SimConfig`, or a hand-written :class:`RunPlan` for small fixtures), then
@@ -23,19 +23,13 @@ being written) and extra bad lines for the bad-input tests.
 from __future__ import annotations
 
 import json
-import os
-import pickle
 import random
-import shutil
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-RUNTIME_SRC = REPO / "templates" / "runtime"
-BASE_EPOCH_MS = 1_787_215_020_000  # 2026-08-20, as in the formats document's examples
+from trace_instrument.traces.simrun import RunSettings, SimProcess, run_processes
+from trace_instrument.traces.simrun import random_uid as _uid
+
 TOOLS = ("search", "python", "calculator")
 
 
@@ -143,10 +137,6 @@ def small_config(seed: int, prompts_per_step: int = 3) -> SimConfig:
 
 
 # -- planning ------------------------------------------------------------------------------------
-
-
-def _uid(rng: random.Random) -> str:
-    return f"{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-4{rng.getrandbits(12):03x}-a{rng.getrandbits(12):03x}-{rng.getrandbits(48):012x}"
 
 
 def _plan_turns(rng: random.Random, cfg: SimConfig, start_ms: int) -> tuple[list[TurnPlan], int]:
@@ -525,13 +515,7 @@ def worker_actions(plan: RunPlan, worker: int) -> list[tuple]:
             acts.append((turn.send_ms, "turn_start", (key, turn.prompt_tokens)))
             if turn.recv_ms is None:
                 continue
-            acts.append(
-                (
-                    turn.recv_ms,
-                    "turn_end",
-                    (key, turn.completion_tokens, turn.finish_reason, turn.sglang, turn.recv_ms - turn.send_ms),
-                )
-            )
+            acts.append((turn.recv_ms, "turn_end", (key, turn.completion_tokens, turn.finish_reason, turn.sglang)))
             acts.append(
                 _flow(
                     turn.recv_ms,
@@ -588,152 +572,22 @@ def worker_actions(plan: RunPlan, worker: int) -> list[tuple]:
 
 # -- running: one OS process per simulated process -------------------------------------------------
 
-_CHILD = r"""
-import os, pickle, socket, sys, types
-plan_file, host, skew_ms, base_ms, text_chars = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-socket.gethostname = lambda: host
-from verl.utils import tracing
-from verl.utils.tracing import losses, settings
-with open(plan_file, "rb") as f:
-    actions, n_samples, max_response_length, status_lost, status_dir = pickle.load(f)
-now = [0.0]
-settings.clock = lambda: now[0]
-def at(ms):
-    # +0.25 ms: int(now * 1000) in the runtime must give back exactly ms
-    now[0] = (base_ms + ms + skew_ms + 0.25) / 1000.0
-
-class Tok:
-    def decode(self, ids, skip_special_tokens=False):
-        return "t" * min(len(ids), text_chars)
-    def encode(self, text, add_special_tokens=False):
-        return list(range(max(1, len(text) // 4)))
-
-tok = Tok()
-rollout = {"n": n_samples} if max_response_length is None else {"n": n_samples, "response_length": max_response_length}
-config = types.SimpleNamespace(actor_rollout_ref=types.SimpleNamespace(rollout=rollout))
-tracker = tracing.TrajectoryTracker()
-store = None
-live = {}
-for ms, kind, args in sorted(actions, key=lambda a: a[0]):
-    at(ms)
-    if kind == "flow":
-        tracing.trace_flow(*args)
-    elif kind == "progress":
-        tracing.log_progress(args[0])
-    elif kind == "window":
-        tracing.log_step_window(*args)
-    elif kind == "throughput":
-        tracing.log_gen_throughput_tokens(*args)
-    elif kind == "completed":
-        tracing.log_rollout_completed(*args)
-    elif kind == "register":
-        key, uid, ix, step = args
-        if store is None:
-            store = tracing.TrajectoryStore(os.path.join(tracing.get_trace_dir(), "trajectory"), os.getpid())
-        item = types.SimpleNamespace(non_tensor_batch={"uid": uid, "traj_uid": ix}, meta_info={"global_step": step})
-        traj_key, traj_uid = tracker.register_trajectory(item)
-        live[key] = [item, traj_key, traj_uid, now[0], None, []]
-    elif kind == "turn_start":
-        key, prompt_tokens = args
-        entry = live[key]
-        entry[4] = tracing.TurnRecord(range(prompt_tokens))
-        entry[5] = [{"role": "user", "content": "q"}]
-    elif kind == "turn_end":
-        key, completion, finish, sglang, gen_ms = args
-        entry = live[key]
-        rec = entry[4]
-        meta = {}
-        if sglang:
-            sent = rec.turn.start_ts
-            meta = {"e2e_latency": sglang["e2e"], "queue_time": sglang["queue"],
-                    "request_received_ts": sent, "prefill_finished_ts": sent + sglang["ttft"],
-                    "prefill_launch_latency": sglang["prefill"]}
-        ids = list(range(completion))
-        rec.fill_sglang_response(text=tok.decode(ids), response_ids=ids, finish_reason=finish, meta=meta)
-        if rec.turn.completion_token_count is None:
-            rec.turn.completion_token_count = len(ids)
-        rec.stamp_end()
-        tracker.append_turn_record(entry[1], rec)
-    elif kind == "observation":
-        key, tool = args
-        entry = live[key]
-        messages = entry[5]
-        pre = len(messages)
-        messages.append({"role": "tool", "content": f"{tool} result " + "o" * text_chars})
-        entry[4].patch_observation(messages, pre, len(messages), tokenizer=tok)
-    elif kind == "dump":
-        key, agent_stop, response_length, versions = args
-        item, traj_key, traj_uid, created, _, _ = live.pop(key)
-        if agent_stop is not None:
-            # as the C5 templates call it from the agent loop's termination checks
-            tracing.trace_agent_stop(types.SimpleNamespace(_traj_tracker=tracker),
-                                     types.SimpleNamespace(trace_traj_key=traj_key), agent_stop)
-        extra = {"min_global_steps": versions[0], "max_global_steps": versions[1]} if versions else {}
-        output = types.SimpleNamespace(response_ids=range(response_length), extra_fields=extra) if response_length is not None else None
-        traj = tracker.build_trajectory(item, traj_key, traj_uid, created, tokenizer=tok,
-                                        instance_id=os.getpid(), config=config,
-                                        agent_metrics={"generate_sequences": 1.0, "tool_calls": 0.0, "num_preempted": -1},
-                                        agent_output=output)
-        store.write(traj)
-        tracker.unregister_trajectory(traj_key)
-if store is not None:
-    store.close(60)
-tracing.flush(60)
-if status_lost is not None:
-    # the losses the plan wants reported go into the runtime's own counts: it writes the status file
-    for facility, reasons in status_lost.items():
-        for reason, count in reasons.items():
-            losses.count_lost(facility, reason, count, report=False)
-"""
-
-
-def install_runtime(root: Path) -> Path:
-    """Copy templates/runtime to ``root/verl/utils/tracing`` (parents get empty ``__init__.py``)."""
-    for parent in (root / "verl", root / "verl" / "utils"):
-        parent.mkdir(parents=True, exist_ok=True)
-        (parent / "__init__.py").touch()
-    target = root / "verl" / "utils" / "tracing"
-    if not target.exists():
-        shutil.copytree(RUNTIME_SRC, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return root
-
 
 def run_plan(plan: RunPlan, trace_dir: Path, parallel: int = 2) -> Path:
     """Write ``plan`` into ``trace_dir`` with one subprocess per simulated process; returns ``trace_dir``."""
     trace_dir = Path(trace_dir)
-    trace_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="simrun-") as tmp:
-        root = install_runtime(Path(tmp) / "root")
-        env = {k: v for k, v in os.environ.items() if k not in ("VERL_TRACE_DIR", "DLC_JOB_ID")}
-        env.update(
-            PYTHONPATH=str(root), VERL_TRACE_DIR=str(trace_dir), TZ="UTC", VERL_TRACE_DISCOVERY_DIR=str(Path(tmp))
+    processes = [
+        SimProcess(
+            proc.host,
+            proc.skew_ms,
+            trainer_actions(plan) if proc.role == "trainer" else worker_actions(plan, index),
+            plan.status_lost.get(index),
         )
-        if plan.job_id:
-            env["DLC_JOB_ID"] = plan.job_id
-        running: list[subprocess.Popen] = []
-        for index, proc in enumerate(plan.procs):
-            actions = trainer_actions(plan) if proc.role == "trainer" else worker_actions(plan, index)
-            plan_file = Path(tmp) / f"proc{index}.pkl"
-            lost = plan.status_lost.get(index)
-            with open(plan_file, "wb") as f:
-                pickle.dump((actions, plan.rollout_n, plan.max_response_length, lost, str(trace_dir / "status")), f)
-            args = [
-                sys.executable,
-                "-c",
-                _CHILD,
-                str(plan_file),
-                proc.host,
-                str(proc.skew_ms),
-                str(BASE_EPOCH_MS),
-                str(plan.text_chars),
-            ]
-            running.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-            while len([p for p in running if p.poll() is None]) >= parallel:
-                running[[p.poll() is None for p in running].index(True)].wait()
-        for p in running:
-            _, err = p.communicate()
-            if p.returncode != 0:
-                raise RuntimeError(f"simulated process failed ({p.returncode}): {err.decode(errors='replace')}")
+        for index, proc in enumerate(plan.procs)
+    ]
+    metrics = {"generate_sequences": 1.0, "tool_calls": 0.0, "num_preempted": -1}
+    run = RunSettings(plan.rollout_n, plan.max_response_length, plan.job_id, plan.text_chars, metrics)
+    run_processes(processes, trace_dir, run, parallel)
     return trace_dir
 
 

@@ -10,7 +10,7 @@ from recompute import read_rows
 from trace_instrument.traces.analyze import Options, analyze
 from trace_instrument.traces.model import Analysis, ResponseLength
 
-BASE = 1_787_215_020_000  # simulate.BASE_EPOCH_MS
+BASE = 1_787_215_020_000  # trace_instrument.traces.simrun.BASE_EPOCH_MS
 
 
 @pytest.fixture(scope="module")

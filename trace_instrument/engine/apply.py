@@ -139,8 +139,7 @@ def _missing(style: CodeStyle) -> RunError:
         f"the checkout formats its code with {style.formatter.value} ({style.found_in}), which is not "
         f"installed here: {style.install}, then run apply again (the inserted code is written its way)"
     )
-    file = style.found_in.split(" ")[0]  # the label's file, without its table or hook
-    return RunError(RunErrorKind.FORMATTER_MISSING, message, path=file, install=style.install)
+    return RunError(RunErrorKind.FORMATTER_MISSING, message, path=style.config_file, install=style.install)
 
 
 def _apply(

@@ -23,6 +23,7 @@ from trace_instrument.engine.parallel import file_size, map_in_order
 from trace_instrument.engine.results import excluded_reason, one_file, problem_results
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.model import (
+    CODE_ABSENT,
     TRACING_NAMES,
     Catalog,
     FileResult,
@@ -208,10 +209,9 @@ _NOT_PLACEABLE = frozenset(
     }
 )
 
-# A required point in one of these states has no code in the checkout.
-_ABSENT = frozenset({Status.MISSING, Status.REFUSED, Status.ANCHOR_LOST, Status.AMBIGUOUS, Status.NOT_APPLICABLE})
-# ... or has code that may not run before the code that needs it
-_NOT_RUNNING = _ABSENT | {Status.CONTEXT_CHANGED}
+# A required point with no code in the checkout (CODE_ABSENT), or with code that may not run
+# before the code that needs it
+_NOT_RUNNING = CODE_ABSENT | {Status.CONTEXT_CHANGED}
 # ... or has code that raises when it runs (an attribute nothing sets: apply cannot add it, and the
 # code that requires it runs it, say a loop over a method the point defines)
 _RAISES = frozenset({Reason.UNSET_ATTRIBUTE})

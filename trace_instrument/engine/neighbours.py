@@ -10,11 +10,13 @@ import ast
 import copy
 import functools
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from trace_instrument.engine.analysis import FileProblem, analyse
+from trace_instrument.engine.analysis import FileProblem, FileWork, analyse
 from trace_instrument.locate import Placement
-from trace_instrument.model import Catalog, EditKind
+from trace_instrument.model import Catalog, EditKind, Point
 from trace_instrument.spec.binding import reads
 
 DATA = Path(__file__).with_name("neighbours.json")
@@ -44,41 +46,53 @@ def first_line(stmt: ast.stmt) -> str:
 @functools.cache
 def shipped() -> Neighbours:
     """The neighbourhoods shipped with the tool ({} when the data file is not there)."""
-    try:
-        data = json.loads(DATA.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
+    data = _shipped_json(DATA)
     return {point: [(before, after) for before, after in edits] for point, edits in data.items()}
 
 
-def measured(root: Path, catalog: Catalog) -> Neighbours:
-    """Each `before` / `after` edit's neighbourhood in the checkout at `root` (a validated release)."""
-    found: Neighbours = {}
+def _shipped_json(path: Path) -> Any:
+    """A data file tools/anchor_neighbours.py writes ({} when it is not there)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+
+
+def _points_analysed(root: Path, catalog: Catalog) -> Iterator[tuple[FileWork, Point]]:
+    """Each point of the catalog with its file analysed in the checkout at `root`, file by file (the
+    points of a file that is not there, or does not parse, left out)."""
     for file in sorted({p.file for p in catalog.points}):
         work = analyse(root, file, catalog)
         if isinstance(work, FileProblem):
             continue
         for point in (p for p in catalog.points if p.file == file):
-            edits = []
-            for edit in point.edits:
-                placed = work.locator.place(point, edit)
-                kind = edit.anchors[0].kind
-                if not isinstance(placed, Placement) or placed.neighbor is None:
-                    edits.append(("", ""))
-                    continue
-                if kind not in (EditKind.BEFORE, EditKind.AFTER):
-                    edits.append(("", ""))
-                    continue
-                site = work.locator.index.site(placed.neighbor)
-                size = len(edit.anchors[0].target.stmts)
-                first = site.index - (size - 1) if kind is EditKind.AFTER else site.index
-                last = first + size - 1
-                siblings = site.siblings
-                before = first_line(siblings[first - 1]) if first > 0 else ""
-                after = first_line(siblings[last + 1]) if last + 1 < len(siblings) else ""
-                edits.append((before, after))
-            if any(b or a for b, a in edits):
-                found[point.id] = edits
+            yield work, point
+
+
+def measured(root: Path, catalog: Catalog) -> Neighbours:
+    """Each `before` / `after` edit's neighbourhood in the checkout at `root` (a validated release)."""
+    found: Neighbours = {}
+    for work, point in _points_analysed(root, catalog):
+        edits = []
+        for edit in point.edits:
+            placed = work.locator.place(point, edit)
+            kind = edit.anchors[0].kind
+            if not isinstance(placed, Placement) or placed.neighbor is None:
+                edits.append(("", ""))
+                continue
+            if kind not in (EditKind.BEFORE, EditKind.AFTER):
+                edits.append(("", ""))
+                continue
+            site = work.locator.index.site(placed.neighbor)
+            size = len(edit.anchors[0].target.stmts)
+            first = site.index - (size - 1) if kind is EditKind.AFTER else site.index
+            last = first + size - 1
+            siblings = site.siblings
+            before = first_line(siblings[first - 1]) if first > 0 else ""
+            after = first_line(siblings[last + 1]) if last + 1 < len(siblings) else ""
+            edits.append((before, after))
+        if any(b or a for b, a in edits):
+            found[point.id] = edits
     return found
 
 
@@ -92,10 +106,7 @@ AttributeReads = dict[str, dict[str, list[str]]]  # point id -> `self.NAME` its 
 def shipped_attribute_reads() -> AttributeReads:
     """The statements of each point's scope that read an attribute of `self` its code reads, in the
     validated release ({} when the data file is not there)."""
-    try:
-        data: AttributeReads = json.loads(ATTRIBUTE_READS.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
+    data: AttributeReads = _shipped_json(ATTRIBUTE_READS)
     return data
 
 
@@ -104,17 +115,13 @@ def measured_attribute_reads(root: Path, catalog: Catalog) -> AttributeReads:
     in the checkout at `root` (a validated release) that read it, as `ast` writes them. A tree that
     no longer keeps the attribute shows in those statements what it reads instead."""
     found: AttributeReads = {}
-    for file in sorted({p.file for p in catalog.points}):
-        work = analyse(root, file, catalog)
-        if isinstance(work, FileProblem):
-            continue
-        for point in (p for p in catalog.points if p.file == file):
-            wanted = sorted({key for edit in point.edits for key in reads(edit.template) if key.startswith("self.")})
-            nodes = work.locator.index.scope_nodes(point.scope)
-            statements = {key: _reading(nodes, key.removeprefix("self.")) for key in wanted}
-            statements = {key: texts for key, texts in statements.items() if texts}
-            if statements:
-                found[point.id] = statements
+    for work, point in _points_analysed(root, catalog):
+        wanted = sorted({key for edit in point.edits for key in reads(edit.template) if key.startswith("self.")})
+        nodes = work.locator.index.scope_nodes(point.scope)
+        statements = {key: _reading(nodes, key.removeprefix("self.")) for key in wanted}
+        statements = {key: texts for key, texts in statements.items() if texts}
+        if statements:
+            found[point.id] = statements
     return found
 
 

@@ -128,7 +128,7 @@ def report(root: str | Path, catalog: Catalog) -> Report:
         validated_on=catalog.validated_on,
         runtime_files=checked.runtime_files,
         facilities=_facilities(checked, catalog),
-        calls=_calls(proof),
+        calls=call_totals(proof),
         stages=_stages(base, catalog),
         not_in_place=(
             *(
@@ -170,7 +170,8 @@ def _facilities(checked: RunResult, catalog: Catalog) -> tuple[FacilityCount, ..
     )
 
 
-def _calls(proof: VerifyResult) -> tuple[CallTotal, ...]:
+def call_totals(proof: VerifyResult) -> tuple[CallTotal, ...]:
+    """Each tracing function's call sites over all files of a verify run: found, and expected."""
     totals: dict[str, list[int]] = {}
     for count in proof.counts:
         entry = totals.setdefault(count.call, [0, 0])

@@ -79,8 +79,7 @@ class Override:
     source: SpecSource
     bindings: dict[str, str] | None = None  # `bind`: names its code reads as this tree spells them
     bind_source: SpecSource | None = None
-    confidence: Confidence | None = None  # `ported:`: port's grade of the place (None: a person's override)
-    evidence: str = ""  # `ported:`: port's reason for the place
+    marked: Overridden | None = None  # what a point it re-anchors carries: its source, `ported:`'s grade and reason
 
 
 def is_override(node: Node) -> bool:
@@ -114,7 +113,8 @@ def read_override(ctx: Context, node: Node, file: str) -> Override | None:
         return None
     bind_source = data["bind"].where("bind") if "bind" in data else None
     source = data["overrides"].where("overrides")
-    return Override(target, file, where_in, places or None, source, bindings, bind_source, *ported)
+    marked = Overridden(source, *ported)
+    return Override(target, file, where_in, places or None, source, bindings, bind_source, marked)
 
 
 def _read_ported(ctx: Context, node: Node) -> tuple[Confidence, str] | None:
@@ -201,7 +201,7 @@ def _overridden(ctx: Context, point: Point, override: Override) -> Point | None:
         scope=override.scope or point.scope,
         edits=edits,
         source=SpecSource(override.source.file, override.source.line, f"overrides {point.id}"),
-        overridden=Overridden(override.source, override.confidence, override.evidence),
+        overridden=override.marked,
     )
     if override.bindings is None or override.bind_source is None:
         return moved

@@ -66,10 +66,16 @@ def _style_in(folder: Path, root: Path) -> CodeStyle | None:
     tool = pyproject.get("tool", {}) if isinstance(pyproject.get("tool"), dict) else {}
     black = tool.get("black") if isinstance(tool.get("black"), dict) else None
     where = _relative(folder, root)
+
+    def named(formatter: Formatter, file: str, part: str = "") -> CodeStyle:
+        """The style named in `file` (its `part`: a table or a hook), labelled from the checkout root."""
+        label = f"{where}{file} {part}" if part else f"{where}{file}"
+        return CodeStyle(formatter, label, str(folder), config_file=f"{where}{file}")
+
     hook = _pre_commit_hook(folder / PRE_COMMIT)
     if hook is not None:
         formatter, rev, args = hook
-        style = CodeStyle(formatter, f"{where}{PRE_COMMIT} hook {_hook_id(formatter)}", str(folder))
+        style = named(formatter, PRE_COMMIT, f"hook {_hook_id(formatter)}")
         if formatter is Formatter.BLACK:
             style = _with_black_args(_with_black_table(style, black or {}), args)
         else:
@@ -77,14 +83,14 @@ def _style_in(folder: Path, root: Path) -> CodeStyle | None:
         return replace(style, pinned=rev)
     for name in RUFF_FILES:
         if (folder / name).is_file():
-            return CodeStyle(Formatter.RUFF, f"{where}{name}", str(folder))
+            return named(Formatter.RUFF, name)
     ruff = tool.get("ruff") if isinstance(tool.get("ruff"), dict) else None
     if ruff is not None and isinstance(ruff.get("format"), dict):
-        return CodeStyle(Formatter.RUFF, f"{where}{PYPROJECT} [tool.ruff.format]", str(folder))
+        return named(Formatter.RUFF, PYPROJECT, "[tool.ruff.format]")
     if black is not None:
-        return _with_black_table(CodeStyle(Formatter.BLACK, f"{where}{PYPROJECT} [tool.black]", str(folder)), black)
+        return _with_black_table(named(Formatter.BLACK, PYPROJECT, "[tool.black]"), black)
     if ruff is not None:
-        return CodeStyle(Formatter.RUFF, f"{where}{PYPROJECT} [tool.ruff]", str(folder))
+        return named(Formatter.RUFF, PYPROJECT, "[tool.ruff]")
     return None
 
 

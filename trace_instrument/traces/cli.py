@@ -68,6 +68,12 @@ DirsArg = Annotated[
 ]
 StepsOpt = Annotated[str | None, typer.Option("--steps", help="Only samples generated in these steps: A-B or N.")]
 NoCacheOpt = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the cache next to the traces.")]
+IntervalOpt = Annotated[
+    float, typer.Option("--interval", min=0.0, help="Seconds between two refreshes of --follow (default 10).")
+]
+RefreshesOpt = Annotated[
+    int, typer.Option("--refreshes", min=0, help="Stop --follow after this many refreshes (0: until Ctrl-C).")
+]
 
 
 def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
@@ -227,12 +233,8 @@ def analyze_command(
         bool,
         typer.Option("--follow", help="Keep reading a run being written: refresh every --interval seconds."),
     ] = False,
-    interval: Annotated[
-        float, typer.Option("--interval", min=0.0, help="Seconds between two refreshes of --follow (default 10).")
-    ] = 10.0,
-    refreshes: Annotated[
-        int, typer.Option("--refreshes", min=0, help="Stop --follow after this many refreshes (0: until Ctrl-C).")
-    ] = 0,
+    interval: IntervalOpt = 10.0,
+    refreshes: RefreshesOpt = 0,
     no_cache: NoCacheOpt = False,
     memory_limit: MemoryOpt = None,
 ) -> None:
@@ -466,12 +468,8 @@ def export_command(
     follow: Annotated[
         bool, typer.Option("--follow", help="Trackers: keep reading a run being written, log each step once complete.")
     ] = False,
-    interval: Annotated[
-        float, typer.Option("--interval", min=0.0, help="Seconds between two refreshes of --follow (default 10).")
-    ] = 10.0,
-    refreshes: Annotated[
-        int, typer.Option("--refreshes", min=0, help="Stop --follow after this many refreshes (0: until Ctrl-C).")
-    ] = 0,
+    interval: IntervalOpt = 10.0,
+    refreshes: RefreshesOpt = 0,
     run: RunOpt = None,
     no_cache: NoCacheOpt = False,
     memory_limit: MemoryOpt = None,

@@ -9,24 +9,23 @@ a ``TrajectoryTracker`` + ``TrajectoryStore`` trajectory per rollout. Time is vi
 ``settings.clock``), so the run of several minutes is written in seconds. Nothing is written by
 hand. From the middle of the run on, responses grow longer (more clipped, more ``length`` stops,
 more turns): the page's trend charts show it.
+
+The processes are run by :mod:`trace_instrument.traces.simrun`, which the tests' simulator
+(tests/traces/simulate.py) runs its plans with too. The plan and the calls stay this module's
+own: the tests' planner draws v0/v1 runs of every mode with the knobs the tests vary (stuck tool
+calls, spanning weight versions, status-file losses, runs without sglang timing), and shipping
+it for the demo's one v1 run that drifts would ship those test variants with it.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import shutil
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trace_instrument.data import data_dir
+from trace_instrument.traces.simrun import Action, RunSettings, SimProcess, random_uid, run_processes
 
-BASE_EPOCH_MS = 1_787_215_020_000  # 2026-08-20
 MAX_RESPONSE = 2048  # rollout.response_length in the simulated config
 TOOLS = {"search": 400, "python": 1500, "calculator": 30}  # a tool call's typical time, ms
 TRAIN_STAGES = (  # stage, (from, to, detail), time range of its row after the previous one (ms)
@@ -37,7 +36,6 @@ TRAIN_STAGES = (  # stage, (from, to, detail), time range of its row after the p
     ("TRAIN_ADVANTAGE", ("PPOTrainerV1", "PPOTrainerV1", "advantage_computed"), (30, 120)),
     ("TRAIN_UPDATE", ("ActorRolloutWorker", "PPOTrainerV1", "actor_parameters_updated"), (4000, 12000)),
 )
-Action = tuple[int, str, list[Any]]  # (virtual ms, what, its arguments)
 
 
 @dataclass(frozen=True)
@@ -67,10 +65,6 @@ class _Traj:
     trained: int | None = None
     stop: str = "no_tool_call"
     length: int = 0
-
-
-def _uid(rng: random.Random) -> str:
-    return f"{rng.getrandbits(32):08x}-{rng.getrandbits(16):04x}-4{rng.getrandbits(12):03x}-a{rng.getrandbits(12):03x}-{rng.getrandbits(48):012x}"
 
 
 def _rollout(rng: random.Random, traj: _Traj, drift: float) -> int:
@@ -118,7 +112,7 @@ def plan(cfg: DemoConfig) -> tuple[list[tuple[str, int, bool]], list[list[Action
         drift = max(0.0, (step - cfg.steps / 2) / (cfg.steps / 2))
         wave = []
         for p in range(cfg.prompts_per_step):
-            uid = _uid(rng)
+            uid = random_uid(rng)
             worker = 1 + (step * cfg.prompts_per_step + p) % (len(procs) - 1)
             for i in range(cfg.rollout_n):
                 traj = _Traj(uid, i, step, worker, wave_start + 3 + rng.randint(5, 40), score=rng.choice([0.0, 1.0]))
@@ -291,116 +285,10 @@ def _worker(cfg: DemoConfig, trajs: list[_Traj], worker: int) -> list[Action]:
     return acts
 
 
-# One simulated process: the runtime imported from the scratch copy, the plan's calls in time order.
-CHILD = r"""
-import json, os, socket, sys, types
-plan_file, host, skew_ms, base_ms, rollout_n, max_response = sys.argv[1:7]
-socket.gethostname = lambda: host
-from verl.utils import tracing
-from verl.utils.tracing import settings
-with open(plan_file, encoding="utf-8") as f:
-    actions = json.load(f)
-now = [0.0]
-settings.clock = lambda: now[0]
-class Tok:
-    def decode(self, ids, skip_special_tokens=False):
-        return "t" * min(len(ids), 40)
-    def encode(self, text, add_special_tokens=False):
-        return list(range(max(1, len(text) // 4)))
-tok = Tok()
-config = types.SimpleNamespace(actor_rollout_ref=types.SimpleNamespace(
-    rollout={"n": int(rollout_n), "response_length": int(max_response)}))
-tracker, store, live = tracing.TrajectoryTracker(), None, {}
-for ms, kind, args in sorted(actions, key=lambda a: a[0]):
-    now[0] = (int(base_ms) + ms + int(skew_ms) + 0.25) / 1000.0  # +0.25: int(now * 1000) gives back ms
-    if kind == "flow":
-        tracing.trace_flow(*args)
-    elif kind == "progress":
-        tracing.log_progress(args[0])
-    elif kind == "window":
-        tracing.log_step_window(*args)
-    elif kind == "throughput":
-        tracing.log_gen_throughput_tokens(*args)
-    elif kind == "completed":
-        tracing.log_rollout_completed(*args)
-    elif kind == "register":
-        key, uid, ix, step = args
-        if store is None:
-            store = tracing.TrajectoryStore(os.path.join(tracing.get_trace_dir(), "trajectory"), os.getpid())
-        item = types.SimpleNamespace(non_tensor_batch={"uid": uid, "traj_uid": ix}, meta_info={"global_step": step})
-        traj_key, traj_uid = tracker.register_trajectory(item)
-        live[key] = [item, traj_key, traj_uid, now[0], None, []]
-    elif kind == "turn_start":
-        entry = live[args[0]]
-        entry[4] = tracing.TurnRecord(range(args[1]))
-        entry[5] = [{"role": "user", "content": "q"}]
-    elif kind == "turn_end":
-        key, completion, finish, sg = args
-        rec = live[key][4]
-        sent = rec.turn.start_ts
-        meta = {"e2e_latency": sg["e2e"], "queue_time": sg["queue"], "request_received_ts": sent,
-                "prefill_finished_ts": sent + sg["ttft"], "prefill_launch_latency": sg["prefill"]}
-        ids = list(range(completion))
-        rec.fill_sglang_response(text=tok.decode(ids), response_ids=ids, finish_reason=finish, meta=meta)
-        if rec.turn.completion_token_count is None:
-            rec.turn.completion_token_count = len(ids)
-        rec.stamp_end()
-        tracker.append_turn_record(live[key][1], rec)
-    elif kind == "observation":
-        key, tool = args
-        messages = live[key][5]
-        pre = len(messages)
-        messages.append({"role": "tool", "content": tool + " result " + "o" * 40})
-        live[key][4].patch_observation(messages, pre, len(messages), tokenizer=tok)
-    elif kind == "dump":
-        key, stop, length, versions = args
-        item, traj_key, traj_uid, created, _, _ = live.pop(key)
-        tracing.trace_agent_stop(types.SimpleNamespace(_traj_tracker=tracker),
-                                 types.SimpleNamespace(trace_traj_key=traj_key), stop)
-        output = types.SimpleNamespace(response_ids=range(length),
-                                       extra_fields={"min_global_steps": versions[0], "max_global_steps": versions[1]})
-        traj = tracker.build_trajectory(item, traj_key, traj_uid, created, tokenizer=tok, instance_id=os.getpid(),
-                                        config=config, agent_metrics={"generate_sequences": 1.0, "tool_calls": 0.0},
-                                        agent_output=output)
-        store.write(traj)
-        tracker.unregister_trajectory(traj_key)
-if store is not None:
-    store.close(60)
-tracing.flush(60)
-"""
-
-
-def install_runtime(root: Path) -> Path:
-    """The shipped runtime copied to ``root/verl/utils/tracing``, as in an instrumented verl tree."""
-    for parent in (root / "verl", root / "verl" / "utils"):
-        parent.mkdir(parents=True, exist_ok=True)
-        (parent / "__init__.py").touch()
-    target = root / "verl" / "utils" / "tracing"
-    shutil.copytree(data_dir("templates") / "runtime", target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return root
-
-
 def write_demo_run(trace_dir: Path, cfg: DemoConfig = DemoConfig(), parallel: int = 2) -> int:
     """Simulate ``cfg`` into ``trace_dir`` (created) through the real runtime; returns the processes
     run. Raises RuntimeError with a process's own error output when one fails."""
-    trace_dir.mkdir(parents=True, exist_ok=True)
     procs, actions = plan(cfg)
-    with tempfile.TemporaryDirectory(prefix="trace-instrument-demo-") as tmp:
-        root = install_runtime(Path(tmp) / "root")
-        env = {k: v for k, v in os.environ.items() if k not in ("VERL_TRACE_DIR", "DLC_JOB_ID", "PYTHONPATH")}
-        env.update(PYTHONPATH=str(root), VERL_TRACE_DIR=str(trace_dir.resolve()), TZ="UTC", DLC_JOB_ID=cfg.job_id)
-        env["VERL_TRACE_DISCOVERY_DIR"] = tmp
-        running: list[subprocess.Popen[bytes]] = []
-        for index, ((host, skew, _), acts) in enumerate(zip(procs, actions)):
-            plan_file = Path(tmp) / f"proc{index}.json"
-            plan_file.write_text(json.dumps(acts), encoding="utf-8")
-            args = [sys.executable, "-c", CHILD, str(plan_file), host, str(skew), str(BASE_EPOCH_MS)]
-            args += [str(cfg.rollout_n), str(MAX_RESPONSE)]
-            running.append(subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-            while sum(p.poll() is None for p in running) >= parallel:
-                next(p for p in running if p.poll() is None).wait()
-        for p in running:
-            _, err = p.communicate()
-            if p.returncode != 0:
-                raise RuntimeError(f"a simulated process failed ({p.returncode}): {err.decode(errors='replace')}")
+    processes = [SimProcess(host, skew, acts) for (host, skew, _), acts in zip(procs, actions)]
+    run_processes(processes, trace_dir, RunSettings(cfg.rollout_n, MAX_RESPONSE, cfg.job_id), parallel)
     return len(procs)

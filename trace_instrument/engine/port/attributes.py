@@ -11,18 +11,16 @@ import ast
 
 from trace_instrument.engine.analysis import FileWork
 from trace_instrument.engine.neighbours import shipped_attribute_reads
-from trace_instrument.engine.port.decide import _own_nodes
+from trace_instrument.engine.port.decide import _own_nodes, _refused_names, _where_it_is
 from trace_instrument.locate.align import pure_read
-from trace_instrument.model import Confidence, Point, PointResult, PortStatus, PortSuggestion, Reason, Status
+from trace_instrument.model import Confidence, Point, PointResult, PortStatus, PortSuggestion, Reason
 
 _HOLE = "__read_here__"  # stands for the attribute in a statement of the validated release
 
 
 def _unset(result: PointResult) -> tuple[str, ...]:
     """The attributes of `self` (`self.NAME`) a refused point's code reads that its class never sets."""
-    if result.status is not Status.REFUSED or result.reason is not Reason.UNSET_ATTRIBUTE:
-        return ()
-    return tuple(dict.fromkeys(n.name for n in result.names if n.problem is Reason.UNSET_ATTRIBUTE))
+    return _refused_names(result, Reason.UNSET_ATTRIBUTE)
 
 
 def _attribute_bound(work: FileWork, point: Point, result: PointResult) -> PortSuggestion | None:
@@ -40,17 +38,8 @@ def _attribute_bound(work: FileWork, point: Point, result: PointResult) -> PortS
         notes.append(f"{key} read as `{code}`: the validated release's `{shown[0]}` is `{shown[1]}` here")
     if not bindings:
         return None
-    return PortSuggestion(
-        point.id,
-        point.file,
-        PortStatus.PORTED,
-        point.scope,
-        point.scope,
-        confidence=Confidence.LIKELY,
-        line=result.line,
-        evidence="its anchors are found where they were; " + "; ".join(notes),
-        bindings=tuple(sorted(bindings.items())),
-    )
+    bound = tuple(sorted(bindings.items()))
+    return _where_it_is(point, result, PortStatus.PORTED, Confidence.LIKELY, "; ".join(notes), bindings=bound)
 
 
 def _read_here(work: FileWork, scope: str, key: str, statements: list[str]) -> tuple[str, tuple[str, str]] | None:

@@ -203,26 +203,39 @@ def _graded(suggestion: PortSuggestion, min_confidence: Confidence) -> PortSugge
 # -- names the tree spells otherwise ------------------------------------------------------------------
 
 
+def _refused_names(result: PointResult, reason: Reason) -> tuple[str, ...]:
+    """The names a point refused for ``reason`` reads that have that problem, each once."""
+    if result.status is not Status.REFUSED or result.reason is not reason:
+        return ()
+    return tuple(dict.fromkeys(n.name for n in result.names if n.problem is reason))
+
+
 def _unbound(result: PointResult) -> tuple[str, ...]:
     """The names a refused point's code reads that are not defined where it would go."""
-    if result.status is not Status.REFUSED or result.reason is not Reason.UNBOUND_NAME:
-        return ()
-    return tuple(dict.fromkeys(n.name for n in result.names if n.problem is Reason.UNBOUND_NAME))
+    return _refused_names(result, Reason.UNBOUND_NAME)
+
+
+def _where_it_is(
+    point: Point,
+    result: PointResult,
+    status: PortStatus,
+    confidence: Confidence,
+    note: str = "",
+    bindings: tuple[tuple[str, str], ...] = (),
+) -> PortSuggestion:
+    """A suggestion that keeps the point in its scope, where its anchors are found (``note``: what
+    else the evidence says); a refused one carries the check's message."""
+    evidence = "its anchors are found where they were" + (f"; {note}" if note else "")
+    message = result.message if status is PortStatus.REFUSED else ""
+    return PortSuggestion(
+        point.id, point.file, status, point.scope, point.scope, confidence=confidence, line=result.line,
+        evidence=evidence, message=message, bindings=bindings,
+    )  # fmt: skip
 
 
 def _in_place(point: Point, result: PointResult) -> PortSuggestion:
     """A point whose place is found but whose code reads names this tree lacks (bound later)."""
-    return PortSuggestion(
-        point.id,
-        point.file,
-        PortStatus.REFUSED,
-        point.scope,
-        point.scope,
-        confidence=Confidence.EXACT,
-        line=result.line,
-        evidence="its anchors are found where they were",
-        message=result.message,
-    )
+    return _where_it_is(point, result, PortStatus.REFUSED, Confidence.EXACT)
 
 
 def _rebound(suggestion: PortSuggestion, names: tuple[str, ...], known: _Spellings) -> PortSuggestion:

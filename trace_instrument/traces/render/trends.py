@@ -76,9 +76,14 @@ def _figure(
     items = [(q.name, q.color, "") for q in quantities]
     if len(runs) > 1:
         items += [(run.name, RUN_COLOR, run.dash) for run in runs]
+    return _framed(key, title, keys, legend(items), chart)
+
+
+def _framed(key: str, title: str, keys: str, head: str, chart: str) -> str:
+    """A trend chart's ``<figure>``: its title and keys, then ``head`` (legend, note), the chart."""
     return (
         f'<figure class="trend" id="trend-{key}"><figcaption><b>{esc(title)}</b> <span>{esc(keys)}</span>'
-        f"</figcaption>{legend(items)}{chart}</figure>"
+        f"</figcaption>{head}{chart}</figure>"
     )
 
 
@@ -130,10 +135,7 @@ def _stop_reasons(runs: Sequence[RunSteps], current: Analysis) -> str:
     )
     keys = "stop_reason/{reason}/frac, each step's fractions summing to 1"
     items = [(r, PALETTE[i % len(PALETTE)], "") for i, r in enumerate(reasons)]
-    return (
-        f'<figure class="trend" id="trend-stop-reasons"><figcaption><b>{title}</b> <span>{esc(keys)}</span>'
-        f"</figcaption>{legend(items, 'box') if items else ''}{note}{chart}</figure>"
-    )
+    return _framed("stop-reasons", title, keys, (legend(items, "box") if items else "") + note, chart)
 
 
 def _stage_keys(runs: Sequence[RunSteps]) -> list[str]:
