@@ -724,6 +724,15 @@ class CallCount:
 
 
 @dataclass(frozen=True)
+class CallTotal:
+    """A tracing function's call sites over all files: found, and expected by the catalog."""
+
+    call: str
+    found: int
+    expected: int
+
+
+@dataclass(frozen=True)
 class VerifyResult:
     """What verify proved about one checkout: every finding, and the call counts behind them."""
 
@@ -738,6 +747,15 @@ class VerifyResult:
     def ok(self) -> bool:
         """The run finished and every finding holds."""
         return self.error is None and all(f.ok for f in self.findings)
+
+    def call_totals(self) -> tuple[CallTotal, ...]:
+        """Each tracing function's call sites over all files: found, and expected."""
+        totals: dict[str, list[int]] = {}
+        for count in self.counts:
+            entry = totals.setdefault(count.call, [0, 0])
+            entry[0] += count.actual
+            entry[1] += count.expected
+        return tuple(CallTotal(call, found, expected) for call, (found, expected) in totals.items())
 
 
 # -- port: carrying the catalog to a verl it was not validated on ----------------------------------

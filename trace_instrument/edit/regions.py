@@ -10,7 +10,6 @@ blank line LibCST gives its first statement, through the end of its last stateme
 from __future__ import annotations
 
 import ast
-import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,11 +28,6 @@ class Original:
 
     text: str
     digest: str
-
-
-def digest(text: str) -> str:
-    """A short fingerprint of a region's text."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def split_lines(text: str) -> list[str]:

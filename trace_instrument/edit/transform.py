@@ -18,11 +18,11 @@ import libcst as cst
 
 from trace_instrument.edit import formatting
 from trace_instrument.edit.cstmap import CstMap, pair
+from trace_instrument.edit.digests import digest
 from trace_instrument.edit.imports import ImportChanges, Statement, add_imports, prune_imports
 from trace_instrument.edit.modules import parse_file
 from trace_instrument.edit.regions import (
     Original,
-    digest,
     expression_text,
     placeholder_name,
     splice,

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trace_instrument.edit.regions import digest
+from trace_instrument.edit.digests import digest
 from trace_instrument.engine.files import CheckoutError, PendingWrite
 from trace_instrument.model import BodyExtent, ChangeKind, Extents, Point, RunError, RunErrorKind
 from trace_instrument.spec.shipped import shipped_templates

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 import libcst as cst
 
 from trace_instrument.edit.cstmap import CstMap, pair
-from trace_instrument.edit.regions import Original, digest, expression_text, split_lines, statements_span
+from trace_instrument.edit.digests import digest
+from trace_instrument.edit.regions import Original, expression_text, split_lines, statements_span
 from trace_instrument.engine.manifest import Manifest, Replaced, Replacements
 from trace_instrument.locate import Block, FileLocator, Placement
 from trace_instrument.locate.index import body_of, position, statement_print

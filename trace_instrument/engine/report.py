@@ -18,6 +18,7 @@ from trace_instrument.engine.verify import verify
 from trace_instrument.engine.versions import verl_version
 from trace_instrument.model import (
     FACILITIES,
+    CallTotal,
     Catalog,
     PointResult,
     RunError,
@@ -61,15 +62,6 @@ class FacilityCount:
     facility: str
     in_place: int
     applicable: int
-
-
-@dataclass(frozen=True)
-class CallTotal:
-    """A tracing function's call sites over all files: found, and expected by the catalog."""
-
-    call: str
-    found: int
-    expected: int
 
 
 @dataclass(frozen=True)
@@ -128,7 +120,7 @@ def report(root: str | Path, catalog: Catalog) -> Report:
         validated_on=catalog.validated_on,
         runtime_files=checked.runtime_files,
         facilities=_facilities(checked, catalog),
-        calls=call_totals(proof),
+        calls=proof.call_totals(),
         stages=_stages(base, catalog),
         not_in_place=(
             *(
@@ -168,16 +160,6 @@ def _facilities(checked: RunResult, catalog: Catalog) -> tuple[FacilityCount, ..
         for facility in FACILITIES
         if counts[(facility, "applicable")]
     )
-
-
-def call_totals(proof: VerifyResult) -> tuple[CallTotal, ...]:
-    """Each tracing function's call sites over all files of a verify run: found, and expected."""
-    totals: dict[str, list[int]] = {}
-    for count in proof.counts:
-        entry = totals.setdefault(count.call, [0, 0])
-        entry[0] += count.actual
-        entry[1] += count.expected
-    return tuple(CallTotal(call, found, expected) for call, (found, expected) in totals.items())
 
 
 def _stages(root: Path, catalog: Catalog) -> tuple[StageCoverage, ...]:

@@ -16,7 +16,6 @@ from rich.table import Table
 from rich.text import Text
 
 from trace_instrument.engine.patch import changes, summary, unified_patch
-from trace_instrument.engine.report import call_totals
 from trace_instrument.model import (
     FACILITIES,
     Candidate,
@@ -441,7 +440,7 @@ def verify_lines(
     `verbose`."""
     if not result.instrumented and not verbose:
         failed = sum(1 for f in result.findings if not f.ok)
-        sites = ", ".join(f"{t.found}/{t.expected} {t.call}" for t in call_totals(result))
+        sites = ", ".join(f"{t.found}/{t.expected} {t.call}" for t in result.call_totals())
         summary = f"verify: call sites {sites}, no runtime package; {failed} checks failed — not ok"
         return [not_instrumented_line(target or result.root), Text(f"{summary} ({VERBOSE_HINT} lists every check)")]
     if quiet:
